@@ -1,0 +1,59 @@
+"""Executes one scheduled step on the device: builds the flat token batch, runs the model, samples.
+
+Decode tokens (one new token over a cached context) go first in the batch, prefill/extend chunks
+after, matching the split in `model.Attention`.
+"""
+import time
+
+import torch
+
+from engine.config import CacheConfig
+from engine.model_config import ModelConfig
+from engine.model_runner_inputs import build_inputs
+from engine.request import Request
+from engine.sampler import Sampler
+from engine.weights import build_model
+
+
+class ModelRunner:
+    def __init__(self, model_config: ModelConfig, model: str, load_format: str, dtype: torch.dtype,
+                 device: torch.device, cache_config: CacheConfig, seed: int = 0):
+        self.config = model_config
+        self.device = device
+        self.dtype = dtype
+        self.block_size = cache_config.block_size
+        self.model = build_model(model_config, model, load_format, dtype, device, seed)
+        self.kv_caches = self._allocate_kv_cache(cache_config.num_kv_blocks)
+        self.sampler = Sampler(frozenset(model_config.eos_token_ids), seed)
+        self.last_timing = {"prepare_s": 0.0, "forward_s": 0.0, "sample_s": 0.0}
+
+    def _allocate_kv_cache(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        c = self.config
+        shape = (num_blocks, self.block_size, c.num_kv_heads, c.head_dim)  # [N, block_size, Hkv, D]
+        return [(torch.zeros(shape, dtype=self.dtype, device=self.device),
+                 torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in range(c.num_layers)]
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return sum(k.numel() * k.element_size() * 2 for k, _ in self.kv_caches)
+
+    def execute(self, scheduled: list[tuple[Request, int]]) -> list[int | None]:
+        """Returns the sampled token of each scheduled entry, None where it was a mid-prompt chunk."""
+        t0 = time.perf_counter()
+        inputs = build_inputs(scheduled, self.block_size, self.device)
+        t1 = time.perf_counter()
+        logits = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta)
+        self._synchronize()
+        t2 = time.perf_counter()
+        producing = [scheduled[i][0] for i in inputs.producing_entries]
+        tokens = self.sampler(logits, producing) if producing else []
+        t3 = time.perf_counter()
+        self.last_timing = {"prepare_s": t1 - t0, "forward_s": t2 - t1, "sample_s": t3 - t2}
+        sampled: list[int | None] = [None] * len(scheduled)
+        for entry, token in zip(inputs.producing_entries, tokens):
+            sampled[entry] = token
+        return sampled
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,242 @@
+"""The one scheduler, shared by the live engine and the simulator. Pure Python: never imports torch.
+
+vLLM v1's rule: every request's `num_computed_tokens` catches up with its token count. Each step hands
+a token budget to running requests first (oldest first), then admits waiting ones (FCFS), so chunked
+prefill and mixed prefill+decode steps fall out of one loop. When blocks run out, the newest running
+request is preempted and later recomputed. The `static` policy admits a batch together, each request
+reserving contiguous KV for its longest possible sequence, and admits nothing until the batch drains.
+"""
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.block_manager import BlockManager, blocks_for
+from engine.config import CacheConfig, SchedulerConfig
+from engine.request import Request, RequestStatus
+from engine.step_shape import StepShape
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[tuple[Request, int]] = field(default_factory=list)   # (request, new tokens this step)
+    preempted: list[Request] = field(default_factory=list)
+
+    @property
+    def shape(self) -> StepShape:
+        prefill, decode = [], []
+        for req, num_new in self.scheduled:
+            if num_new == 1 and req.num_computed_tokens > 0:
+                decode.append(req.num_computed_tokens + 1)
+            else:
+                prefill.append((num_new, req.num_computed_tokens))
+        return StepShape(tuple(prefill), tuple(decode))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+@dataclass(frozen=True)
+class KVStats:
+    num_blocks: int
+    num_used_blocks: int
+    num_free_blocks: int
+    num_cached_free_blocks: int      # free but still holding a reusable prefix
+    tokens_stored: int               # token slots holding a running request's KV
+    slots_reserved: int              # token slots of all used blocks
+
+    @property
+    def usage(self) -> float:
+        return self.num_used_blocks / self.num_blocks
+
+    @property
+    def utilization(self) -> float:
+        """Tokens stored / slots reserved: 1 - internal fragmentation."""
+        return self.tokens_stored / self.slots_reserved if self.slots_reserved else 1.0
+
+    @property
+    def fragmented_slots(self) -> int:
+        return self.slots_reserved - self.tokens_stored
+
+
+class Scheduler:
+    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
+                 eos_token_ids: frozenset[int] = frozenset()):
+        self.config = scheduler_config
+        self.block_size = cache_config.block_size
+        caching = cache_config.enable_prefix_caching and scheduler_config.policy == "continuous"
+        self.block_manager = BlockManager(cache_config.num_kv_blocks, cache_config.block_size, caching,
+                                          cache_config.tenant_block_quota)
+        self.eos_token_ids = frozenset(eos_token_ids)
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.num_preemptions = 0
+
+    # ---- requests in and out -----------------------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        self.waiting.append(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    @property
+    def num_unfinished_requests(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def abort_request(self, request: Request, now: float) -> None:
+        if request.is_finished:
+            return
+        if request.status is RequestStatus.RUNNING:
+            self.running.remove(request)
+        else:
+            self.waiting.remove(request)
+        self._finish(request, RequestStatus.FINISHED_ABORTED, now)
+
+    def max_blocks_needed(self, request: Request) -> int:
+        """Blocks the request may hold at its longest: what must fit in the pool for it ever to finish."""
+        if self.config.policy == "static":
+            return blocks_for(self._static_reserve_len(request), self.block_size)
+        return blocks_for(min(request.max_num_tokens, self.config.max_model_len), self.block_size)
+
+    # ---- one step ----------------------------------------------------------------------------------
+    def schedule(self, now: float) -> SchedulerOutput:
+        out = SchedulerOutput()
+        if self.config.policy == "static" and not self.running:
+            self._admit_static_batch(now)
+        budget = self._schedule_running(out, now)
+        if self.config.policy == "continuous" and not out.preempted:
+            self._admit_waiting(out, budget, now)
+        return out
+
+    def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
+        budget, bm, i = self.config.max_num_batched_tokens, self.block_manager, 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            num_new = min(req.num_tokens - req.num_computed_tokens, budget)
+            target = req.num_computed_tokens + num_new
+            while not bm.can_allocate(req, target):
+                victim = self._pick_victim(req, i)
+                self._preempt(victim)
+                out.preempted.append(victim)
+                if victim is req:
+                    break
+            if req.status is RequestStatus.RUNNING:
+                bm.allocate(req, target)
+                out.scheduled.append((req, num_new))
+                budget -= num_new
+                i += 1
+        return budget
+
+    def _pick_victim(self, req: Request, first_unscheduled: int) -> Request:
+        """The newest running request not yet scheduled this step; of the same tenant when it is the
+        tenant's quota, not the pool, that is exhausted."""
+        candidates = self.running[first_unscheduled:]
+        headroom = self.block_manager.tenant_headroom(req.tenant)
+        if headroom is not None and headroom <= 0:
+            candidates = [r for r in candidates if r.tenant == req.tenant]
+        return candidates[-1]
+
+    def _preempt(self, req: Request) -> None:
+        self.running.remove(req)
+        self.block_manager.free(req)
+        req.status = RequestStatus.WAITING
+        req.num_computed_tokens = 0
+        req.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _admit_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
+        bm, skipped = self.block_manager, []
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            cached = bm.get_computed_blocks(req)
+            num_cached = len(cached) * self.block_size
+            num_new = min(req.num_tokens - num_cached, budget)
+            if not bm.can_allocate(req, num_cached + num_new, cached):
+                if self._over_tenant_quota(req, num_cached + num_new):
+                    skipped.append(self.waiting.popleft())    # let other tenants pass
+                    continue
+                break                                          # the pool is full: FCFS waits
+            self.waiting.popleft()
+            bm.allocate(req, num_cached + num_new, cached)
+            req.num_computed_tokens = req.num_cached_tokens = num_cached
+            self._start_running(req, now)
+            out.scheduled.append((req, num_new))
+            budget -= num_new
+        self.waiting.extendleft(reversed(skipped))
+
+    def _over_tenant_quota(self, req: Request, num_tokens: int) -> bool:
+        headroom = self.block_manager.tenant_headroom(req.tenant)
+        return headroom is not None and blocks_for(num_tokens, self.block_size) > headroom
+
+    def _static_reserve_len(self, req: Request) -> int:
+        if self.config.static_reserve == "request":
+            return min(req.max_num_tokens, self.config.max_model_len)
+        return self.config.max_model_len
+
+    def _admit_static_batch(self, now: float) -> None:
+        bm = self.block_manager
+        while self.waiting and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            num_blocks = blocks_for(self._static_reserve_len(req), self.block_size)
+            if not bm.can_allocate_contiguous(req, num_blocks):
+                break
+            self.waiting.popleft()
+            bm.allocate_contiguous(req, num_blocks)
+            req.static_reserved_blocks = num_blocks
+            self._start_running(req, now)
+
+    def _start_running(self, req: Request, now: float) -> None:
+        req.status = RequestStatus.RUNNING
+        if req.first_scheduled_time is None:
+            req.first_scheduled_time = now
+        self.running.append(req)
+
+    # ---- after the step ----------------------------------------------------------------------------
+    def update(self, out: SchedulerOutput, sampled_token_ids: list[int | None], now: float) -> list[Request]:
+        """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
+        its step did not reach the end of its tokens). Returns the requests that got a token."""
+        progressed = []
+        for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
+            if req.status is not RequestStatus.RUNNING:
+                continue                                       # aborted while the step ran
+            req.num_computed_tokens += num_new
+            self.block_manager.cache_full_blocks(req)
+            if req.num_computed_tokens < req.num_tokens:
+                continue                                       # a prefill chunk: no token yet
+            assert token is not None, f"{req} completed its tokens but no token was sampled"
+            req.output_token_ids.append(token)
+            if req.first_token_time is None:
+                req.first_token_time = now
+            progressed.append(req)
+            status = self._stop_status(req, token)
+            if status is not None:
+                self.running.remove(req)
+                self._finish(req, status, now)
+        return progressed
+
+    def _stop_status(self, req: Request, token: int) -> RequestStatus | None:
+        params = req.params
+        if req.num_output_tokens >= params.min_tokens and (
+                token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids)):
+            return RequestStatus.FINISHED_STOPPED
+        if req.num_output_tokens >= params.max_tokens or req.num_tokens >= self.config.max_model_len:
+            return RequestStatus.FINISHED_LENGTH
+        return None
+
+    def _finish(self, req: Request, status: RequestStatus, now: float) -> None:
+        req.status = status
+        req.finish_time = now
+        self.block_manager.free(req)
+
+    # ---- accounting --------------------------------------------------------------------------------
+    def kv_stats(self) -> KVStats:
+        bm, size = self.block_manager, self.block_size
+        filled: dict[int, int] = {}
+        for req in self.running:
+            for i, block in enumerate(req.block_table):
+                n = min(size, req.num_computed_tokens - i * size)
+                if n <= 0:
+                    break
+                filled[block] = max(filled.get(block, 0), n)
+        return KVStats(bm.num_blocks, bm.num_used_blocks, bm.num_free_blocks, bm.num_cached_free_blocks,
+                       sum(filled.values()), bm.num_used_blocks * size)

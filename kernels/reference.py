@@ -1,0 +1,97 @@
+"""Plain-torch reference twins of the paged-attention kernels.
+
+They define the cache layout and the signatures the Triton kernels share:
+  k_cache, v_cache: [num_blocks, block_size, num_kv_heads, head_dim]
+  block_tables:     [batch, max_blocks_per_seq] int32 (entries past a sequence's blocks are ignored)
+  slot_mapping:     [num_tokens] int64, slot = block_id * block_size + offset, -1 = skip
+They run on any device and are the path used on the CPU.
+"""
+import torch
+
+
+def _check_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    assert k_cache.dim() == 4, f"k_cache must be [num_blocks, block_size, num_kv_heads, head_dim], got {tuple(k_cache.shape)}"
+    assert k_cache.shape == v_cache.shape, f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ"
+
+
+def store_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   slot_mapping: torch.Tensor) -> None:
+    """Write each token's K/V into its cache slot; tokens with slot -1 are skipped."""
+    # k, v: [num_tokens, num_kv_heads, head_dim]
+    _check_cache(k_cache, v_cache)
+    assert k.shape == v.shape and k.shape[1:] == k_cache.shape[2:], f"k {tuple(k.shape)} does not fit cache {tuple(k_cache.shape)}"
+    assert slot_mapping.shape == (k.shape[0],), f"slot_mapping {tuple(slot_mapping.shape)} must be [{k.shape[0]}]"
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep].long()
+    k_flat = k_cache.view(-1, *k_cache.shape[2:])  # [num_blocks * block_size, num_kv_heads, head_dim]
+    v_flat = v_cache.view(-1, *v_cache.shape[2:])
+    k_flat[slots] = k[keep].to(k_cache.dtype)
+    v_flat[slots] = v[keep].to(v_cache.dtype)
+
+
+def _gather_kv(cache: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
+    # -> [length, num_kv_heads, head_dim]
+    block_size = cache.shape[1]
+    num_blocks = (length + block_size - 1) // block_size
+    blocks = cache[block_table[:num_blocks].long()]  # [num_blocks, block_size, Hkv, D]
+    return blocks.reshape(-1, *cache.shape[2:])[:length]
+
+
+def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query token per sequence attending to its whole cached context (context_lens[b] ≥ 1)."""
+    # q: [B, Hq, D] -> out [B, Hq, D]
+    _check_cache(k_cache, v_cache)
+    batch, num_heads, head_dim = q.shape
+    num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
+    assert num_heads % num_kv_heads == 0, f"{num_heads} query heads is not a multiple of {num_kv_heads} KV heads"
+    assert block_tables.shape[0] == batch and context_lens.shape == (batch,)
+    if batch == 0:
+        return torch.empty_like(q)
+    group = num_heads // num_kv_heads
+    max_len = int(context_lens.max())
+    max_blocks = (max_len + block_size - 1) // block_size
+    table = block_tables[:, :max_blocks].long().clamp(min=0)
+    k = k_cache[table].reshape(batch, max_blocks * block_size, num_kv_heads, head_dim).float()  # [B, L, Hkv, D]
+    v = v_cache[table].reshape(batch, max_blocks * block_size, num_kv_heads, head_dim).float()
+    qg = q.float().view(batch, num_kv_heads, group, head_dim)  # [B, Hkv, G, D]
+    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * scale  # [B, Hkv, G, L]
+    positions = torch.arange(max_blocks * block_size, device=q.device)
+    valid = positions[None, :] < context_lens.to(q.device).long()[:, None]  # [B, L]
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.einsum("bhgl,blhd->bhgd", probs, v)  # [B, Hkv, G, D]
+    return out.reshape(batch, num_heads, head_dim).to(q.dtype)
+
+
+def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            cu_seqlens_q: torch.Tensor, context_lens: torch.Tensor, block_tables: torch.Tensor,
+                            scale: float) -> torch.Tensor:
+    """Varlen prefill/extend: sequence b's new tokens are the last (cu[b+1]-cu[b]) of its context_lens[b]
+    tokens, already stored in the cache; causal over the new tokens, full over the cached prefix."""
+    # q: [T, Hq, D], cu_seqlens_q: [B+1] int32, context_lens: [B] int32 (prefix + new) -> out [T, Hq, D]
+    _check_cache(k_cache, v_cache)
+    num_tokens, num_heads, head_dim = q.shape
+    num_kv_heads = k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    assert cu_seqlens_q.shape[0] == context_lens.shape[0] + 1 and int(cu_seqlens_q[-1]) == num_tokens
+    out = torch.empty_like(q)
+    starts, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+    for b, total in enumerate(lens):
+        q_start, q_end = starts[b], starts[b + 1]
+        q_len = q_end - q_start
+        if q_len == 0:
+            continue
+        assert total >= q_len, f"sequence {b}: context {total} shorter than its {q_len} new tokens"
+        k = _gather_kv(k_cache, block_tables[b], total).float()  # [total, Hkv, D]
+        v = _gather_kv(v_cache, block_tables[b], total).float()
+        qb = q[q_start:q_end].float().view(q_len, num_kv_heads, group, head_dim)  # [q_len, Hkv, G, D]
+        scores = torch.einsum("qhgd,khd->hgqk", qb, k) * scale  # [Hkv, G, q_len, total]
+        query_pos = torch.arange(total - q_len, total, device=q.device)
+        key_pos = torch.arange(total, device=q.device)
+        causal = key_pos[None, :] <= query_pos[:, None]  # [q_len, total]
+        scores = scores.masked_fill(~causal, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        ob = torch.einsum("hgqk,khd->qhgd", probs, v)  # [q_len, Hkv, G, D]
+        out[q_start:q_end] = ob.reshape(q_len, num_heads, head_dim).to(q.dtype)
+    return out
