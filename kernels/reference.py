@@ -7,6 +7,7 @@ They define the cache layout and the signatures the Triton kernels share:
 They run on any device and are the path used on the CPU.
 """
 import torch
+import torch.nn.functional as F
 
 
 def _check_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
@@ -21,12 +22,14 @@ def store_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_ca
     _check_cache(k_cache, v_cache)
     assert k.shape == v.shape and k.shape[1:] == k_cache.shape[2:], f"k {tuple(k.shape)} does not fit cache {tuple(k_cache.shape)}"
     assert slot_mapping.shape == (k.shape[0],), f"slot_mapping {tuple(slot_mapping.shape)} must be [{k.shape[0]}]"
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
+    slots = slot_mapping.long()
+    keep = slots >= 0
+    if not bool(keep.all()):
+        slots, k, v = slots[keep], k[keep], v[keep]
     k_flat = k_cache.view(-1, *k_cache.shape[2:])  # [num_blocks * block_size, num_kv_heads, head_dim]
     v_flat = v_cache.view(-1, *v_cache.shape[2:])
-    k_flat[slots] = k[keep].to(k_cache.dtype)
-    v_flat[slots] = v[keep].to(v_cache.dtype)
+    k_flat.index_copy_(0, slots, k.to(k_cache.dtype))
+    v_flat.index_copy_(0, slots, v.to(v_cache.dtype))
 
 
 def _gather_kv(cache: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
@@ -52,15 +55,13 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     max_len = int(context_lens.max())
     max_blocks = (max_len + block_size - 1) // block_size
     table = block_tables[:, :max_blocks].long().clamp(min=0)
-    k = k_cache[table].reshape(batch, max_blocks * block_size, num_kv_heads, head_dim).float()  # [B, L, Hkv, D]
-    v = v_cache[table].reshape(batch, max_blocks * block_size, num_kv_heads, head_dim).float()
-    qg = q.float().view(batch, num_kv_heads, group, head_dim)  # [B, Hkv, G, D]
-    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * scale  # [B, Hkv, G, L]
-    positions = torch.arange(max_blocks * block_size, device=q.device)
-    valid = positions[None, :] < context_lens.to(q.device).long()[:, None]  # [B, L]
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("bhgl,blhd->bhgd", probs, v)  # [B, Hkv, G, D]
+    length = max_blocks * block_size
+    flat = table.flatten()
+    k = k_cache.index_select(0, flat).view(batch, length, num_kv_heads, head_dim).transpose(1, 2).float()  # [B, Hkv, L, D]
+    v = v_cache.index_select(0, flat).view(batch, length, num_kv_heads, head_dim).transpose(1, 2).float()
+    qg = q.float().view(batch, num_kv_heads, group, head_dim)  # [B, Hkv, G, D]: a KV head's query heads together
+    valid = torch.arange(length, device=q.device)[None, :] < context_lens.to(q.device).long()[:, None]  # [B, L]
+    out = F.scaled_dot_product_attention(qg, k, v, attn_mask=valid[:, None, None, :], scale=scale)  # [B, Hkv, G, D]
     return out.reshape(batch, num_heads, head_dim).to(q.dtype)
 
 
@@ -85,13 +86,11 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         assert total >= q_len, f"sequence {b}: context {total} shorter than its {q_len} new tokens"
         k = _gather_kv(k_cache, block_tables[b], total).float()  # [total, Hkv, D]
         v = _gather_kv(v_cache, block_tables[b], total).float()
-        qb = q[q_start:q_end].float().view(q_len, num_kv_heads, group, head_dim)  # [q_len, Hkv, G, D]
-        scores = torch.einsum("qhgd,khd->hgqk", qb, k) * scale  # [Hkv, G, q_len, total]
+        qb = q[q_start:q_end].float().view(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)  # [Hkv, G, q_len, D]
         query_pos = torch.arange(total - q_len, total, device=q.device)
-        key_pos = torch.arange(total, device=q.device)
-        causal = key_pos[None, :] <= query_pos[:, None]  # [q_len, total]
-        scores = scores.masked_fill(~causal, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        ob = torch.einsum("hgqk,khd->qhgd", probs, v)  # [q_len, Hkv, G, D]
+        causal = torch.arange(total, device=q.device)[None, :] <= query_pos[:, None]  # [q_len, total]
+        ob = F.scaled_dot_product_attention(qb, k.transpose(0, 1)[:, None], v.transpose(0, 1)[:, None],
+                                            attn_mask=causal, scale=scale)  # [Hkv, G, q_len, D]
+        ob = ob.permute(2, 0, 1, 3)  # [q_len, Hkv, G, D]
         out[q_start:q_end] = ob.reshape(q_len, num_heads, head_dim).to(q.dtype)
     return out

@@ -1,0 +1,71 @@
+"""What the Triton kernel files share: where they may run, how dot products are computed, shape checks."""
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+_DOT_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels through its numpy interpreter (CPU tests).
+
+    Triton reads the variable when a kernel is decorated, so it must be set before `kernels.triton_*` is imported."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def require_runnable(tensor: torch.Tensor, name: str) -> None:
+    if not tensor.is_cuda and not interpreting():
+        raise ValueError(f"{name} is on {tensor.device}; the Triton kernels need a CUDA tensor, or TRITON_INTERPRET=1 "
+                         "set before importing kernels (or SURGEPLAN_KERNELS=reference for the torch twins)")
+
+
+def dot_operands(dtype: torch.dtype) -> tuple[tl.dtype, str]:
+    """(operand dtype, input_precision) for tl.dot on inputs of `dtype`.
+
+    The interpreter's bf16/fp16 arithmetic is not faithful, so there every operand is fp32. fp32 inputs use IEEE
+    products because TF32 would drop them to a 10-bit mantissa. On the GPU fp16/bf16 operands stay in their dtype
+    (tensor cores) with fp32 accumulation."""
+    if dtype not in _DOT_DTYPES:
+        raise ValueError(f"dtype {dtype} is not supported; expected one of {list(_DOT_DTYPES)}")
+    if interpreting() or dtype == torch.float32:
+        return tl.float32, "ieee"
+    return _DOT_DTYPES[dtype], "tf32"
+
+
+@functools.lru_cache(maxsize=None)
+def num_multiprocessors(device: torch.device) -> int:
+    """Streaming multiprocessors to fill; the interpreter runs programs one by one, so a few suffice there."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def padded_head_dim(head_dim: int) -> int:
+    if head_dim < 16:
+        raise ValueError(f"head_dim is {head_dim}; the Triton kernels need head_dim ≥ 16 (tl.dot's minimum)")
+    return triton.next_power_of_2(head_dim)
+
+
+def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                       context_lens: torch.Tensor) -> None:
+    """Shapes, dtypes and unit strides at the kernel boundary (the kernels index the last dim with stride 1)."""
+    require_runnable(q, "q")
+    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache {tuple(k_cache.shape)} / v_cache {tuple(v_cache.shape)}: expected equal "
+                         "[num_blocks, block_size, num_kv_heads, head_dim]")
+    if q.shape[-1] != k_cache.shape[-1] or q.shape[-2] % k_cache.shape[2] != 0:
+        raise ValueError(f"q {tuple(q.shape)} does not fit cache {tuple(k_cache.shape)}: expected head_dim "
+                         f"{k_cache.shape[-1]} and a multiple of {k_cache.shape[2]} query heads")
+    for name, tensor in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"{name} has stride {tensor.stride(-1)} in head_dim; expected 1 (call .contiguous())")
+    if block_tables.dtype not in (torch.int32, torch.int64) or block_tables.dim() != 2:
+        raise ValueError(f"block_tables is {block_tables.dtype} {tuple(block_tables.shape)}; "
+                         "expected int32 [batch, max_blocks]")
+    if block_tables.stride(-1) != 1:
+        raise ValueError("block_tables must be contiguous in its last dim")
+    if context_lens.dim() != 1 or context_lens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"context_lens is {context_lens.dtype} {tuple(context_lens.shape)}; expected int32 [batch]")

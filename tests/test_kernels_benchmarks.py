@@ -1,0 +1,33 @@
+"""The GPU benchmark scripts run end to end on the CPU in their --smoke mode (tiny shapes, interpreted kernels)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run_smoke(script: str, json_path: Path, **env) -> dict:
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--smoke", "--json", str(json_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    assert result.returncode == 0, f"{script} --smoke failed:\n{result.stderr[-3000:]}"
+    assert "| batch |" in result.stdout, f"{script} printed no table:\n{result.stdout[-2000:]}"
+    return json.loads(json_path.read_text())
+
+
+def test_kernel_benchmark_smoke_checks_the_kernels_against_sdpa(tmp_path):
+    report = _run_smoke("kernels.py", tmp_path / "kernels.json")
+    assert report["decode"] and report["prefill"]
+    for row in report["decode"] + report["prefill"]:
+        assert row["rel_err_vs_sdpa"] < 1e-5, row
+    assert report["meta"]["copy_GBps"] > 0
+
+
+def test_engine_benchmark_smoke_covers_decode_prefill_and_the_public_api(tmp_path):
+    report = _run_smoke("engine_gpu.py", tmp_path / "engine.json", SURGEPLAN_KERNELS="reference")
+    cells = {(row["batch"], row["context"]) for row in report["decode"]}
+    assert cells == {(1, 40), (1, 100), (4, 40), (4, 100)}
+    assert all(row["step_ms"] > 0 and row["roofline_ms"] > 0 for row in report["decode"])
+    assert [row["prompt"] for row in report["prefill"]] == [32, 64]
+    assert report["api"][0]["api_step_ms"] > 0

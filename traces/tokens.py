@@ -1,0 +1,85 @@
+"""Prompt token ids for replaying a trace: exact lengths, and shared prefixes where the trace says so.
+
+A trace carries lengths, not text. For a replay we need concrete token ids. Where the trace has
+hash ids, block i of a prompt is filled from hash id i alone, so two requests with equal hash ids
+get identical token blocks and a prefix cache sees the same hits as production did. Tokens not
+covered by a hash id are unique to their request. Everything is a pure function of
+(seed, hash id or request index, position): no state, same ids on every machine and run.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from traces.trace import Trace
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+# Different domains keep a hash id and a request index with the same value from colliding.
+_BLOCK_DOMAIN, _REQUEST_DOMAIN = 0x5151, 0xA7A7
+
+
+def _mix_int(value: int) -> int:
+    """splitmix64's finaliser on a Python int (a strong 64-bit bit mixer)."""
+    z = value & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _mix_array(z: np.ndarray) -> np.ndarray:
+    # z: [n] uint64; numpy array arithmetic wraps modulo 2**64 as the mixer needs.
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class PromptTokenSynthesizer:
+    """Token ids in [min_token_id, vocab_size) for each request of a trace.
+
+    min_token_id lets a replay keep clear of special tokens (BOS/EOS/pad) at the low ids.
+    """
+
+    def __init__(self, vocab_size: int, seed: int = 0, min_token_id: int = 0) -> None:
+        if not 0 <= min_token_id < vocab_size:
+            raise ValueError(f"token range [{min_token_id}, {vocab_size}) is empty; expected "
+                             f"0 ≤ min_token_id < vocab_size")
+        self.vocab_size, self.seed, self.min_token_id = vocab_size, seed, min_token_id
+
+    def _stream(self, domain: int, key: int, start: int, length: int) -> np.ndarray:
+        base = _mix_int(_mix_int(self.seed * _GOLDEN + domain) ^ (key & _MASK))
+        counters = np.uint64(base) + np.arange(start, start + length, dtype=np.uint64) * np.uint64(_GOLDEN)
+        span = np.uint64(self.vocab_size - self.min_token_id)
+        return (_mix_array(counters) % span).astype(np.int64) + self.min_token_id
+
+    def block_tokens(self, hash_id: int, length: int) -> np.ndarray:
+        """The first `length` tokens of the block named by `hash_id` (same id, same tokens)."""
+        return self._stream(_BLOCK_DOMAIN, hash_id, 0, length)
+
+    def prompt_token_ids(self, trace: Trace, index: int) -> np.ndarray:
+        """Exactly `trace.prompt_tokens[index]` token ids for request `index`."""
+        prompt_len = int(trace.prompt_tokens[index])
+        # tokens: [prompt_len]
+        tokens = np.empty(prompt_len, dtype=np.int64)
+        covered = 0
+        if trace.hash_ids is not None:
+            block = trace.hash_block_size or 1
+            for hash_id in trace.hash_ids[index]:
+                if covered >= prompt_len:
+                    break
+                length = min(block, prompt_len - covered)
+                tokens[covered: covered + length] = self.block_tokens(hash_id, length)
+                covered += length
+        if covered < prompt_len:
+            tokens[covered:] = self._stream(_REQUEST_DOMAIN, index, covered, prompt_len - covered)
+        return tokens
+
+    def iter_prompts(self, trace: Trace) -> Iterator[np.ndarray]:
+        return (self.prompt_token_ids(trace, i) for i in range(len(trace)))
+
+
+def prompt_token_ids(trace: Trace, index: int, vocab_size: int, seed: int = 0,
+                     min_token_id: int = 0) -> list[int]:
+    """One request's prompt as a plain list of ints (what an engine's `add_request` takes)."""
+    return PromptTokenSynthesizer(vocab_size, seed, min_token_id).prompt_token_ids(trace, index).tolist()
