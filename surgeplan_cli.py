@@ -1,6 +1,8 @@
 """The `surgeplan` front door: each package owns its sub-commands; this file only assembles them."""
 import typer
 
+from engine.profiler import profile_command
+from simulator.cli import app as calibrations_app
 from traces.cli import app as traces_app
 
 app = typer.Typer(help="surgeplan: plan LLM serving capacity.", no_args_is_help=True)
@@ -12,6 +14,8 @@ def main() -> None:
 
 
 app.add_typer(traces_app, name="traces")
+app.add_typer(calibrations_app, name="calibrations")
+app.command("profile")(profile_command)
 
 
 @app.command()

@@ -1,0 +1,253 @@
+"""The calibration file: what was timed (or fitted, or derived), on what, and the cost-model terms
+that came out of it. Every number carries its label: `measured`, `fitted` or `derived`."""
+import datetime as dt
+import json
+import platform
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.step_shape import StepShape
+from simulator.model_spec import ModelSpec
+
+SCHEMA_VERSION = 1
+SHIPPED_DIR = Path(__file__).parent / "calibrations"
+
+Label = Literal["measured", "fitted", "derived"]
+# What limits a term: tells a derivation for other hardware which ratio to scale it by.
+Bound = Literal["host", "memory", "compute", "latency", "network"]
+# What a term's `seconds_per_unit` multiplies (see simulator.cost_model.feature_value).
+Feature = Literal["step", "gemm_step", "gemv_extra_token", "sequence", "token", "token_above_knee",
+                  "token_above_spill", "prefill_attention_pair", "decode_context_token"]
+PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CostTerm(_Strict):
+    name: str
+    feature: Feature
+    seconds_per_unit: float = Field(ge=0)
+    bound: Bound
+    label: Label
+    note: str = ""
+
+
+class FitError(_Strict):
+    """How well the terms reproduce what they were fitted on (fractions, not percent)."""
+    target: str = Field(description="the quantity fitted, e.g. 'engine step time'")
+    num_points: int = Field(ge=0)
+    mape_train: float = Field(ge=0)
+    mape_cross_validated: float | None = Field(default=None, ge=0)
+    max_ape: float = Field(ge=0)
+    folds: int = Field(default=0, ge=0)
+    note: str = ""
+
+
+class CostModelFit(_Strict):
+    """The terms of the step-time model and the token count where linear layers turn compute-bound."""
+    knee_tokens: float = Field(ge=0)
+    knee_label: Label
+    tile_tokens: int = Field(default=1, ge=1, description="GEMM tile: above the knee, tokens count in whole tiles")
+    spill_tokens: float | None = Field(default=None, ge=0, description="tokens beyond which activations spill "
+                                       "out of cache and each token costs more; None: never")
+    gemm_switch_tokens: int = Field(default=2, ge=2, description="from this many tokens on, linear layers run "
+                                    "matrix-matrix kernels; below it, one matrix-vector pass per token")
+    terms: list[CostTerm]
+    fit_errors: list[FitError] = []
+
+
+class ShapeRecord(_Strict):
+    prefill_chunks: list[tuple[int, int]] = []
+    decode_context_lens: list[int] = []
+
+    @classmethod
+    def of(cls, shape: StepShape) -> "ShapeRecord":
+        return cls(prefill_chunks=list(shape.prefill_chunks), decode_context_lens=list(shape.decode_context_lens))
+
+    def to_shape(self) -> StepShape:
+        return StepShape(prefill_chunks=tuple(tuple(chunk) for chunk in self.prefill_chunks),
+                         decode_context_lens=tuple(self.decode_context_lens))
+
+
+class StepSample(_Strict):
+    """One timed `engine.step()`: its shape and where its wall time went."""
+    shape: ShapeRecord
+    total_s: float = Field(ge=0)
+    schedule_s: float = Field(ge=0)
+    prepare_s: float = Field(ge=0)
+    forward_s: float = Field(ge=0)
+    sample_s: float = Field(ge=0)
+    cpu_s: float | None = Field(default=None, ge=0, description="process CPU time of the step, all threads")
+
+    @property
+    def host_s(self) -> float:
+        return max(0.0, self.total_s - self.forward_s)
+
+
+class ProfilePoint(_Strict):
+    """Repeats of one grid point; the representative shape is that of the median repeat."""
+    kind: PointKind
+    label: Label = "measured"
+    shape: ShapeRecord
+    samples: list[StepSample] = Field(min_length=1)
+
+    @property
+    def totals(self) -> list[float]:
+        return [sample.total_s for sample in self.samples]
+
+    @property
+    def median_total_s(self) -> float:
+        return _median(self.totals)
+
+    @property
+    def min_total_s(self) -> float:
+        return min(self.totals)
+
+    def statistic_s(self, statistic: str) -> float:
+        """The repeats summarised as `median` wall time (default), `min` wall time, or `cpu`: the
+        median process CPU time, which other jobs on a shared host cannot inflate (meaningful for a
+        single-threaded CPU engine only)."""
+        if statistic == "median":
+            return self.median_total_s
+        if statistic == "min":
+            return self.min_total_s
+        if statistic == "cpu" and all(sample.cpu_s is not None for sample in self.samples):
+            return _median([sample.cpu_s for sample in self.samples])
+        raise ValueError(f"statistic {statistic!r} is unknown or unrecorded; expected 'median', 'min' or 'cpu'")
+
+    @property
+    def median_forward_s(self) -> float:
+        return _median([sample.forward_s for sample in self.samples])
+
+    @property
+    def median_host_s(self) -> float:
+        return _median([sample.host_s for sample in self.samples])
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the repeats: how noisy this point is."""
+        totals = self.totals
+        return (max(totals) - min(totals)) / max(self.median_total_s, 1e-12)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+class DeviceInfo(_Strict):
+    name: str
+    kind: Literal["cpu", "cuda", "gpu"]
+    memory_bytes: float = Field(ge=0)
+    hardware: str | None = Field(default=None, description="catalog name, when it is a catalog device")
+    tensor_parallel: int = Field(default=1, ge=1)
+
+
+class SoftwareInfo(_Strict):
+    python: str
+    platform: str
+    torch: str | None = None
+    triton: str | None = None
+    cuda: str | None = None
+    surgeplan: str | None = None
+
+    @classmethod
+    def current(cls) -> "SoftwareInfo":
+        return cls(python=platform.python_version(), platform=platform.platform(), torch=_version("torch"),
+                   triton=_version("triton"), cuda=_cuda_version(), surgeplan=_version("surgeplan"))
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cuda_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.version.cuda
+
+
+class EngineSettings(_Strict):
+    block_size: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    max_model_len: int = Field(ge=1)
+    enable_prefix_caching: bool = False
+    load_format: str = "dummy"
+
+
+class Provenance(_Strict):
+    source: str
+    method: str
+    notes: list[str] = []
+
+
+class Calibration(_Strict):
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    label: Label
+    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    device: DeviceInfo
+    software: SoftwareInfo | None = None
+    model: ModelSpec
+    dtype: str
+    block_size: int = Field(default=16, ge=1)
+    engine: EngineSettings | None = None
+    points: list[ProfilePoint] = []
+    cost_model: CostModelFit | None = None
+    provenance: Provenance
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: cannot read calibration JSON ({error})") from error
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"{path}: schema_version is {data.get('schema_version')!r}; expected {SCHEMA_VERSION}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise ValueError(f"{path}: not a valid calibration: {error}") from error
+
+
+def shipped_calibration_paths() -> list[Path]:
+    return sorted(SHIPPED_DIR.glob("*.json"))
+
+
+def load_shipped(name: str) -> Calibration:
+    """A shipped calibration by file stem or by its `name` field."""
+    for path in shipped_calibration_paths():
+        if path.stem == name:
+            return Calibration.load(path)
+    for path in shipped_calibration_paths():
+        calibration = Calibration.load(path)
+        if calibration.name == name:
+            return calibration
+    names = [path.stem for path in shipped_calibration_paths()]
+    raise ValueError(f"calibration {name!r} is not shipped; expected one of {names} or a path to a JSON file")
+
+
+def resolve_calibration(name_or_path: str | Path) -> Calibration:
+    path = Path(name_or_path)
+    if path.suffix == ".json" or path.exists():
+        return Calibration.load(path)
+    return load_shipped(str(name_or_path))

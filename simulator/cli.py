@@ -1,0 +1,183 @@
+"""`surgeplan calibrations list|show|fit|build|roofline`: inspect, refit and rebuild calibrations."""
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from engine.step_shape import StepShape
+from simulator.calibration import Calibration, resolve_calibration, shipped_calibration_paths
+from simulator.cost_model import CostModel, fit_calibration, predicted_vs_measured
+
+app = typer.Typer(help="Calibrations: measured, fitted and derived step-cost models.", no_args_is_help=True)
+def _out(*items) -> None:
+    """Print through a console made now, so the terminal width (or COLUMNS) is read at call time."""
+    Console().print(*items)
+
+EXAMPLE_SHAPES = {
+    "decode, batch 1, context 512": StepShape(decode_context_lens=(512,)),
+    "decode, batch 32, context 1024": StepShape(decode_context_lens=(1024,) * 32),
+    "prefill 512 tokens": StepShape(prefill_chunks=((512, 0),)),
+    "prefill 2048 tokens": StepShape(prefill_chunks=((2048, 0),)),
+    "mixed: 16 decodes + 256 prefill": StepShape(prefill_chunks=((256, 0),), decode_context_lens=(512,) * 16),
+}
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+@app.command("list")
+def list_calibrations(directory: Path = typer.Option(None, help="list this folder instead of the shipped ones")) -> None:
+    """Every calibration with its label, device, TP degree and fit error."""
+    paths = sorted(directory.glob("*.json")) if directory else shipped_calibration_paths()
+    table = Table("file", "label", "model", "device", "TP", "knee", "fit error (CV / train)")
+    for path in paths:
+        calibration = Calibration.load(path)
+        errors = calibration.cost_model.fit_errors if calibration.cost_model else []
+        first = errors[0] if errors else None
+        table.add_row(path.stem, calibration.label, calibration.model.name, calibration.device.name,
+                      str(calibration.device.tensor_parallel),
+                      f"{calibration.cost_model.knee_tokens:.0f}" if calibration.cost_model else "—",
+                      _error_cell(calibration, first))
+    _out(table)
+
+
+def _error_cell(calibration: Calibration, error) -> str:
+    if error is None:
+        return "none"
+    cell = f"{_percent(error.mape_cross_validated)} / {_percent(error.mape_train)}"
+    return cell + " (of its source)" if calibration.label == "derived" else cell
+
+
+@app.command()
+def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) or a JSON path")) -> None:
+    """Provenance, every term with its label, fit errors, and example step times."""
+    loaded = resolve_calibration(calibration)
+    _out(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
+    _out(f"model {loaded.model.name} ({loaded.dtype}), device {loaded.device.name} × TP {loaded.device.tensor_parallel}")
+    _out(f"source: {loaded.provenance.source}\nmethod: {loaded.provenance.method}")
+    for note in loaded.provenance.notes:
+        _out(f"  - {note}")
+    if loaded.points:
+        _print_points(loaded)
+    if loaded.cost_model is None:
+        _out(f"{len(loaded.points)} measured points; no cost model yet (run `calibrations fit`)")
+        return
+    _print_terms(loaded)
+    _print_errors(loaded)
+    model = CostModel.from_calibration(loaded)
+    examples = Table("example step", "predicted")
+    for name, shape in EXAMPLE_SHAPES.items():
+        examples.add_row(name, f"{model.step_time(shape) * 1e3:.2f} ms")
+    _out(examples)
+
+
+def _print_points(calibration: Calibration) -> None:
+    """Each measured point: its shape, median and spread of repeats, and the host/device split."""
+    table = Table("kind", "prefill tokens", "decode seqs", "context tokens", "median", "spread", "forward", "host")
+    for point in calibration.points:
+        shape = point.shape.to_shape()
+        table.add_row(point.kind, str(shape.num_prefill_tokens), str(shape.num_decode_seqs),
+                      str(shape.decode_context_tokens), f"{point.median_total_s * 1e3:.2f} ms", _percent(point.spread),
+                      f"{point.median_forward_s * 1e3:.2f} ms", f"{point.median_host_s * 1e3:.2f} ms")
+    _out(table)
+
+
+def _print_terms(calibration: Calibration) -> None:
+    fit = calibration.cost_model
+    table = Table("term", "per", "value", "bound", "label", "note")
+    for term in fit.terms:
+        table.add_row(term.name, term.feature, f"{term.seconds_per_unit:.4g} s", term.bound, term.label, term.note[:70])
+    table.add_row("knee (tokens)", "—", f"{fit.knee_tokens:.0f}", "—", fit.knee_label, "weight-read floor below it")
+    table.add_row("GEMM tile (tokens)", "—", str(fit.tile_tokens), "—", fit.knee_label, "tokens count in whole tiles")
+    table.add_row("GEMM switch (tokens)", "—", str(fit.gemm_switch_tokens), "—", fit.knee_label,
+                  "matrix-matrix kernels from here on")
+    if fit.spill_tokens is not None:
+        table.add_row("cache spill (tokens)", "—", f"{fit.spill_tokens:.0f}", "—", fit.knee_label, "")
+    _out(table)
+
+
+def _print_errors(calibration: Calibration) -> None:
+    table = Table("fit target", "points", "MAPE train", "MAPE held-out", "max error")
+    for error in calibration.cost_model.fit_errors:
+        table.add_row(error.target, str(error.num_points), _percent(error.mape_train),
+                      _percent(error.mape_cross_validated), _percent(error.max_ape))
+    _out(table)
+
+
+@app.command()
+def fit(calibration: Path = typer.Argument(..., exists=True, help="a measured calibration JSON"),
+        out: Path = typer.Option(None, help="write the refitted calibration here (default: in place)"),
+        plot: Path = typer.Option(None, help="predicted vs measured plot: .html, or .png with kaleido installed"),
+        statistic: str = typer.Option("median", help="summary of each point's repeats: median or min"),
+        folds: int = typer.Option(5, help="cross-validation folds"), seed: int = typer.Option(0)) -> None:
+    """Fit the cost model on a calibration's measured points and report its held-out error."""
+    loaded = Calibration.load(calibration)
+    if not loaded.points:
+        raise typer.BadParameter(f"{calibration} has no measured points; expected a file from `surgeplan profile`")
+    refitted = fit_calibration(loaded, folds=folds, seed=seed, statistic=statistic)
+    refitted.save(out or calibration)
+    _print_terms(refitted)
+    _print_errors(refitted)
+    if plot:
+        _out(f"plot written to {write_plot(refitted, plot)}")
+
+
+def write_plot(calibration: Calibration, path: Path) -> Path:
+    """Scatter of predicted against measured step time per point, one colour per point kind."""
+    import plotly.graph_objects as go
+
+    pairs = predicted_vs_measured(calibration)
+    figure = go.Figure()
+    for kind in sorted({point.kind for point, _ in pairs}):
+        chosen = [(point, predicted) for point, predicted in pairs if point.kind == kind]
+        figure.add_scatter(x=[point.median_total_s * 1e3 for point, _ in chosen], y=[p * 1e3 for _, p in chosen],
+                           mode="markers", name=kind,
+                           text=[f"{point.shape.to_shape().num_batched_tokens} tokens" for point, _ in chosen])
+    top = max(max(point.median_total_s, predicted) for point, predicted in pairs) * 1e3
+    figure.add_scatter(x=[0, top], y=[0, top], mode="lines", name="predicted = measured", line={"dash": "dash"})
+    figure.update_layout(title=f"{calibration.name}: predicted vs measured step time",
+                         xaxis_title="measured (ms, median of repeats)", yaxis_title="predicted (ms)")
+    path = Path(path)
+    if path.suffix == ".html":
+        figure.write_html(path)
+    elif path.suffix == ".png":
+        _write_png(figure, path)
+    else:
+        raise typer.BadParameter(f"plot path {path} ends in {path.suffix!r}; expected .html or .png")
+    return path
+
+
+def _write_png(figure, path: Path) -> None:
+    try:
+        figure.write_image(path)
+    except (ValueError, ImportError, RuntimeError) as error:
+        raise typer.BadParameter(f"PNG export needs kaleido and a Chrome it can drive ({error}); "
+                                 "write .html instead") from error
+
+
+@app.command()
+def build(out_dir: Path = typer.Option(None, help="default: simulator/calibrations"),
+          vidur_dir: Path = typer.Option(None, help="default: ../shared/calibration/vidur")) -> None:
+    """Rebuild the shipped fitted, derived and roofline calibrations from the public tables."""
+    from simulator.calibration import SHIPPED_DIR
+    from simulator.shipped import build_shipped
+    from simulator.vidur_import import VIDUR_DIR
+
+    paths = build_shipped(out_dir or SHIPPED_DIR, vidur_dir or VIDUR_DIR)
+    _out(f"wrote {len(paths)} calibrations to {(out_dir or SHIPPED_DIR)}")
+
+
+@app.command()
+def roofline(model: str = typer.Argument(..., help="model preset"), hardware: str = typer.Argument(..., help="catalog GPU"),
+             tensor_parallel: int = typer.Option(1, "--tp"), out: Path = typer.Option(None)) -> None:
+    """A `derived` roofline calibration for any catalog GPU and preset."""
+    from simulator.hardware import get_hardware
+    from simulator.model_spec import ModelSpec
+    from simulator.roofline import roofline_calibration
+
+    calibration = roofline_calibration(ModelSpec.from_preset(model), get_hardware(hardware), tensor_parallel)
+    if out:
+        calibration.save(out)
+    _print_terms(calibration)

@@ -1,0 +1,185 @@
+"""Step time from step shape, as physics: a sum of terms, each a time per unit of something a step
+does (tokens through the linear layers, query-key pairs of prefill attention, context tokens read
+by decode attention, sequences, the step itself).
+
+Linear layers follow a roofline: below `knee_tokens` a step re-reads every weight whatever the
+batch (memory-bound floor), above it time grows with tokens (compute-bound), counted in whole GEMM
+tiles of `tile_tokens`. Two effects a CPU shows are terms too: below `gemm_switch_tokens` BLAS
+runs one matrix-vector pass per token, from it on matrix-matrix kernels (a fixed extra cost), and
+beyond `spill_tokens` a step's activations leave the last-level cache (a steeper per-token cost).
+The model is fitted by non-negative least squares on relative error, so every term stays a
+physical, non-negative time and the model extrapolates the way hardware does.
+"""
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.step_shape import StepShape
+from simulator.calibration import Calibration, CostModelFit, CostTerm, FitError, Feature, ProfilePoint
+from simulator.fitting import (cross_validated_errors, fit_relative, knee_candidates, roofline_candidates, spilled,
+                               tile_rounded)
+
+# The measured-profile model: feature -> (term name, what bounds it).
+PROFILE_TERMS: dict[Feature, tuple[str, str]] = {
+    "step": ("per-step overhead (scheduling, launch, sync)", "host"),
+    # Below `gemm_switch_tokens` BLAS runs one matrix-vector pass per token, re-reading the weights
+    # each time; from it on, matrix-matrix kernels read them once but (on a CPU) first pack them:
+    # a fixed extra cost. On a GPU the switch is at 2 tokens and the packing cost near zero.
+    "gemm_step": ("matrix-matrix kernels (from the GEMM switch on)", "memory"),
+    "gemv_extra_token": ("matrix-vector re-read per extra token below the GEMM switch", "memory"),
+    "sequence": ("per-sequence overhead (inputs, LM head, sampling)", "host"),
+    "token": ("per-token work below the knee (embedding, norms, activations)", "memory"),
+    "token_above_knee": ("linear layers: max(tokens, knee) × compute time per token", "compute"),
+    # A CPU's last-level cache holds a few hundred tokens of activations; beyond that every
+    # further token also pays DRAM traffic. Fitted only when the data show it.
+    "token_above_spill": ("per token beyond the cache-spill point", "memory"),
+    "prefill_attention_pair": ("prefill attention per query-key pair", "compute"),
+    "decode_context_token": ("decode attention per context token read", "memory"),
+}
+# Columns of the shape-statistics matrix used by the design function.
+MIN_SPILL_TOKENS = 32  # fewer tokens than this never fill a last-level cache with activations
+_STAT_COLUMNS = ("num_seqs", "num_batched_tokens", "prefill_attention_pairs", "decode_context_tokens")
+
+
+def feature_value(feature: Feature, shape: StepShape, fit: CostModelFit) -> float:
+    """How many units of `feature` this step does, under the fit's shape parameters."""
+    tokens = shape.num_batched_tokens
+    if feature == "step":
+        return 1.0
+    if feature == "gemm_step":
+        return float(tokens >= fit.gemm_switch_tokens)
+    if feature == "gemv_extra_token":
+        return float(max(tokens - 1, 0)) if tokens < fit.gemm_switch_tokens else 0.0
+    if feature == "sequence":
+        return float(shape.num_seqs)
+    if feature == "token":
+        return float(tokens)
+    if feature == "token_above_knee":
+        return float(max(-(-tokens // fit.tile_tokens) * fit.tile_tokens, fit.knee_tokens))
+    if feature == "token_above_spill":
+        return 0.0 if fit.spill_tokens is None else float(max(tokens - fit.spill_tokens, 0.0))
+    if feature == "prefill_attention_pair":
+        return float(shape.prefill_attention_pairs)
+    if feature == "decode_context_token":
+        return float(shape.decode_context_tokens)
+    raise ValueError(f"cost feature {feature!r} is unknown; expected one of {list(PROFILE_TERMS)}")
+
+
+class CostModel:
+    """`step_time(shape)` in seconds from a fitted (or derived) set of terms."""
+
+    def __init__(self, fit: CostModelFit):
+        self.fit = fit
+
+    @classmethod
+    def from_calibration(cls, calibration: Calibration) -> "CostModel":
+        if calibration.cost_model is None:
+            raise ValueError(f"calibration {calibration.name!r} has no fitted cost model; "
+                             "run `surgeplan calibrations fit` on it first")
+        return cls(calibration.cost_model)
+
+    @property
+    def knee_tokens(self) -> float:
+        return self.fit.knee_tokens
+
+    def step_time(self, shape: StepShape) -> float:
+        if shape.is_empty:
+            return 0.0
+        return sum(self.explain(shape).values())
+
+    def explain(self, shape: StepShape) -> dict[str, float]:
+        """Seconds each term contributes to this step (terms sharing a name are summed)."""
+        parts: dict[str, float] = {}
+        for term in self.fit.terms:
+            seconds = term.seconds_per_unit * feature_value(term.feature, shape, self.fit)
+            parts[term.name] = parts.get(term.name, 0.0) + seconds
+        return parts
+
+    def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
+        return np.array([self.step_time(shape) for shape in shapes])
+
+    def fit_error(self, target_prefix: str = "") -> FitError | None:
+        matching = [error for error in self.fit.fit_errors if error.target.startswith(target_prefix)]
+        return matching[0] if matching else None
+
+
+def step_regime(shape: StepShape) -> str:
+    """Which kind of step this is, for stratified cross-validation."""
+    if shape.num_batched_tokens == 1:
+        return "single-token"
+    if shape.num_batched_tokens <= 4:
+        return "few-token"  # around the matrix-vector / matrix-matrix switch
+    if not shape.prefill_chunks:
+        return "decode"
+    cached = any(cached_len for _, cached_len in shape.prefill_chunks)
+    return ("mixed" if shape.decode_context_lens else "prefill") + ("+cached" if cached else "")
+
+
+def shape_statistics(shapes: Sequence[StepShape]) -> np.ndarray:
+    """[num_shapes, 4]: sequences, batched tokens, prefill pairs, decode context tokens."""
+    return np.array([[getattr(shape, column) for column in _STAT_COLUMNS] for shape in shapes], dtype=float)
+
+
+def profile_design(params: tuple, stats: np.ndarray) -> np.ndarray:
+    """[rows, 9] feature matrix in PROFILE_TERMS order for shape statistics `stats` [rows, 4] and
+    params = (knee, tile, spill, GEMM switch) tokens."""
+    knee, tile, spill, switch = params
+    seqs, tokens, pairs, context = stats.T
+    gemm = (tokens >= switch).astype(float)
+    gemv_extra = np.where(tokens < switch, np.maximum(tokens - 1, 0), 0.0)
+    above_knee = np.maximum(tile_rounded(tokens, tile), knee)
+    columns = [np.ones_like(tokens), gemm, gemv_extra, seqs, tokens, above_knee, spilled(tokens, spill), pairs, context]
+    return np.stack(columns, axis=1)
+
+
+def fit_cost_model(shapes: Sequence[StepShape], measured_s: Sequence[float], folds: int = 5, seed: int = 0,
+                   target: str = "engine step time (median of repeats)", tiles: Sequence[int] = (1,),
+                   switches: Sequence[int] = (2, 3, 4, 5)) -> CostModelFit:
+    """Fit the nine profile terms to measured step times and report train and k-fold held-out error.
+    `tiles`: GEMM tile sizes to try (GPUs quantise tokens into tiles; a CPU does not: keep (1,));
+    `switches`: token counts at which BLAS may move from matrix-vector to matrix-matrix kernels."""
+    if len(shapes) != len(measured_s) or len(shapes) < 8:
+        raise ValueError(f"fit_cost_model: {len(shapes)} shapes and {len(measured_s)} times; "
+                         "expected equal counts of at least 8 points")
+    empty = [index for index, shape in enumerate(shapes) if shape.is_empty]
+    if empty:
+        raise ValueError(f"fit_cost_model: points {empty} have an empty step shape; expected steps that did work")
+    stats = shape_statistics(shapes)
+    measured = np.asarray(measured_s, dtype=float)
+    spills = [tokens for tokens in knee_candidates(stats[:, 1].max(), 12)[:-1] if tokens >= MIN_SPILL_TOKENS]
+    candidates = [params + (float(switch),) for params in roofline_candidates(stats[:, 1].max(), tiles, spills=spills)
+                  for switch in switches]
+    fit = fit_relative(profile_design, stats, measured, candidates)
+    held_out = cross_validated_errors(profile_design, stats, measured, candidates, folds=min(folds, len(shapes)),
+                                      seed=seed, strata=[step_regime(shape) for shape in shapes])
+    terms = [CostTerm(name=name, feature=feature, seconds_per_unit=float(value), bound=bound, label="fitted")
+             for (feature, (name, bound)), value in zip(PROFILE_TERMS.items(), fit.coefficients)]
+    error = FitError(target=target, num_points=len(measured), mape_train=fit.mape, max_ape=fit.max_ape,
+                     mape_cross_validated=float(held_out.mean()), folds=min(folds, len(shapes)),
+                     note=f"non-negative least squares on relative error; (knee, tile, spill, GEMM switch) searched over "
+                          f"{len(candidates)} choices; folds stratified by kind of step")
+    knee, tile, spill, switch = fit.params
+    return CostModelFit(knee_tokens=knee, knee_label="fitted", tile_tokens=int(tile), terms=terms, fit_errors=[error],
+                        spill_tokens=None if math.isinf(spill) else spill, gemm_switch_tokens=int(switch))
+
+
+def points_for_fit(points: Sequence[ProfilePoint], statistic: str = "median") -> tuple[list[StepShape], list[float]]:
+    return [point.shape.to_shape() for point in points], [point.statistic_s(statistic) for point in points]
+
+
+GPU_TILES = (1, 64, 128, 256)  # token tiles a GPU GEMM may quantise into; a CPU does not
+
+
+def fit_calibration(calibration: Calibration, folds: int = 5, seed: int = 0, statistic: str = "median") -> Calibration:
+    """A copy of a measured calibration with its cost model fitted on its own points."""
+    shapes, times = points_for_fit(calibration.points, statistic)
+    tiles = (1,) if calibration.device.kind == "cpu" else GPU_TILES
+    fit = fit_cost_model(shapes, times, folds=folds, seed=seed, target=f"engine step time ({statistic} of repeats)",
+                         tiles=tiles)
+    return calibration.model_copy(update={"cost_model": fit})
+
+
+def predicted_vs_measured(calibration: Calibration) -> list[tuple[ProfilePoint, float]]:
+    model = CostModel.from_calibration(calibration)
+    return [(point, model.step_time(point.shape.to_shape())) for point in calibration.points]

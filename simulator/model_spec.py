@@ -1,0 +1,177 @@
+"""A model's shape and the memory arithmetic built on it: weight bytes, KV bytes per token, how many
+KV blocks fit on N GPUs with tensor parallelism, and the largest batch at given lengths."""
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.hardware import HardwareSpec
+
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+               "float8": 1, "fp8": 1, "float8_e4m3fn": 1, "int8": 1}
+
+
+def dtype_bytes(dtype: str) -> int:
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {dtype!r} is unknown; expected one of {sorted(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer of the Llama family, as far as cost and memory are concerned."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    dtype: str = "float16"
+    max_position_embeddings: int = Field(default=4096, gt=0)
+
+    @classmethod
+    def from_hf_config(cls, config: dict, name: str | None = None, dtype: str | None = None) -> "ModelSpec":
+        """Read a Hugging Face `config.json` dict (through the engine's own parser); `dtype` overrides the config's."""
+        from engine.model_config import ModelConfig  # pure Python: no torch
+
+        c = ModelConfig.from_hf_config(config, source=f"config of {name or 'model'!r}")
+        return cls(
+            name=name or config.get("_name_or_path") or c.model_type, num_layers=c.num_layers,
+            hidden_size=c.hidden_size, intermediate_size=c.intermediate_size, num_attention_heads=c.num_heads,
+            num_kv_heads=c.num_kv_heads, head_dim=c.head_dim, vocab_size=c.vocab_size,
+            tie_word_embeddings=c.tie_word_embeddings, qkv_bias=c.qkv_bias,
+            dtype=dtype or config.get("dtype") or config.get("torch_dtype") or "float16",
+            max_position_embeddings=c.max_position_embeddings)
+
+    @classmethod
+    def from_preset(cls, name: str, dtype: str | None = None) -> "ModelSpec":
+        from engine.presets import preset_config
+        return cls.from_hf_config(preset_config(name), name=name, dtype=dtype)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return dtype_bytes(self.dtype)
+
+    # ---- parameter counts -------------------------------------------------------------------
+    @property
+    def attention_params_per_layer(self) -> int:
+        q_out = self.num_attention_heads * self.head_dim
+        kv_out = 2 * self.num_kv_heads * self.head_dim
+        bias = (q_out + kv_out) if self.qkv_bias else 0
+        return self.hidden_size * (q_out + kv_out) + q_out * self.hidden_size + bias
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size  # gate, up and down projections
+
+    @property
+    def linear_params_per_layer(self) -> int:
+        return self.attention_params_per_layer + self.mlp_params_per_layer
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        norms = (2 * self.num_layers + 1) * self.hidden_size
+        return self.num_layers * self.linear_params_per_layer + self.embedding_params + self.lm_head_params + norms
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.num_params * self.dtype_bytes
+
+    # ---- per-token work ---------------------------------------------------------------------
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Keys and values of one token across all layers: 2 × layers × KV heads × head_dim × bytes."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def linear_flops_per_token(self) -> int:
+        """Matmul FLOPs of the transformer layers for one token (2 per multiply-add)."""
+        return 2 * self.num_layers * self.linear_params_per_layer
+
+    @property
+    def lm_head_flops_per_sequence(self) -> int:
+        """Only the last position of each scheduled sequence goes through the LM head."""
+        return 2 * self.vocab_size * self.hidden_size
+
+    @property
+    def attention_flops_per_pair(self) -> int:
+        """QKᵀ and PV for one (query, key) pair across all heads and layers."""
+        return 4 * self.num_layers * self.num_attention_heads * self.head_dim
+
+    # ---- tensor-parallel sharding -----------------------------------------------------------
+    def kv_heads_per_gpu(self, tensor_parallel: int) -> int:
+        """KV heads are split across GPUs, and replicated once there are more GPUs than heads."""
+        _check_tensor_parallel(self, tensor_parallel)
+        return math.ceil(self.num_kv_heads / tensor_parallel)
+
+    def kv_bytes_per_token_per_gpu(self, tensor_parallel: int) -> int:
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tensor_parallel) * self.head_dim * self.dtype_bytes
+
+    def weight_bytes_per_gpu(self, tensor_parallel: int) -> int:
+        """Linear layers, embedding and LM head shard across GPUs; KV projections replicate when
+        there are more GPUs than KV heads; norms replicate."""
+        _check_tensor_parallel(self, tensor_parallel)
+        replicated_kv = self.kv_heads_per_gpu(tensor_parallel) * tensor_parallel - self.num_kv_heads
+        extra_kv_params = self.num_layers * 2 * replicated_kv * self.head_dim * self.hidden_size
+        norms = (2 * self.num_layers + 1) * self.hidden_size
+        sharded = self.num_params - norms + extra_kv_params
+        return (math.ceil(sharded / tensor_parallel) + norms) * self.dtype_bytes
+
+    def activation_bytes_per_gpu(self, max_num_batched_tokens: int, max_num_seqs: int, tensor_parallel: int = 1) -> int:
+        """Peak transient memory of one forward pass, as vLLM's profiling run would find it: the
+        widest per-token intermediates (gate+up output, QKV, residual) and fp32 logits per sequence."""
+        widest_per_token = (2 * self.intermediate_size + self.num_attention_heads * self.head_dim
+                            + 2 * self.num_kv_heads * self.head_dim) // tensor_parallel + 2 * self.hidden_size
+        logits = max_num_seqs * self.vocab_size * 4
+        return max_num_batched_tokens * widest_per_token * self.dtype_bytes + logits
+
+
+def _check_tensor_parallel(model: ModelSpec, tensor_parallel: int) -> None:
+    if tensor_parallel < 1 or model.num_attention_heads % tensor_parallel:
+        raise ValueError(f"tensor_parallel={tensor_parallel} for {model.name}: expected a divisor of its "
+                         f"{model.num_attention_heads} attention heads")
+
+
+def kv_blocks_available(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1,
+                        gpu_memory_utilization: float = 0.9, block_size: int = 16,
+                        reserved_bytes_per_gpu: float | None = None) -> int:
+    """KV-cache blocks (each `block_size` tokens of every layer, spread over the TP group) that fit
+    after weights and activations, within `gpu_memory_utilization` of each GPU's memory.
+    `reserved_bytes_per_gpu` defaults to the activation estimate at 8192 tokens and 256 sequences."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization={gpu_memory_utilization}; expected a fraction in (0, 1]")
+    if block_size < 1:
+        raise ValueError(f"block_size={block_size}; expected ≥ 1 token")
+    if reserved_bytes_per_gpu is None:
+        reserved_bytes_per_gpu = model.activation_bytes_per_gpu(8192, 256, tensor_parallel)
+    free_bytes = (hardware.memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tensor_parallel)
+                  - reserved_bytes_per_gpu)
+    block_bytes = model.kv_bytes_per_token_per_gpu(tensor_parallel) * block_size
+    return max(0, math.floor(free_bytes / block_bytes))
+
+
+def blocks_per_sequence(num_tokens: int, block_size: int) -> int:
+    return math.ceil(num_tokens / block_size)
+
+
+def max_batch_size(model: ModelSpec, hardware: HardwareSpec, prompt_tokens: int, output_tokens: int,
+                   tensor_parallel: int = 1, gpu_memory_utilization: float = 0.9, block_size: int = 16,
+                   reserved_bytes_per_gpu: float | None = None) -> int:
+    """The most sequences of `prompt_tokens` + `output_tokens` whose whole KV fits at once."""
+    if prompt_tokens < 1 or output_tokens < 0:
+        raise ValueError(f"prompt_tokens={prompt_tokens}, output_tokens={output_tokens}; expected ≥ 1 and ≥ 0")
+    blocks = kv_blocks_available(model, hardware, tensor_parallel, gpu_memory_utilization, block_size,
+                                 reserved_bytes_per_gpu)
+    return blocks // blocks_per_sequence(prompt_tokens + output_tokens, block_size)

@@ -1,0 +1,128 @@
+"""The cost model: NNLS against brute force, recovery of planted physics, step-time behaviour."""
+import itertools
+
+import numpy as np
+import pytest
+
+from engine.step_shape import StepShape
+from simulator.calibration import CostModelFit, CostTerm
+from simulator.cost_model import PROFILE_TERMS, CostModel, fit_cost_model
+from simulator.fitting import kfold_indices, nnls
+
+
+def _brute_force_nnls(matrix, target):
+    """Try every column subset: the feasible unconstrained solution with least residual is the NNLS optimum."""
+    best_residual, best = np.inf, np.zeros(matrix.shape[1])
+    for size in range(matrix.shape[1] + 1):
+        for columns in itertools.combinations(range(matrix.shape[1]), size):
+            x = np.zeros(matrix.shape[1])
+            if columns:
+                solution = np.linalg.lstsq(matrix[:, columns], target, rcond=None)[0]
+                if (solution < 0).any():
+                    continue
+                x[list(columns)] = solution
+            residual = np.linalg.norm(matrix @ x - target)
+            if residual < best_residual:
+                best_residual, best = residual, x
+    return best
+
+
+def test_nnls_matches_brute_force_on_random_problems():
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        rows, cols = int(rng.integers(6, 30)), int(rng.integers(1, 7))
+        matrix = rng.normal(size=(rows, cols)) * rng.uniform(1e-3, 1e3, size=cols)  # badly scaled columns
+        target = rng.normal(size=rows)
+        x = nnls(matrix, target)
+        assert (x >= 0).all()
+        reference = _brute_force_nnls(matrix, target)
+        assert np.linalg.norm(matrix @ x - target) <= np.linalg.norm(matrix @ reference - target) + 1e-9
+
+
+def test_kfold_holds_out_every_row_once():
+    folds = kfold_indices(23, 5, seed=3)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(23))
+    with pytest.raises(ValueError, match="2 ≤ folds ≤ points"):
+        kfold_indices(3, 5, seed=0)
+
+
+def _planted_model(rng) -> CostModel:
+    values = {"step": rng.uniform(5e-3, 2e-2), "gemm_step": rng.uniform(0, 5e-3),
+              "gemv_extra_token": rng.uniform(1e-3, 4e-3),
+              "sequence": rng.uniform(1e-4, 1e-3), "token": rng.uniform(1e-5, 1e-4),
+              "token_above_knee": rng.uniform(1e-4, 5e-4), "token_above_spill": rng.uniform(0, 2e-4),
+              "prefill_attention_pair": rng.uniform(1e-8, 1e-7), "decode_context_token": rng.uniform(1e-6, 1e-5)}
+    terms = [CostTerm(name=name, feature=feature, seconds_per_unit=values[feature], bound=bound, label="derived")
+             for feature, (name, bound) in PROFILE_TERMS.items()]
+    return CostModel(CostModelFit(knee_tokens=float(rng.uniform(16, 128)), knee_label="derived", terms=terms,
+                                  spill_tokens=float(rng.uniform(200, 600)), gemm_switch_tokens=int(rng.integers(2, 6))))
+
+
+def _random_shape(rng) -> StepShape:
+    kind = rng.choice(["prefill", "decode", "few-token decode", "mixed"], p=[0.3, 0.3, 0.15, 0.25])
+    chunks = ((int(rng.integers(8, 1024)), int(rng.integers(0, 4)) * 256),) if "decode" not in kind else ()
+    batch = int(rng.integers(1, 5)) if kind == "few-token decode" else int(rng.integers(1, 64))
+    decodes = tuple(int(c) for c in rng.integers(16, 2048, size=batch)) if kind != "prefill" else ()
+    return StepShape(prefill_chunks=chunks, decode_context_lens=decodes)
+
+
+def test_fit_recovers_planted_physics_and_predicts_unseen_shapes():
+    rng = np.random.default_rng(11)
+    for _ in range(2):
+        truth = _planted_model(rng)
+        shapes = [_random_shape(rng) for _ in range(60)]
+        measured = truth.step_times(shapes) * (1 + rng.normal(0, 0.01, size=len(shapes)))
+        fit = fit_cost_model(shapes, measured, folds=5, seed=1)
+        assert fit.fit_errors[0].mape_cross_validated < 0.03
+        fresh = [_random_shape(rng) for _ in range(40)]
+        predicted, expected = CostModel(fit).step_times(fresh), truth.step_times(fresh)
+        assert np.mean(np.abs(predicted - expected) / expected) < 0.05
+        assert all(term.seconds_per_unit >= 0 and term.label == "fitted" for term in fit.terms)
+
+
+def test_step_time_is_the_sum_of_its_terms_and_grows_with_work():
+    rng = np.random.default_rng(5)
+    model = _planted_model(rng)
+    assert model.step_time(StepShape()) == 0.0
+    for _ in range(30):
+        shape = _random_shape(rng)
+        assert model.step_time(shape) == pytest.approx(sum(model.explain(shape).values()))
+        longer = StepShape(shape.prefill_chunks, tuple(c + 100 for c in shape.decode_context_lens))
+        bigger = StepShape(shape.prefill_chunks + ((64, 0),), shape.decode_context_lens)
+        assert model.step_time(longer) >= model.step_time(shape)
+        if shape.num_batched_tokens >= model.fit.gemm_switch_tokens:
+            # (below the GEMM switch a step may cost more than a bigger one: BLAS does that too)
+            assert model.step_time(bigger) > model.step_time(shape)
+
+
+def test_linear_layers_follow_the_roofline_knee():
+    rng = np.random.default_rng(2)
+    model = _planted_model(rng)
+    term = {t.feature: t.seconds_per_unit for t in model.fit.terms}
+    knee = model.knee_tokens
+    below = [model.explain(StepShape(prefill_chunks=((n, 0),))) for n in (1, int(knee) - 1)]
+    name = PROFILE_TERMS["token_above_knee"][0]
+    assert below[0][name] == below[1][name] == pytest.approx(term["token_above_knee"] * knee)
+    above = model.explain(StepShape(prefill_chunks=((4 * int(knee), 0),)))[name]
+    assert above == pytest.approx(term["token_above_knee"] * 4 * int(knee))
+
+
+def test_fit_rejects_unusable_input():
+    shapes = [StepShape(decode_context_lens=(10,))] * 8
+    with pytest.raises(ValueError, match="at least 8 points"):
+        fit_cost_model(shapes[:3], [0.01] * 3)
+    with pytest.raises(ValueError, match="empty step shape"):
+        fit_cost_model(shapes[:7] + [StepShape()], [0.01] * 8)
+    with pytest.raises(ValueError, match="> 0 seconds"):
+        fit_cost_model(shapes, [0.01] * 7 + [0.0])
+
+
+def test_stratified_folds_spread_every_kind_of_step():
+    rng = np.random.default_rng(9)
+    strata = list(rng.choice(["decode", "prefill", "single-token"], size=40, p=[0.5, 0.4, 0.1]))
+    folds = kfold_indices(40, 5, seed=int(rng.integers(1000)), strata=strata)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(40))
+    assert max(map(len, folds)) - min(map(len, folds)) <= 1
+    for label in set(strata):
+        per_fold = [sum(strata[i] == label for i in fold) for fold in folds]
+        assert max(per_fold) - min(per_fold) <= 1  # a rare regime is never held out whole
