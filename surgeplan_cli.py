@@ -2,8 +2,10 @@
 import typer
 
 from engine.profiler import profile_command
+from engine.serve_cli import serve
 from simulator.cli import app as calibrations_app
 from traces.cli import app as traces_app
+from traces.replay_cli import replay_command
 
 app = typer.Typer(help="surgeplan: plan LLM serving capacity.", no_args_is_help=True)
 
@@ -16,6 +18,8 @@ def main() -> None:
 app.add_typer(traces_app, name="traces")
 app.add_typer(calibrations_app, name="calibrations")
 app.command("profile")(profile_command)
+app.command("serve")(serve)
+app.command("replay")(replay_command)
 
 
 @app.command()

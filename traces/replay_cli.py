@@ -48,8 +48,10 @@ def replay_command(
     output_csv: Optional[Path] = typer.Option(None, "--output-csv", help="one row per request"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
-    """Send each request of a trace at its arrival time (token-id prompts of the exact length, ignore_eos),
-    stream the answers, and print a summary like `vllm bench serve`."""
+    """Replay a trace against an OpenAI-compatible server and print a summary like `vllm bench serve`.
+
+    Each request is sent at its arrival time as a token-id prompt of the trace's length, with
+    ignore_eos and max_tokens set to its output length; answers are streamed and timed per chunk."""
     import httpx
 
     from traces import load_trace
