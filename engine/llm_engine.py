@@ -39,6 +39,10 @@ class LLMEngine:
         if max_model_len > self.model_config.max_position_embeddings:
             raise ValueError(f"max_model_len={max_model_len} exceeds the model's max_position_embeddings="
                              f"{self.model_config.max_position_embeddings}")
+        window = self.model_config.sliding_window
+        if window is not None and max_model_len > window:
+            raise ValueError(f"max_model_len={max_model_len} exceeds the model's sliding_window={window}; the engine "
+                             f"attends over whole contexts, so expected max_model_len ≤ {window}")
         self.cache_config = CacheConfig(
             block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching,
             tenant_block_quota=config.tenant_block_quota,

@@ -26,6 +26,7 @@ class ModelConfig:
     dtype: str
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
+    sliding_window: int | None = None   # attention span, where the config limits it
 
     @classmethod
     def from_hf_config(cls, config: dict, source: str = "config.json") -> "ModelConfig":
@@ -51,6 +52,7 @@ class ModelConfig:
             qkv_bias=model_type == "qwen2" or bool(config.get("attention_bias", False)),
             dtype=str(config.get("dtype") or config.get("torch_dtype") or "float32"),
             eos_token_ids=eos_ids, bos_token_id=config.get("bos_token_id"),
+            sliding_window=_sliding_window(config),
         )
 
     @classmethod
@@ -70,6 +72,13 @@ class ModelConfig:
         mlp = 3 * h * self.intermediate_size
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return self.num_layers * (attention + mlp + 2 * h) + embeddings + h
+
+
+def _sliding_window(config: dict) -> int | None:
+    # Mistral limits attention to its window; Qwen2 only when use_sliding_window is set
+    if config.get("model_type") == "qwen2" and not config.get("use_sliding_window", False):
+        return None
+    return config.get("sliding_window")
 
 
 def _rope_parameters(config: dict) -> dict:

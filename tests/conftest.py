@@ -15,7 +15,8 @@ SHARED = REPO.parent / "shared"
 def make_tiny_hf_model(directory: Path, model_type: str = "llama", seed: int = 0, **overrides) -> Path:
     """A random Llama or Qwen2 built from a config and saved as safetensors, as a user's model dir would be."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                              Qwen2ForCausalLM)
 
     settings = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -24,6 +25,8 @@ def make_tiny_hf_model(directory: Path, model_type: str = "llama", seed: int = 0
     torch.manual_seed(seed)
     if model_type == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**settings))
+    elif model_type == "mistral":
+        model = MistralForCausalLM(MistralConfig(sliding_window=256, **settings))
     else:
         model = LlamaForCausalLM(LlamaConfig(**settings))
     model.save_pretrained(directory)
@@ -34,6 +37,11 @@ def make_tiny_hf_model(directory: Path, model_type: str = "llama", seed: int = 0
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     return make_tiny_hf_model(tmp_path_factory.mktemp("tiny-llama"), "llama", seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_mistral_dir(tmp_path_factory) -> Path:
+    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny-mistral"), "mistral", seed=3, max_position_embeddings=512)
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,14 @@ def test_greedy_matches_hf_generate(model_type, regime, tiny_llama_dir, tiny_qwe
         assert max(len(p) for p in prompts) > 24  # some prompt really was split
 
 
+def test_mistral_greedy_matches_hf_generate_and_window_is_enforced(tiny_mistral_dir):
+    prompts = random_prompts(seed=11)
+    _, outs = engine_greedy(tiny_mistral_dir, prompts, num_kv_blocks=256, max_num_batched_tokens=32)
+    assert [o.output_token_ids for o in outs] == hf_greedy(tiny_mistral_dir, prompts)
+    with pytest.raises(ValueError, match="sliding_window=256"):
+        LLM(str(tiny_mistral_dir), dtype="float32", max_model_len=512, num_kv_blocks=8)
+
+
 def test_prefix_cache_hits_keep_greedy_output(tiny_llama_dir):
     prompts = random_prompts(seed=7, count=8, shared_prefix=40)
     llm = LLM(str(tiny_llama_dir), dtype="float32", block_size=8, max_model_len=256, num_kv_blocks=256, max_num_seqs=2)
