@@ -40,10 +40,9 @@ class _Arrivals(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ConstantArrivals(_Arrivals):
-    """Evenly spaced arrivals, the first at t = 0."""
+class _SteadyArrivals(_Arrivals):
+    """Arrivals at one rate for the whole trace; the subclasses differ in how the gaps vary."""
 
-    kind: Literal["constant"] = "constant"
     rate_per_s: PositiveFloat
 
     @property
@@ -52,42 +51,32 @@ class ConstantArrivals(_Arrivals):
 
     def rate_at(self, t: np.ndarray) -> np.ndarray:
         return np.full(np.shape(t), self.rate_per_s)
+
+
+class ConstantArrivals(_SteadyArrivals):
+    """Evenly spaced arrivals, the first at t = 0."""
+
+    kind: Literal["constant"] = "constant"
 
     def sample(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         return np.arange(int(np.ceil(duration_s * self.rate_per_s))) / self.rate_per_s
 
 
-class PoissonArrivals(_Arrivals):
+class PoissonArrivals(_SteadyArrivals):
     """Independent arrivals: exponential gaps (coefficient of variation 1)."""
 
     kind: Literal["poisson"] = "poisson"
-    rate_per_s: PositiveFloat
-
-    @property
-    def peak_rate_per_s(self) -> float:
-        return self.rate_per_s
-
-    def rate_at(self, t: np.ndarray) -> np.ndarray:
-        return np.full(np.shape(t), self.rate_per_s)
 
     def sample(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         scale = 1.0 / self.rate_per_s
         return _renewal_times(rng, duration_s, self.rate_per_s, lambda g, n: g.exponential(scale, n))
 
 
-class GammaArrivals(_Arrivals):
+class GammaArrivals(_SteadyArrivals):
     """Gamma-distributed gaps: `cv` > 1 is burstier than Poisson, < 1 more regular."""
 
     kind: Literal["gamma"] = "gamma"
-    rate_per_s: PositiveFloat
     cv: PositiveFloat = Field(description="coefficient of variation of the inter-arrival gaps")
-
-    @property
-    def peak_rate_per_s(self) -> float:
-        return self.rate_per_s
-
-    def rate_at(self, t: np.ndarray) -> np.ndarray:
-        return np.full(np.shape(t), self.rate_per_s)
 
     def sample(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         # Gamma(shape k, scale θ) has mean kθ and CV 1/sqrt(k).
