@@ -109,7 +109,7 @@ def _print_errors(calibration: Calibration) -> None:
 @app.command()
 def fit(calibration: Path = typer.Argument(..., exists=True, help="a measured calibration JSON"),
         out: Path = typer.Option(None, help="write the refitted calibration here (default: in place)"),
-        plot: Path = typer.Option(None, help="predicted vs measured plot: .html, or .png with kaleido installed"),
+        plot: Path = typer.Option(None, help="predicted vs measured plot: .html (plotly) or .png (matplotlib)"),
         statistic: str = typer.Option("median", help="summary of each point's repeats: median or min"),
         folds: int = typer.Option(5, help="cross-validation folds"), seed: int = typer.Option(0)) -> None:
     """Fit the cost model on a calibration's measured points and report its held-out error."""
@@ -125,36 +125,49 @@ def fit(calibration: Path = typer.Argument(..., exists=True, help="a measured ca
 
 
 def write_plot(calibration: Calibration, path: Path) -> Path:
-    """Scatter of predicted against measured step time per point, one colour per point kind."""
-    import plotly.graph_objects as go
-
+    """Scatter of predicted against measured step time per point, one colour per point kind:
+    interactive HTML with plotly, or a PNG with matplotlib."""
+    path = Path(path)
+    if path.suffix not in (".html", ".png"):
+        raise typer.BadParameter(f"plot path {path} ends in {path.suffix!r}; expected .html or .png")
     pairs = predicted_vs_measured(calibration)
-    figure = go.Figure()
+    series = {}
     for kind in sorted({point.kind for point, _ in pairs}):
         chosen = [(point, predicted) for point, predicted in pairs if point.kind == kind]
-        figure.add_scatter(x=[point.median_total_s * 1e3 for point, _ in chosen], y=[p * 1e3 for _, p in chosen],
-                           mode="markers", name=kind,
-                           text=[f"{point.shape.to_shape().num_batched_tokens} tokens" for point, _ in chosen])
+        series[kind] = ([point.median_total_s * 1e3 for point, _ in chosen], [p * 1e3 for _, p in chosen],
+                        [f"{point.shape.to_shape().num_batched_tokens} tokens" for point, _ in chosen])
     top = max(max(point.median_total_s, predicted) for point, predicted in pairs) * 1e3
-    figure.add_scatter(x=[0, top], y=[0, top], mode="lines", name="predicted = measured", line={"dash": "dash"})
-    figure.update_layout(title=f"{calibration.name}: predicted vs measured step time",
-                         xaxis_title="measured (ms, median of repeats)", yaxis_title="predicted (ms)")
-    path = Path(path)
-    if path.suffix == ".html":
-        figure.write_html(path)
-    elif path.suffix == ".png":
-        _write_png(figure, path)
-    else:
-        raise typer.BadParameter(f"plot path {path} ends in {path.suffix!r}; expected .html or .png")
+    title = f"{calibration.name}: predicted vs measured step time"
+    labels = ("measured (ms, median of repeats)", "predicted (ms)")
+    (_html_plot if path.suffix == ".html" else _png_plot)(series, top, title, labels, path)
     return path
 
 
-def _write_png(figure, path: Path) -> None:
-    try:
-        figure.write_image(path)
-    except (ValueError, ImportError, RuntimeError) as error:
-        raise typer.BadParameter(f"PNG export needs kaleido and a Chrome it can drive ({error}); "
-                                 "write .html instead") from error
+def _html_plot(series: dict, top: float, title: str, labels: tuple[str, str], path: Path) -> None:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for kind, (measured, predicted, text) in series.items():
+        figure.add_scatter(x=measured, y=predicted, mode="markers", name=kind, text=text)
+    figure.add_scatter(x=[0, top], y=[0, top], mode="lines", name="predicted = measured", line={"dash": "dash"})
+    figure.update_layout(title=title, xaxis_title=labels[0], yaxis_title=labels[1])
+    figure.write_html(path)
+
+
+def _png_plot(series: dict, top: float, title: str, labels: tuple[str, str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")   # no display: render straight to the file
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 6))
+    for kind, (measured, predicted, _) in series.items():
+        axes.scatter(measured, predicted, label=kind, s=18)
+    axes.plot([0, top], [0, top], linestyle="--", color="grey", label="predicted = measured")
+    axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
+    axes.legend()
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
 
 
 @app.command()

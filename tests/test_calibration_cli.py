@@ -55,6 +55,10 @@ def test_fit_refits_a_measurement_and_writes_a_plot(tmp_path):
     refitted = Calibration.load(measured)
     assert refitted.cost_model.fit_errors[0].mape_cross_validated < 0.05
     assert plot.stat().st_size > 1000 and "predicted vs measured" in plot.read_text()
+    png = tmp_path / "fit.png"
+    result = runner.invoke(app, ["fit", str(measured), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     result = runner.invoke(app, ["fit", str(measured), "--plot", str(tmp_path / "fit.svg")])
     assert result.exit_code != 0 and "expected .html or .png" in result.output
 
