@@ -39,5 +39,6 @@ class RequestOutput:
     @classmethod
     def of(cls, req: Request, text: str = "") -> "RequestOutput":
         metrics = RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time, req.finish_time)
-        return cls(req.request_id, list(req.prompt_token_ids), list(req.output_token_ids), text, req.is_finished,
+        # the prompt never changes after admission: share it rather than copy it every step
+        return cls(req.request_id, req.prompt_token_ids, list(req.output_token_ids), text, req.is_finished,
                    req.finish_reason, metrics, req.num_preemptions, req.num_cached_tokens)

@@ -3,7 +3,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_common import padded_head_dim, require_runnable
+from kernels.triton_common import check_cache_pair, padded_head_dim, require_runnable
 
 
 @triton.jit
@@ -34,9 +34,7 @@ def _store_kv_kernel(
 def _check_store_inputs(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                         slot_mapping: torch.Tensor) -> None:
     require_runnable(k, "k")
-    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
-        raise ValueError(f"k_cache {tuple(k_cache.shape)} / v_cache {tuple(v_cache.shape)}: expected equal "
-                         "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_cache_pair(k_cache, v_cache)
     if k.dim() != 3 or k.shape != v.shape or k.shape[1:] != k_cache.shape[2:]:
         raise ValueError(f"k {tuple(k.shape)} / v {tuple(v.shape)} do not fit cache {tuple(k_cache.shape)}: "
                          "expected [num_tokens, num_kv_heads, head_dim]")

@@ -49,13 +49,17 @@ def padded_head_dim(head_dim: int) -> int:
     return triton.next_power_of_2(head_dim)
 
 
+def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache {tuple(k_cache.shape)} / v_cache {tuple(v_cache.shape)}: expected equal "
+                         "[num_blocks, block_size, num_kv_heads, head_dim]")
+
+
 def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor) -> None:
     """Shapes, dtypes and unit strides at the kernel boundary (the kernels index the last dim with stride 1)."""
     require_runnable(q, "q")
-    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
-        raise ValueError(f"k_cache {tuple(k_cache.shape)} / v_cache {tuple(v_cache.shape)}: expected equal "
-                         "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_cache_pair(k_cache, v_cache)
     if q.shape[-1] != k_cache.shape[-1] or q.shape[-2] % k_cache.shape[2] != 0:
         raise ValueError(f"q {tuple(q.shape)} does not fit cache {tuple(k_cache.shape)}: expected head_dim "
                          f"{k_cache.shape[-1]} and a multiple of {k_cache.shape[2]} query heads")
@@ -69,3 +73,30 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         raise ValueError("block_tables must be contiguous in its last dim")
     if context_lens.dim() != 1 or context_lens.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"context_lens is {context_lens.dtype} {tuple(context_lens.shape)}; expected int32 [batch]")
+
+
+@triton.jit
+def attend_paged_tile(q, keys, key_mask, visible, table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
+                      stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
+                      scale_log2, acc, running_max, running_sum,
+                      KV_BLOCK_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One online-softmax step over a tile of paged keys: q [M, D] against the keys at positions `keys` [N]
+    (found through the block table), `visible` [M, N] masking what each query row may see.
+    Returns the updated (acc [M, D], running_max [M], running_sum [M]), in base-2 exponent space."""
+    physical_block = tl.load(table_row + keys // KV_BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
+    slot = keys % KV_BLOCK_SIZE
+    kv_mask = key_mask[:, None] & dim_mask[None, :]
+    k_offsets = (physical_block[:, None] * stride_k_block + slot[:, None] * stride_k_slot
+                 + kv_head * stride_k_head + dims[None, :])
+    k = tl.load(k_cache_ptr + k_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [N, D]
+    scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * scale_log2  # [M, N]
+    scores = tl.where(visible, scores, float("-inf"))
+    tile_max = tl.maximum(running_max, tl.max(scores, 1))
+    rescale = tl.exp2(running_max - tile_max)
+    probs = tl.exp2(scores - tile_max[:, None])
+    running_sum = running_sum * rescale + tl.sum(probs, 1)
+    v_offsets = (physical_block[:, None] * stride_v_block + slot[:, None] * stride_v_slot
+                 + kv_head * stride_v_head + dims[None, :])
+    v = tl.load(v_cache_ptr + v_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [N, D]
+    acc = acc * rescale[:, None] + tl.dot(probs.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
+    return acc, tile_max, running_sum

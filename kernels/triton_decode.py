@@ -10,7 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_common import check_paged_inputs, dot_operands, num_multiprocessors, padded_head_dim
+from kernels.triton_common import (attend_paged_tile, check_paged_inputs, dot_operands, num_multiprocessors,
+                                   padded_head_dim)
 
 LOG2_E = 1.4426950408889634  # scores are kept in base 2 so the kernel can use exp2
 BLOCK_N = 64  # context tokens per tile
@@ -55,24 +56,10 @@ def _decode_split_kernel(
     for tile_start in range(split_start, split_end, BLOCK_N):
         tokens = tile_start + tl.arange(0, BLOCK_N)
         token_mask = tokens < split_end
-        physical_block = tl.load(table_row + tokens // KV_BLOCK_SIZE, mask=token_mask, other=0).to(tl.int64)
-        slot = tokens % KV_BLOCK_SIZE
-        kv_mask = token_mask[:, None] & dim_mask[None, :]
-        k_offsets = (physical_block[:, None] * stride_k_block + slot[:, None] * stride_k_slot
-                     + kv_head * stride_k_head + dims[None, :])
-        k = tl.load(k_cache_ptr + k_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_N, BLOCK_D]
-        scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_H, BLOCK_N]
-        scores = tl.where(token_mask[None, :], scores, float("-inf"))
-
-        tile_max = tl.maximum(running_max, tl.max(scores, 1))
-        rescale = tl.exp2(running_max - tile_max)
-        probs = tl.exp2(scores - tile_max[:, None])
-        running_sum = running_sum * rescale + tl.sum(probs, 1)
-        v_offsets = (physical_block[:, None] * stride_v_block + slot[:, None] * stride_v_slot
-                     + kv_head * stride_v_head + dims[None, :])
-        v = tl.load(v_cache_ptr + v_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_N, BLOCK_D]
-        acc = acc * rescale[:, None] + tl.dot(probs.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
-        running_max = tile_max
+        acc, running_max, running_sum = attend_paged_tile(
+            q, tokens, token_mask, token_mask[None, :], table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
+            stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
+            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION)
 
     # A split past this sequence's context stores lse = -inf, which gives it weight 0 in the merge.
     has_tokens = running_sum > 0

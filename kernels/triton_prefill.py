@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_common import check_paged_inputs, dot_operands, padded_head_dim
+from kernels.triton_common import attend_paged_tile, check_paged_inputs, dot_operands, padded_head_dim
 
 LOG2_E = 1.4426950408889634
 BLOCK_M = 64  # rows (new token × query head of the group) per program
@@ -60,26 +60,12 @@ def _prefill_kernel(
     for tile_start in range(0, key_end, BLOCK_N):
         keys = tile_start + tl.arange(0, BLOCK_N)
         key_mask = keys < key_end
-        physical_block = tl.load(table_row + keys // KV_BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
-        slot = keys % KV_BLOCK_SIZE
-        kv_mask = key_mask[:, None] & dim_mask[None, :]
-        k_offsets = (physical_block[:, None] * stride_k_block + slot[:, None] * stride_k_slot
-                     + kv_head * stride_k_head + dims[None, :])
-        k = tl.load(k_cache_ptr + k_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_N, BLOCK_D]
-        scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * scale_log2
-        visible = key_mask[None, :] & (keys[None, :] <= query_pos[:, None])  # [BLOCK_M, BLOCK_N]
-        scores = tl.where(visible, scores, float("-inf"))
-
         # Key 0 is visible to every row, so after the first tile each running max is finite.
-        tile_max = tl.maximum(running_max, tl.max(scores, 1))
-        rescale = tl.exp2(running_max - tile_max)
-        probs = tl.exp2(scores - tile_max[:, None])
-        running_sum = running_sum * rescale + tl.sum(probs, 1)
-        v_offsets = (physical_block[:, None] * stride_v_block + slot[:, None] * stride_v_slot
-                     + kv_head * stride_v_head + dims[None, :])
-        v = tl.load(v_cache_ptr + v_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_N, BLOCK_D]
-        acc = acc * rescale[:, None] + tl.dot(probs.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
-        running_max = tile_max
+        visible = key_mask[None, :] & (keys[None, :] <= query_pos[:, None])  # [BLOCK_M, BLOCK_N]
+        acc, running_max, running_sum = attend_paged_tile(
+            q, keys, key_mask, visible, table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
+            stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
+            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION)
 
     result = acc / tl.where(running_sum > 0, running_sum, 1.0)[:, None]
     out_offsets = (q_start + row_token)[:, None].to(tl.int64) * stride_out_token + row_head[:, None] * stride_out_head
