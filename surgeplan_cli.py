@@ -1,9 +1,9 @@
 """The `surgeplan` front door: each package owns its sub-commands; this file only assembles them."""
 import typer
 
-from engine.profiler import profile_command
-from engine.serve_cli import serve
-from simulator.cli import app as calibrations_app
+from simulator.calibration.profile import profile_command
+from engine.openai.cli import serve
+from simulator.calibration.cli import app as calibrations_app
 from traces.cli import app as traces_app
 from traces.replay_cli import replay_command
 
@@ -31,7 +31,7 @@ def demo(requests: int = typer.Option(48, help="requests in the offline batch"),
 
     from engine import LLM
     from engine.workload import format_table, requests_of, run_workload, scale_lengths
-    from traces.fitted import fitted_length
+    from traces.lengths import fitted_length
 
     rng = np.random.default_rng(seed)
     prompt_lengths, output_lengths, _ = scale_lengths(fitted_length("azure-conv-prompt").sample(rng, requests),

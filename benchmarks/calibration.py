@@ -17,11 +17,11 @@ from pathlib import Path
 # `kernels` package: put the repository root first instead.
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
-from engine.step_shape import StepShape  # noqa: E402
-from simulator.calibration import Calibration, shipped_calibration_paths  # noqa: E402
-from simulator.cost_model import CostModel, fit_calibration  # noqa: E402
+from engine.core.step_shape import StepShape  # noqa: E402
+from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
+from simulator.calibration.cost_model import CostModel, fit_calibration  # noqa: E402
 from simulator.hardware import get_hardware  # noqa: E402
-from simulator.roofline import roofline_calibration  # noqa: E402
+from simulator.calibration.roofline import roofline_calibration  # noqa: E402
 
 SHAPES = {
     "decode b1 c512": StepShape(decode_context_lens=(512,)),
@@ -69,7 +69,7 @@ def prediction_table() -> list[dict]:
 
 
 def profile_table(full: bool, calibration_out: str | None) -> list[dict]:
-    from engine.profiler import ProfileGrid, Profiler
+    from simulator.calibration.profile import ProfileGrid, Profiler
 
     grid = ProfileGrid.full(16, 512, 1024) if full else ProfileGrid.quick()
     started = time.perf_counter()

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[0] = str(REPO)   # not benchmarks/: its kernels.py and traces.py would shadow the packages
 
 from engine import LLM  # noqa: E402
-from engine.presets import preset_config  # noqa: E402
+from engine.model.presets import preset_config  # noqa: E402
 from engine.workload import WorkloadResult, format_table, requests_of, run_workload, scale_lengths  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
 from traces import load_trace  # noqa: E402

@@ -7,7 +7,7 @@ TFLOP/s against a square bf16 matmul measured in the same run. A last table runs
 `LLMEngine.step()` (the public API) and compares its decode steps with the synthetic forward, which shows
 what scheduling and input preparation add.
 
-The synthetic steps build `engine.model.AttentionMetadata` with scrambled block tables over the engine's own
+The synthetic steps build `engine.model.llama.AttentionMetadata` with scrambled block tables over the engine's own
 KV pool and call `engine.model_runner.model` directly, so any batch × context fits without prefilling it first.
 
     python benchmarks/engine_gpu.py [--json out.json]      # on a GPU
@@ -29,7 +29,7 @@ from benchmarks.bench_utils import (copy_bandwidth_bytes_per_s, hardware_header,
                                     matmul_flops_per_s, median_seconds, print_header, print_table, save_json)
 from engine import LLMEngine, SamplingParams  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
-from engine.model import AttentionMetadata  # noqa: E402
+from engine.model.llama import AttentionMetadata  # noqa: E402
 
 DECODE_COLUMNS = ["batch", "context", "step_ms", "roofline_ms", "x_roofline", "target_x", "met", "kv_GB"]
 PREFILL_COLUMNS = ["prompt", "forward_ms", "tokens_per_s", "TFLOPs", "pct_of_matmul_peak"]

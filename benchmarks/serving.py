@@ -26,10 +26,10 @@ sys.path[0] = str(REPO)   # not benchmarks/: its traces.py would shadow the pack
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from engine import LLM, SamplingParams  # noqa: E402
-from engine.presets import preset_config  # noqa: E402
+from engine.model.presets import preset_config  # noqa: E402
 from engine.workload import scale_lengths  # noqa: E402
 from traces import Trace  # noqa: E402
-from traces.fitted import fitted_length  # noqa: E402
+from traces.lengths import fitted_length  # noqa: E402
 from traces.replay import ReplayConfig  # noqa: E402
 from traces.replay_cli import run_replay  # noqa: E402
 from traces.replay_summary import format_summary, summarise  # noqa: E402
@@ -79,7 +79,7 @@ def free_port() -> int:
 
 def start_server(model: str, port: int) -> subprocess.Popen:
     options = [f"--{k.replace('_', '-')}={v}" for k, v in SETTINGS.items()]
-    command = [sys.executable, "-m", "engine.serve_cli", "--model", model, "--load-format", "dummy", *options,
+    command = [sys.executable, "-m", "engine.openai.cli", "--model", model, "--load-format", "dummy", *options,
                "--port", str(port), "--uvicorn-log-level", "warning"]
     server = subprocess.Popen(command, cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)})
     deadline = time.monotonic() + 300

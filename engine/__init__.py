@@ -1,7 +1,7 @@
 """The paged-KV, continuous-batching engine: `LLM` offline, `LLMEngine` step by step."""
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
-from engine.outputs import RequestMetrics, RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.core.outputs import RequestMetrics, RequestOutput
+from engine.core.sampling_params import SamplingParams
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineConfig",
            "CacheConfig", "SchedulerConfig"]

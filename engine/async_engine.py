@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from engine.llm_engine import LLMEngine
 from engine.metrics import ServingMetrics
-from engine.outputs import RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.core.outputs import RequestOutput
+from engine.core.sampling_params import SamplingParams
 
 log = logging.getLogger("surgeplan.engine")
 

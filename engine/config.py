@@ -1,48 +1,57 @@
-"""Settings of the cache and the scheduler, validated on creation (pure Python: shared with the simulator)."""
-from typing import Literal
+"""`EngineConfig`: everything `LLM(...)` and `surgeplan serve` accept. Cache and scheduler settings are
+the fields of `engine.core.config`, reused here (never redeclared), and `cli_option` turns any of them
+into a command-line option with the same bound, default and help."""
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core.config import CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
 
-class CacheConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    block_size: int = Field(16, ge=1, description="tokens per KV block")
-    num_kv_blocks: int = Field(..., ge=1, description="KV blocks in the pool")
-    enable_prefix_caching: bool = True
-    tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may hold")
-
-    @property
-    def num_token_slots(self) -> int:
-        return self.num_kv_blocks * self.block_size
-
-
-class SchedulerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    max_num_seqs: int = Field(256, ge=1)
-    max_num_batched_tokens: int = Field(2048, ge=1)
-    max_model_len: int = Field(2048, ge=2)
-    policy: Literal["continuous", "static"] = "continuous"
-    # static batching reserves KV for the longest sequence a request could reach:
-    # max_model_len (the traditional server) or its own prompt + max_tokens
-    static_reserve: Literal["max_model_len", "request"] = "max_model_len"
+__all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
 
 class EngineConfig(BaseModel):
-    """Everything `LLM(...)` and `surgeplan serve` accept; cache and scheduler settings are derived."""
+    """Cache and scheduler settings are derived from these by `LLMEngine`."""
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
-    model: str
-    load_format: Literal["auto", "safetensors", "dummy"] = "auto"
-    dtype: str = "auto"
-    device: str | None = None                          # None: cuda when available, else cpu
+    model: str = Field(description="model directory, or a preset name (tiny, cpu-small, llama-3-8b, ...)")
+    load_format: Literal["auto", "safetensors", "dummy"] = Field("auto", description="auto, safetensors or "
+                                                                 "dummy (random weights)")
+    dtype: str = Field("auto", description="auto, float32, float16 or bfloat16")
+    device: str | None = Field(None, description="cpu or cuda (default: cuda when present)")
     seed: int = 0
-    block_size: int = Field(16, ge=1)
-    num_kv_blocks: int | None = Field(None, ge=1)      # None: from kv_cache_memory_bytes or device memory
-    kv_cache_memory_bytes: int | None = Field(None, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    enable_prefix_caching: bool = True
-    tenant_block_quota: dict[str, int] = Field(default_factory=dict)
-    max_num_seqs: int = Field(256, ge=1)
-    max_num_batched_tokens: int = Field(2048, ge=1)
-    max_model_len: int | None = Field(None, ge=2)      # None: the model's max_position_embeddings
-    policy: Literal["continuous", "static"] = "continuous"
-    static_reserve: Literal["max_model_len", "request"] = "max_model_len"
+    block_size: int = setting(CacheConfig, "block_size")
+    num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
+    kv_cache_memory_bytes: int | None = Field(None, ge=1, description="KV pool size in bytes (default: from "
+                                              "device memory)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory the engine "
+                                          "may use for weights, activations and KV")
+    enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
+    tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
+    max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
+    max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
+                                        description="longest sequence in tokens (default: the model's "
+                                        "max_position_embeddings)")
+    policy: Policy = setting(SchedulerConfig, "policy")
+    static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
+
+
+_FROM_FIELD = object()
+
+
+def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, flag: str | None = None) -> Any:
+    """A typer option for setting `name` of `config`: its default (unless given), help and bounds."""
+    import typer
+
+    field = config.model_fields[name]
+    if default is _FROM_FIELD:
+        default = ... if field.is_required() else field.get_default(call_default_factory=True)
+    flag = flag or "--" + name.replace("_", "-")
+    if field.annotation is bool:
+        flag = f"{flag}/--no-{flag[2:]}"
+    low, high = bounds(config, name)
+    help_text = field.description or ""
+    choices = getattr(field.annotation, "__args__", None)
+    if choices and all(isinstance(choice, str) for choice in choices) and choices[0] not in help_text:
+        help_text += f" [{' | '.join(choices)}]"
+    return typer.Option(default, flag, help=help_text, min=low, max=high)

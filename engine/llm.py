@@ -1,8 +1,8 @@
 """`LLM`: offline batch generation over `LLMEngine`, outputs in prompt order."""
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.outputs import RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.core.outputs import RequestOutput
+from engine.core.sampling_params import SamplingParams
 
 
 class LLM:

@@ -6,14 +6,14 @@ from itertools import count
 import torch
 
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
-from engine.engine_setup import resolve_device, resolve_dtype, resolve_num_kv_blocks
-from engine.model_config import ModelConfig
-from engine.model_runner import ModelRunner
-from engine.outputs import RequestOutput
-from engine.request import Request
-from engine.sampling_params import SamplingParams
-from engine.scheduler import KVStats, Scheduler
-from engine.step_shape import StepShape
+from engine.worker.resources import resolve_device, resolve_dtype, resolve_num_kv_blocks
+from engine.model.config import ModelConfig
+from engine.worker.model_runner import ModelRunner, ModelRunnerOutput
+from engine.core.outputs import RequestOutput
+from engine.core.request import Request
+from engine.core.sampling_params import SamplingParams
+from engine.core.scheduler import KVStats, Scheduler
+from engine.core.step_shape import StepShape
 from engine.tokenizer import load_tokenizer
 
 
@@ -118,13 +118,12 @@ class LLMEngine:
         out = self.scheduler.schedule(now=t0)
         shape = out.shape
         t1 = time.perf_counter()
-        sampled = self.model_runner.execute(out.scheduled) if out.scheduled else []
+        result = self.model_runner.execute(out.scheduled) if out.scheduled else ModelRunnerOutput.empty()
         t2 = time.perf_counter()
-        progressed = self.scheduler.update(out, sampled, now=t2)
+        progressed = self.scheduler.update(out, result.sampled_token_ids, now=t2)
         outputs = [self._output(req) for req in progressed]
         t3 = time.perf_counter()
-        timing = self.model_runner.last_timing if out.scheduled else {"prepare_s": 0.0, "forward_s": 0.0, "sample_s": 0.0}
-        self.last_step = StepStats(shape, t1 - t0, timing["prepare_s"], timing["forward_s"], timing["sample_s"],
+        self.last_step = StepStats(shape, t1 - t0, result.prepare_s, result.forward_s, result.sample_s,
                                    t3 - t2, t3 - t0, len(out.preempted))
         return outputs
 

@@ -7,7 +7,7 @@ from collections import deque
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401  (re-exported for the server)
 
-from engine.outputs import RequestOutput
+from engine.core.outputs import RequestOutput
 
 # vLLM's bucket boundaries, so dashboards' heatmaps line up
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from engine.llm_engine import LLMEngine
-from engine.outputs import RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.core.outputs import RequestOutput
+from engine.core.sampling_params import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ class ModelSpec(BaseModel):
     @classmethod
     def from_hf_config(cls, config: dict, name: str | None = None, dtype: str | None = None) -> "ModelSpec":
         """Read a Hugging Face `config.json` dict (through the engine's own parser); `dtype` overrides the config's."""
-        from engine.model_config import ModelConfig  # pure Python: no torch
+        from engine.model.config import ModelConfig  # pure Python: no torch
 
         c = ModelConfig.from_hf_config(config, source=f"config of {name or 'model'!r}")
         return cls(
@@ -49,7 +49,7 @@ class ModelSpec(BaseModel):
 
     @classmethod
     def from_preset(cls, name: str, dtype: str | None = None) -> "ModelSpec":
-        from engine.presets import preset_config
+        from engine.model.presets import preset_config
         return cls.from_hf_config(preset_config(name), name=name, dtype=dtype)
 
     @property

@@ -9,7 +9,7 @@ import httpx
 import uvicorn
 
 from engine.config import EngineConfig
-from engine.server import build_app
+from engine.openai.api_server import build_app
 
 
 def free_port() -> int:

@@ -1,10 +1,10 @@
 """Drives the pure-Python scheduler without a model: tokens come from a seeded RNG."""
 import random
 
-from engine.config import CacheConfig, SchedulerConfig
-from engine.request import Request
-from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler
+from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.request import Request
+from engine.core.sampling_params import SamplingParams
+from engine.core.scheduler import Scheduler
 
 
 def make_scheduler(num_blocks=32, block_size=4, max_num_seqs=4, max_num_batched_tokens=16, max_model_len=64,

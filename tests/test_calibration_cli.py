@@ -2,13 +2,13 @@
 import numpy as np
 from typer.testing import CliRunner
 
-from engine.step_shape import StepShape
-from simulator.calibration import (Calibration, CostModelFit, CostTerm, DeviceInfo, ProfilePoint, Provenance,
+from engine.core.step_shape import StepShape
+from simulator.calibration.schema import (Calibration, CostModelFit, CostTerm, DeviceInfo, ProfilePoint, Provenance,
                                    ShapeRecord, StepSample)
-from simulator.cli import app
-from simulator.cost_model import PROFILE_TERMS, CostModel
+from simulator.calibration.cli import app
+from simulator.calibration.cost_model import PROFILE_TERMS, CostModel
 from simulator.model_spec import ModelSpec
-from simulator.vidur_import import VIDUR_DIR
+from simulator.calibration.vidur_import import VIDUR_DIR
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

@@ -7,9 +7,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from engine.profiler import ProfileGrid, profile_command
-from simulator.calibration import Calibration
-from simulator.cost_model import CostModel, fit_calibration
+from simulator.calibration.profile import ProfileGrid, profile_command
+from simulator.calibration.schema import Calibration
+from simulator.calibration.cost_model import CostModel, fit_calibration
 
 ERROR_TARGET = 0.05
 

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from simulator.calibration import (Calibration, CostModelFit, CostTerm, DeviceInfo, EngineSettings, FitError,
+from simulator.calibration.schema import (Calibration, CostModelFit, CostTerm, DeviceInfo, EngineSettings, FitError,
                                    ProfilePoint, Provenance, ShapeRecord, SoftwareInfo, StepSample, load_shipped,
                                    resolve_calibration, shipped_calibration_paths)
 from simulator.model_spec import ModelSpec

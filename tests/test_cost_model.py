@@ -4,10 +4,10 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.step_shape import StepShape
-from simulator.calibration import CostModelFit, CostTerm
-from simulator.cost_model import PROFILE_TERMS, CostModel, fit_cost_model
-from simulator.fitting import kfold_indices, nnls
+from engine.core.step_shape import StepShape
+from simulator.calibration.schema import CostModelFit, CostTerm
+from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, fit_cost_model
+from simulator.calibration.fitting import kfold_indices, nnls
 
 
 def _brute_force_nnls(matrix, target):

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.model_config import ModelConfig
-from engine.presets import PRESETS, preset_config
+from engine.model.config import ModelConfig
+from engine.model.presets import PRESETS, preset_config
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available, max_batch_size
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from engine import LLM, SamplingParams
-from engine.request import Request
-from engine.sampler import Sampler
+from engine.core.request import Request
+from engine.worker.sampler import Sampler
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 batching, prefix sharing, tenant quotas and KV accounting."""
 import random
 
-from engine.request import RequestStatus
+from engine.core.request import RequestStatus
 from scheduler_driver import make_request, make_scheduler, run_step
 
 

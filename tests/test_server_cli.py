@@ -8,7 +8,7 @@ import httpx
 import pytest
 import typer
 
-from engine.serve_cli import parse_bytes, parse_quotas
+from engine.openai.cli import parse_bytes, parse_quotas
 from live_server import free_port
 
 
@@ -32,7 +32,7 @@ def test_quotas_parse_and_bad_ones_are_named():
 
 
 def serve(*options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine.serve_cli", "--model", "tiny", "--load-format", "dummy",
+    return subprocess.Popen([sys.executable, "-m", "engine.openai.cli", "--model", "tiny", "--load-format", "dummy",
                              *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

@@ -3,7 +3,7 @@ than the text before the first stop string), and chat prompts with and without a
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.text_stream import TextStream, chat_prompt_token_ids, default_chat_text
+from engine.openai.text_stream import TextStream, chat_prompt_token_ids, default_chat_text
 from engine.tokenizer import ByteTokenizer
 
 TOKENIZER = ByteTokenizer(512)

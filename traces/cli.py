@@ -12,7 +12,7 @@ from rich.table import Table
 
 from traces.arrivals import (ArrivalSpec, ConstantArrivals, DiurnalArrivals, GammaArrivals,
                              PoissonArrivals, SpikeArrivals, mean_rate_per_s)
-from traces.fitted import fit_trace_lengths
+from traces.lengths import fit_trace_lengths
 from traces.lengths import parse_length
 from traces.loaders import load_trace
 from traces.plot import check_plot_path, write_rate_plot

@@ -4,13 +4,15 @@ as figures so synthetic traffic can look like production without the trace files
 Provenance: Azure/AzurePublicDataset `data/AzureLLMInferenceTrace_{code,conv}.csv` (CC-BY 4.0;
 Patel et al., "Splitwise", ISCA 2024), read from `../shared/traces/` (sha256 below). Quantiles are
 numpy's linear-interpolation quantiles of ContextTokens (prompt) and GeneratedTokens (output) at
-`FIT_PROBABILITIES`; the lognormal is the maximum-likelihood fit of the same column. Regenerate and
+`FIT_PROBABILITIES`; the lognormal is the maximum-likelihood fit of the same column. Plain data:
+`traces.lengths` builds distributions from it (`fitted_length`, `fitted_lognormal`). Regenerate and
 compare with `surgeplan traces fit FILE` (the tests recompute them from the files).
 """
 from __future__ import annotations
 
-from traces.lengths import FIT_PROBABILITIES, EmpiricalLength, LognormalLength, fit_empirical, fit_lognormal
-from traces.trace import Trace
+# Probabilities at which the empirical quantiles are tabulated (dense in the tail, where P99 lives).
+FIT_PROBABILITIES = (0.0, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55,
+                     0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999, 1.0)
 
 SOURCE = "Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{}.csv (2023-11-16, CC-BY 4.0)"
 
@@ -19,9 +21,7 @@ def _table(trace: str, column: str, sha256: str, requests: int, quantiles: tuple
            lognormal: tuple[float, float]) -> dict:
     provenance = (f"{SOURCE.format(trace)}, sha256 {sha256}, {requests} requests, "
                   f"{'ContextTokens' if column == 'prompt' else 'GeneratedTokens'} quantiles")
-    return {"empirical": EmpiricalLength(probabilities=FIT_PROBABILITIES, quantiles=quantiles,
-                                         provenance=provenance),
-            "lognormal_median_sigma": lognormal}
+    return {"quantiles": quantiles, "provenance": provenance, "lognormal_median_sigma": lognormal}
 
 
 FITTED_LENGTHS: dict[str, dict] = {
@@ -48,27 +48,3 @@ FITTED_LENGTHS: dict[str, dict] = {
          384.0, 395.0, 400.0, 411.0, 424.0, 451.0, 522.0, 601.0, 643.175, 954.0, 1000.0),
         lognormal=(151.259, 0.859)),
 }
-
-
-def fitted_length(name: str) -> EmpiricalLength:
-    if name not in FITTED_LENGTHS:
-        raise KeyError(f"unknown fitted length {name!r}; expected one of {sorted(FITTED_LENGTHS)}")
-    return FITTED_LENGTHS[name]["empirical"]
-
-
-def fitted_lognormal(name: str) -> LognormalLength:
-    empirical = fitted_length(name)
-    median, sigma = FITTED_LENGTHS[name]["lognormal_median_sigma"]
-    return LognormalLength(median_tokens=median, sigma=sigma, min_tokens=int(empirical.quantiles[0]),
-                           max_tokens=int(empirical.quantiles[-1]))
-
-
-def fit_trace_lengths(trace: Trace) -> dict[str, dict]:
-    """The same figures as FITTED_LENGTHS, computed from any trace (keys `prompt` and `output`)."""
-    fits = {}
-    for column in ("prompt", "output"):
-        values = getattr(trace, f"{column}_tokens")
-        lognormal = fit_lognormal(values)
-        fits[column] = {"empirical": fit_empirical(values, provenance=f"{trace.name} {column}_tokens"),
-                        "lognormal_median_sigma": (lognormal.median_tokens, lognormal.sigma)}
-    return fits

@@ -5,14 +5,13 @@ Each reader fills a `RowCollector`; the loader front door (`traces.loaders`) pic
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from traces.request import TraceFormatError
-from traces.rows import (FieldError, RowCollector, open_text, parse_count, parse_seconds,
+from traces.rows import (FieldError, RowCollector, jsonl_objects, open_text, parse_count, parse_seconds,
                          parse_timestamp_ns)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -96,20 +95,6 @@ def read_vidur(collector: RowCollector, path: Path) -> None:
         collector.add(line, arrival, prompt, output)
 
     _collect_csv(collector, path, VIDUR_COLUMNS, parse_row)
-
-
-def jsonl_objects(path: Path) -> Iterator[tuple[int, dict | str]]:
-    """(line number, object) per non-blank line; a line that is not a JSON object yields a message."""
-    with open_text(path) as handle:
-        for line, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield line, f"is not valid JSON ({error.msg}); expected one JSON object per line"
-                continue
-            yield line, record if isinstance(record, dict) else "is not a JSON object; expected {...}"
 
 
 def _parse_hash_ids(value: object) -> list[int]:

@@ -5,14 +5,15 @@ value it can produce (`minimum_tokens`), so a prompt distribution that could yie
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
 
-# Dense in the tail, where serving cost and latency outliers live.
-FIT_PROBABILITIES = (0.0, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55,
-                     0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999, 1.0)
+from traces.fitted import FIT_PROBABILITIES, FITTED_LENGTHS
+
+if TYPE_CHECKING:
+    from traces.trace import Trace
 
 
 class _Length(BaseModel):
@@ -106,15 +107,11 @@ class PresetLength(_Length):
 
     @model_validator(mode="after")
     def _known(self) -> "PresetLength":
-        from traces.fitted import FITTED_LENGTHS
-
         if self.name not in FITTED_LENGTHS:
             raise ValueError(f"unknown length preset {self.name!r}; expected one of {sorted(FITTED_LENGTHS)}")
         return self
 
     def resolve(self) -> EmpiricalLength:
-        from traces.fitted import fitted_length
-
         return fitted_length(self.name)
 
     @property
@@ -172,3 +169,30 @@ def parse_length(text: str) -> LengthSpec:
         raise ValueError(f"length {text!r}: {error}") from None
     raise ValueError(f"length {text!r} not understood; expected fixed:N, uniform:LOW:HIGH, "
                      f"lognormal:MEDIAN:SIGMA, a preset name, or a JSON object")
+
+
+def fitted_length(name: str) -> EmpiricalLength:
+    """A length distribution shipped in `traces.fitted`, by name (e.g. `azure-conv-prompt`)."""
+    if name not in FITTED_LENGTHS:
+        raise KeyError(f"unknown fitted length {name!r}; expected one of {sorted(FITTED_LENGTHS)}")
+    table = FITTED_LENGTHS[name]
+    return EmpiricalLength(probabilities=FIT_PROBABILITIES, quantiles=table["quantiles"],
+                           provenance=table["provenance"])
+
+
+def fitted_lognormal(name: str) -> LognormalLength:
+    empirical = fitted_length(name)
+    median, sigma = FITTED_LENGTHS[name]["lognormal_median_sigma"]
+    return LognormalLength(median_tokens=median, sigma=sigma, min_tokens=int(empirical.quantiles[0]),
+                           max_tokens=int(empirical.quantiles[-1]))
+
+
+def fit_trace_lengths(trace: "Trace") -> dict[str, dict]:
+    """The same figures as FITTED_LENGTHS, computed from any trace (keys `prompt` and `output`)."""
+    fits = {}
+    for column in ("prompt", "output"):
+        values = getattr(trace, f"{column}_tokens")
+        lognormal = fit_lognormal(values)
+        fits[column] = {"empirical": fit_empirical(values, provenance=f"{trace.name} {column}_tokens"),
+                        "lognormal_median_sigma": (lognormal.median_tokens, lognormal.sigma)}
+    return fits

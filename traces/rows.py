@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
@@ -160,3 +162,17 @@ class RowCollector:
                      tenant=np.asarray(self.tenant)[order], priority=np.asarray(self.priority)[order],
                      failed=np.asarray(self.failed)[order], source_line=np.asarray(self.lines)[order],
                      name=name, provenance=provenance, load_report=self.report())
+
+
+def jsonl_objects(path: Path) -> Iterator[tuple[int, dict | str]]:
+    """(line number, object) per non-blank line; a line that is not a JSON object yields a message."""
+    with open_text(path) as handle:
+        for line, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                yield line, f"is not valid JSON ({error.msg}); expected one JSON object per line"
+                continue
+            yield line, record if isinstance(record, dict) else "is not a JSON object; expected {...}"

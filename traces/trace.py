@@ -176,6 +176,6 @@ class Trace:
 
     def save(self, path: str | Path, format: str | None = None) -> Path:
         """Write the canonical JSONL (default) or CSV form; `load_trace` reads it back identically."""
-        from traces.canonical import save_canonical
+        from traces.canonical_writer import save_canonical
 
         return save_canonical(self, Path(path), format)

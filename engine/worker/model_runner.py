@@ -4,15 +4,30 @@ Decode tokens (one new token over a cached context) go first in the batch, prefi
 after, matching the split in `model.Attention`.
 """
 import time
+from dataclasses import dataclass
 
 import torch
 
-from engine.config import CacheConfig
-from engine.model_config import ModelConfig
-from engine.model_runner_inputs import build_inputs
-from engine.request import Request
-from engine.sampler import Sampler
-from engine.weights import build_model
+from engine.core.config import CacheConfig
+from engine.model.config import ModelConfig
+from engine.worker.inputs import build_inputs
+from engine.core.request import Request
+from engine.worker.sampler import Sampler
+from engine.model.loader import build_model
+
+
+@dataclass(frozen=True)
+class ModelRunnerOutput:
+    """What one `execute` returns (as vLLM's `execute_model` returns a `ModelRunnerOutput`):
+    sampled_token_ids[i] is scheduled[i]'s token, None where it was a mid-prompt chunk."""
+    sampled_token_ids: list[int | None]
+    prepare_s: float = 0.0
+    forward_s: float = 0.0
+    sample_s: float = 0.0
+
+    @classmethod
+    def empty(cls) -> "ModelRunnerOutput":
+        return cls([])
 
 
 class ModelRunner:
@@ -25,7 +40,6 @@ class ModelRunner:
         self.model = build_model(model_config, model, load_format, dtype, device, seed)
         self.kv_caches = self._allocate_kv_cache(cache_config.num_kv_blocks)
         self.sampler = Sampler(frozenset(model_config.eos_token_ids), seed)
-        self.last_timing = {"prepare_s": 0.0, "forward_s": 0.0, "sample_s": 0.0}
 
     def _allocate_kv_cache(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         c = self.config
@@ -37,8 +51,8 @@ class ModelRunner:
     def kv_cache_bytes(self) -> int:
         return sum(k.numel() * k.element_size() * 2 for k, _ in self.kv_caches)
 
-    def execute(self, scheduled: list[tuple[Request, int]]) -> list[int | None]:
-        """Returns the sampled token of each scheduled entry, None where it was a mid-prompt chunk."""
+    def execute(self, scheduled: list[tuple[Request, int]]) -> ModelRunnerOutput:
+        """Runs one step; the output holds each scheduled entry's token and where the time went."""
         t0 = time.perf_counter()
         inputs = build_inputs(scheduled, self.block_size, self.device)
         t1 = time.perf_counter()
@@ -48,11 +62,10 @@ class ModelRunner:
         producing = [scheduled[i][0] for i in inputs.producing_entries]
         tokens = self.sampler(logits, producing) if producing else []
         t3 = time.perf_counter()
-        self.last_timing = {"prepare_s": t1 - t0, "forward_s": t2 - t1, "sample_s": t3 - t2}
         sampled: list[int | None] = [None] * len(scheduled)
         for entry, token in zip(inputs.producing_entries, tokens):
             sampled[entry] = token
-        return sampled
+        return ModelRunnerOutput(sampled, prepare_s=t1 - t0, forward_s=t2 - t1, sample_s=t3 - t2)
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticUndefined
 
-from engine.step_shape import StepShape
+from engine.core.config import CacheConfig, SchedulerConfig, setting
+from engine.core.step_shape import StepShape
 from simulator.model_spec import ModelSpec
 
 SCHEMA_VERSION = 1
@@ -17,7 +19,7 @@ SHIPPED_DIR = Path(__file__).parent / "calibrations"
 Label = Literal["measured", "fitted", "derived"]
 # What limits a term: tells a derivation for other hardware which ratio to scale it by.
 Bound = Literal["host", "memory", "compute", "latency", "network"]
-# What a term's `seconds_per_unit` multiplies (see simulator.cost_model.feature_value).
+# What a term's `seconds_per_unit` multiplies (see simulator.calibration.cost_model.feature_value).
 Feature = Literal["step", "gemm_step", "gemv_extra_token", "sequence", "token", "token_above_knee",
                   "token_above_spill", "prefill_attention_pair", "decode_context_token"]
 PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
@@ -179,11 +181,12 @@ def _cuda_version() -> str | None:
 
 
 class EngineSettings(_Strict):
-    block_size: int = Field(ge=1)
-    max_num_seqs: int = Field(ge=1)
-    max_num_batched_tokens: int = Field(ge=1)
-    max_model_len: int = Field(ge=1)
-    enable_prefix_caching: bool = False
+    """The engine settings the points were measured under (definitions from `engine.core.config`)."""
+    block_size: int = setting(CacheConfig, "block_size", default=PydanticUndefined)
+    max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs", default=PydanticUndefined)
+    max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens", default=PydanticUndefined)
+    max_model_len: int = setting(SchedulerConfig, "max_model_len", default=PydanticUndefined)
+    enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching", default=False)
     load_format: str = "dummy"
 
 

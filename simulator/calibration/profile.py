@@ -17,11 +17,11 @@ import typer
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
-from engine.presets import PRESETS, preset_config
-from engine.sampling_params import SamplingParams
-from simulator.calibration import (Calibration, DeviceInfo, EngineSettings, ProfilePoint, Provenance, ShapeRecord,
+from engine.model.presets import PRESETS, preset_config
+from engine.core.sampling_params import SamplingParams
+from simulator.calibration.schema import (Calibration, DeviceInfo, EngineSettings, ProfilePoint, Provenance, ShapeRecord,
                                    SoftwareInfo, StepSample)
-from simulator.cost_model import fit_calibration
+from simulator.calibration.cost_model import fit_calibration
 from simulator.hardware import local_cpu, match_device
 from simulator.model_spec import ModelSpec
 

@@ -3,7 +3,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.presets import PRESETS, preset_config
+from engine.model.presets import PRESETS, preset_config
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 

@@ -8,7 +8,7 @@ findable until a fresh allocation evicts it, and blocks holding nothing reusable
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
-from engine.request import Request
+from engine.core.request import Request
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:

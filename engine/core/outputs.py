@@ -1,7 +1,7 @@
 """What the engine hands back per request: tokens so far, finish reason, timings."""
 from dataclasses import dataclass
 
-from engine.request import Request
+from engine.core.request import Request
 
 
 @dataclass(frozen=True)

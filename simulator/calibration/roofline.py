@@ -3,7 +3,7 @@ efficiency figures, for what no table measured: attention, the LM head, host ove
 GPUs we have no measurement of. Also: carrying a calibration to other hardware by its ratios."""
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.calibration import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
+from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
 from simulator.hardware import HardwareSpec
 from simulator.model_spec import ModelSpec
 

@@ -2,7 +2,7 @@
 import torch
 
 from engine.config import EngineConfig
-from engine.model_config import ModelConfig
+from engine.model.config import ModelConfig
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
            "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,

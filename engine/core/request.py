@@ -5,7 +5,7 @@ that brings it level produces the next token.
 """
 from enum import Enum
 
-from engine.sampling_params import SamplingParams
+from engine.core.sampling_params import SamplingParams
 
 
 class RequestStatus(Enum):

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from engine import openai_protocol as api
+from engine.openai import protocol as api
 from engine.async_engine import AsyncEngine, DeadlineExceeded, EngineStepError, EngineStopped, QueueFull, RequestStream
-from engine.outputs import RequestOutput
-from engine.text_stream import TextStream, chat_prompt_token_ids
+from engine.core.outputs import RequestOutput
+from engine.openai.text_stream import TextStream, chat_prompt_token_ids
 
 TENANT_HEADER = "x-tenant"
 TIMEOUT_HEADER = "x-request-timeout"     # seconds this request may take in all, queueing included

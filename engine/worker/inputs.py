@@ -3,8 +3,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.model import AttentionMetadata
-from engine.request import Request
+from engine.model.llama import AttentionMetadata
+from engine.core.request import Request
 
 
 @dataclass

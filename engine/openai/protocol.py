@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.sampling_params import SamplingParams
+from engine.core.sampling_params import SamplingParams
 
 GREEDY_BELOW_TEMPERATURE = 1e-5
 

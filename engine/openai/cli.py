@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, cli_option
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -31,20 +31,20 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
 
 
 def serve(
-    model: str = typer.Option(..., "--model", help="model directory, or a preset name (tiny, cpu-small, llama-3-8b, ...)"),
-    load_format: str = typer.Option("auto", "--load-format", help="auto, safetensors or dummy (random weights)"),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, float16 or bfloat16"),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)"),
-    seed: int = typer.Option(0, "--seed"),
-    block_size: int = typer.Option(16, "--block-size", help="tokens per KV block"),
-    num_kv_blocks: Optional[int] = typer.Option(None, "--num-kv-blocks", help="KV blocks in the pool"),
+    model: str = cli_option(EngineConfig, "model"),
+    load_format: str = cli_option(EngineConfig, "load_format"),
+    dtype: str = cli_option(EngineConfig, "dtype"),
+    device: Optional[str] = cli_option(EngineConfig, "device"),
+    seed: int = cli_option(EngineConfig, "seed"),
+    block_size: int = cli_option(EngineConfig, "block_size"),
+    num_kv_blocks: Optional[int] = cli_option(EngineConfig, "num_kv_blocks"),
     kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV pool size, e.g. 4GiB"),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    max_num_seqs: int = typer.Option(256, "--max-num-seqs"),
-    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens"),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len"),
-    policy: str = typer.Option("continuous", "--policy", help="continuous or static batching"),
-    enable_prefix_caching: bool = typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching"),
+    gpu_memory_utilization: float = cli_option(EngineConfig, "gpu_memory_utilization"),
+    max_num_seqs: int = cli_option(EngineConfig, "max_num_seqs"),
+    max_num_batched_tokens: int = cli_option(EngineConfig, "max_num_batched_tokens"),
+    max_model_len: Optional[int] = cli_option(EngineConfig, "max_model_len"),
+    policy: str = cli_option(EngineConfig, "policy"),
+    enable_prefix_caching: bool = cli_option(EngineConfig, "enable_prefix_caching"),
     max_waiting_requests: Optional[int] = typer.Option(None, "--max-waiting-requests",
                                                        help="past this many waiting requests, answer 503 + Retry-After"),
     tenant_kv_quota: list[str] = typer.Option([], "--tenant-kv-quota", help="TENANT=BLOCKS (repeatable; X-Tenant header)"),
@@ -60,7 +60,7 @@ def serve(
     """Serve a model over the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)."""
     import uvicorn
 
-    from engine.server import build_app
+    from engine.openai.api_server import build_app
 
     try:
         config = EngineConfig(

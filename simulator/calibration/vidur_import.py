@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration import Calibration, CostModelFit, CostTerm, DeviceInfo, FitError, Provenance
-from simulator.fitting import cross_validated_errors, fit_relative, roofline_candidates, tile_rounded
+from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, FitError, Provenance
+from simulator.calibration.fitting import cross_validated_errors, fit_relative, roofline_candidates, tile_rounded
 from simulator.hardware import HardwareSpec, get_hardware
 from simulator.model_spec import ModelSpec
-from simulator.roofline import ALL_REDUCES_PER_LAYER, attention_terms, host_terms, lm_head_terms
+from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, attention_terms, host_terms, lm_head_terms
 
-VIDUR_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "calibration" / "vidur"
+VIDUR_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "calibration" / "vidur"
 VIDUR_SOURCE = "microsoft/vidur data/profiling @ 7d47513363ec447a741ac5e47241580b47724fbf (MIT), MLSys 2024"
 # Per-layer operators of mlp.csv (times are for ONE layer); `emb` runs once per step.
 PER_LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
@@ -95,7 +95,7 @@ def _check_model_matches(table: OpTable, model: ModelSpec) -> None:
 
 def linear_design(params: tuple, tokens: np.ndarray) -> np.ndarray:
     """[rows, 3]: fixed, per token, max(tokens rounded up to whole tiles, knee) — the same three
-    linear-layer features as the profile model (simulator.cost_model.PROFILE_TERMS)."""
+    linear-layer features as the profile model (simulator.calibration.cost_model.PROFILE_TERMS)."""
     knee, tile = params[0], params[1]
     tokens = np.asarray(tokens, dtype=float).reshape(-1)
     return np.stack([np.ones_like(tokens), tokens, np.maximum(tile_rounded(tokens, tile), knee)], axis=1)
@@ -179,7 +179,7 @@ def linear_terms(model: ModelSpec, fit: LinearFit, source: str) -> list[CostTerm
 
 def vidur_calibration(model_name: str, gpu: str, tensor_parallel: int, vidur_dir: Path = VIDUR_DIR) -> Calibration:
     """A `fitted` calibration: linear layers and all-reduce fitted on the public tables, attention,
-    LM head and host overhead derived from first principles (see simulator.roofline)."""
+    LM head and host overhead derived from first principles (see simulator.calibration.roofline)."""
     model = model_spec(model_name)
     hardware: HardwareSpec = get_hardware(gpu)
     table = read_mlp_table(mlp_table_path(model_name, gpu, vidur_dir), tensor_parallel)

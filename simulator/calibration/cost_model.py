@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.step_shape import StepShape
-from simulator.calibration import Calibration, CostModelFit, CostTerm, FitError, Feature, ProfilePoint
-from simulator.fitting import (cross_validated_errors, fit_relative, knee_candidates, roofline_candidates, spilled,
+from engine.core.step_shape import StepShape
+from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, FitError, Feature, ProfilePoint
+from simulator.calibration.fitting import (cross_validated_errors, fit_relative, knee_candidates, roofline_candidates, spilled,
                                tile_rounded)
 
 # The measured-profile model: feature -> (term name, what bounds it).

@@ -11,11 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine import openai_protocol as api
+from engine.openai import protocol as api
 from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
 from engine.metrics import CONTENT_TYPE_LATEST, ServingMetrics
-from engine.serving import APIError, ServingContext, create_chat_completion, create_completion
+from engine.openai.serving import APIError, ServingContext, create_chat_completion, create_completion
 
 log = logging.getLogger("surgeplan.server")
 DEFAULT_MAX_REQUEST_BODY_BYTES = 4 << 20

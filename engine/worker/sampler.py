@@ -1,7 +1,7 @@
 """Next-token choice per request: greedy, or temperature + top-k + top-p with an optional per-request seed."""
 import torch
 
-from engine.request import Request
+from engine.core.request import Request
 
 
 class Sampler:

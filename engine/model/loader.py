@@ -3,8 +3,8 @@ from pathlib import Path
 
 import torch
 
-from engine.model import LlamaForCausalLM
-from engine.model_config import ModelConfig
+from engine.model.llama import LlamaForCausalLM
+from engine.model.config import ModelConfig
 
 DUMMY_WEIGHT_STD = 0.02   # the scale Hugging Face initialises Llama linears with
 

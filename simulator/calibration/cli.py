@@ -5,9 +5,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from engine.step_shape import StepShape
-from simulator.calibration import Calibration, resolve_calibration, shipped_calibration_paths
-from simulator.cost_model import CostModel, fit_calibration, predicted_vs_measured
+from engine.core.step_shape import StepShape
+from simulator.calibration.schema import Calibration, resolve_calibration, shipped_calibration_paths
+from simulator.calibration.cost_model import CostModel, fit_calibration, predicted_vs_measured
 
 app = typer.Typer(help="Calibrations: measured, fitted and derived step-cost models.", no_args_is_help=True)
 def _out(*items) -> None:
@@ -171,12 +171,12 @@ def _png_plot(series: dict, top: float, title: str, labels: tuple[str, str], pat
 
 
 @app.command()
-def build(out_dir: Path = typer.Option(None, help="default: simulator/calibrations"),
+def build(out_dir: Path = typer.Option(None, help="default: simulator/calibration/calibrations"),
           vidur_dir: Path = typer.Option(None, help="default: ../shared/calibration/vidur")) -> None:
     """Rebuild the shipped fitted, derived and roofline calibrations from the public tables."""
-    from simulator.calibration import SHIPPED_DIR
-    from simulator.shipped import build_shipped
-    from simulator.vidur_import import VIDUR_DIR
+    from simulator.calibration.schema import SHIPPED_DIR
+    from simulator.calibration.shipped import build_shipped
+    from simulator.calibration.vidur_import import VIDUR_DIR
 
     paths = build_shipped(out_dir or SHIPPED_DIR, vidur_dir or VIDUR_DIR)
     _out(f"wrote {len(paths)} calibrations to {(out_dir or SHIPPED_DIR)}")
@@ -188,7 +188,7 @@ def roofline(model: str = typer.Argument(..., help="model preset"), hardware: st
     """A `derived` roofline calibration for any catalog GPU and preset."""
     from simulator.hardware import get_hardware
     from simulator.model_spec import ModelSpec
-    from simulator.roofline import roofline_calibration
+    from simulator.calibration.roofline import roofline_calibration
 
     calibration = roofline_calibration(ModelSpec.from_preset(model), get_hardware(hardware), tensor_parallel)
     if out:

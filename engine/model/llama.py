@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 import kernels
-from engine.model_config import ModelConfig
-from engine.rotary import apply_rotary, rope_cos_sin
+from engine.model.config import ModelConfig
+from engine.model.rotary import apply_rotary, rope_cos_sin
 
 
 @dataclass

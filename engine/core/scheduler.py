@@ -9,10 +9,10 @@ reserving contiguous KV for its longest possible sequence, and admits nothing un
 from collections import deque
 from dataclasses import dataclass, field
 
-from engine.block_manager import BlockManager, blocks_for
-from engine.config import CacheConfig, SchedulerConfig
-from engine.request import Request, RequestStatus
-from engine.step_shape import StepShape
+from engine.core.block_manager import BlockManager, blocks_for
+from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.request import Request, RequestStatus
+from engine.core.step_shape import StepShape
 
 
 @dataclass

@@ -1,15 +1,15 @@
-"""The calibrations shipped in simulator/calibrations/: which ones, how they are rebuilt from the
+"""The calibrations shipped in simulator/calibration/calibrations/: which ones, how they are rebuilt from the
 public tables, and how the simulator picks the best one for a (model, GPU, TP) — measured first,
 then fitted, then derived, and a roofline estimate when nothing else exists."""
 from pathlib import Path
 
 from rich.progress import track
 
-from simulator.calibration import SHIPPED_DIR, Calibration, shipped_calibration_paths
+from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec
-from simulator.roofline import derive_for_hardware, roofline_calibration
-from simulator.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
+from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
+from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
 
 # (model, GPU, tensor parallel) fitted on the public tables.
 FITTED = (

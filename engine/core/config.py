@@ -1,0 +1,63 @@
+"""Settings of the KV cache and the scheduler, each defined once: its type, bound, default and help.
+
+Pure Python (shared with the simulator). `EngineConfig`, the `serve` options, the calibration's engine
+settings, simulator scenarios and dashboard widgets all read a setting's definition from here through
+`setting(...)`, as vLLM's `EngineArgs.add_cli_args` reads `SchedulerConfig`.
+"""
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+
+Policy = Literal["continuous", "static"]
+StaticReserve = Literal["max_model_len", "request"]
+
+
+class CacheConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    block_size: int = Field(16, ge=1, le=1024, description="tokens per KV block (vLLM's --block-size)")
+    num_kv_blocks: int = Field(..., ge=1, description="KV blocks in the pool (default: sized from memory)")
+    enable_prefix_caching: bool = Field(True, description="reuse full KV blocks of a shared prompt prefix, "
+                                        "found by a chained hash of their tokens")
+    tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
+                                               "hold at once (TENANT=BLOCKS)")
+
+    @property
+    def num_token_slots(self) -> int:
+        return self.num_kv_blocks * self.block_size
+
+
+class SchedulerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_num_seqs: int = Field(256, ge=1, le=65536, description="most requests running in one step "
+                              "(vLLM's --max-num-seqs)")
+    max_num_batched_tokens: int = Field(2048, ge=1, le=1 << 20, description="token budget of one step, "
+                                        "prefill chunks and decodes together (vLLM's --max-num-batched-tokens)")
+    max_model_len: int = Field(2048, ge=2, description="longest sequence, prompt plus output, in tokens")
+    policy: Policy = Field("continuous", description="continuous: vLLM's token-budget rule with preemption; "
+                           "static: a batch is admitted together and reserves KV for its longest sequence")
+    # static batching reserves KV for the longest sequence a request could reach:
+    # max_model_len (the traditional server) or its own prompt + max_tokens
+    static_reserve: StaticReserve = Field("max_model_len", description="static policy's reservation per "
+                                          "request: max_model_len (traditional) or its own prompt + max_tokens")
+
+
+def setting(config: type[BaseModel], name: str, **changes: Any) -> Any:
+    """The field `name` of `config` (its bound, default and help), with `changes` (e.g. default=None),
+    for reuse as another model's field: `max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")`."""
+    if name not in config.model_fields:
+        raise KeyError(f"{config.__name__} has no setting {name!r}; expected one of {sorted(config.model_fields)}")
+    return FieldInfo.merge_field_infos(config.model_fields[name], **changes)
+
+
+def bounds(config: type[BaseModel], name: str) -> tuple[float | None, float | None]:
+    """(lower, upper) inclusive bounds of a numeric setting, None where unbounded; for CLI and widgets."""
+    low = high = None
+    for item in config.model_fields[name].metadata:
+        low = getattr(item, "ge", low)
+        high = getattr(item, "le", high)
+        if getattr(item, "gt", None) is not None:
+            low = item.gt
+        if getattr(item, "lt", None) is not None:
+            high = item.lt
+    return low, high

@@ -1,0 +1,199 @@
+"""`Scenario`: everything one simulation needs, validated on creation and loadable from YAML or JSON.
+
+Traffic (a trace file in any format `traces` reads, or a synthetic arrival process with length
+distributions), the model, the GPU, its tensor-parallel degree and calibration, the cluster (replicas,
+router, autoscaler with cold starts), the scheduler settings (each defined once in
+`engine.core.config` and reused here), the clients (timeout to first token, retries), the SLO and
+prices. The CLI, the planner and the dashboard all build this same object.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from engine.core.config import CacheConfig, Policy, SchedulerConfig, setting
+from traces.arrivals import ArrivalSpec, PoissonArrivals
+from traces.lengths import LengthSpec, PresetLength
+
+RouterPolicy = Literal["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TrafficSpec(_Strict):
+    """A trace file, or a synthetic process (`arrivals` + lengths over `duration_s`)."""
+    trace: str | None = Field(None, description="trace file in any format `traces` reads (Azure, BurstGPT, "
+                              "Mooncake, Vidur, canonical JSONL/CSV)")
+    trace_format: str | None = Field(None, description="the trace's format (default: detected)")
+    arrivals: ArrivalSpec = Field(PoissonArrivals(rate_per_s=5.0), description="synthetic arrival process "
+                                  "(poisson, gamma, diurnal, spike over any of them)")
+    prompt: LengthSpec = PresetLength(name="azure-conv-prompt")
+    output: LengthSpec = PresetLength(name="azure-conv-output")
+    duration_s: float = Field(600.0, gt=0, description="length of the synthetic traffic")
+    rate_scale: float = Field(1.0, gt=0, description="multiplies the request rate (arrival times divided by it)")
+    max_requests: int | None = Field(None, ge=1, description="keep only the first N requests")
+    tenants: dict[str, float] = Field(default_factory=dict, description="tenant -> share of the requests "
+                                      "(assigned at random); empty: the trace's own tenants")
+
+
+class ModelChoice(_Strict):
+    name: str = Field("llama-2-7b", description="model preset (llama-2-7b, llama-3-8b, llama-2-70b, ...)")
+    dtype: str = Field("float16", description="weights and KV dtype (float16, bfloat16, fp8, int8)")
+
+
+class HardwareChoice(_Strict):
+    gpu: str = Field("A100-80GB", description="GPU from the hardware catalog")
+    tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per replica")
+    calibration: str | None = Field(None, description="calibration name or file (default: the best shipped "
+                                    "one for this model, GPU and TP degree)")
+
+
+class RouterSpec(_Strict):
+    policy: RouterPolicy = Field("least_outstanding", description="how a request picks its replica")
+
+
+class ColdStart(_Strict):
+    """A new replica serves only after provisioning + weight load + engine warm-up.
+
+    Defaults: provisioning 60 s (a GPU node from a cloud pool: typically 1-3 min); weights read at
+    1 GB/s (network storage; Llama-2-7B fp16 = 13.5 GB -> 13.5 s); warm-up 30 s (memory profiling,
+    CUDA graph capture). Weight load + warm-up = 43.5 s for Llama-2-7B, against about 44 s measured
+    from `vllm serve` start to ready for Llama-2-7B on an A100 (vLLM issue reports, 2024)."""
+    provisioning_s: float = Field(60.0, ge=0, description="from request to a machine with the GPU")
+    weight_load_bytes_per_s: float = Field(1e9, gt=0, description="disk/network bandwidth for the weights")
+    weight_load_s: float | None = Field(None, ge=0, description="override: seconds to load the weights "
+                                        "(default: weight bytes per GPU / weight_load_bytes_per_s)")
+    warmup_s: float = Field(30.0, ge=0, description="engine start-up after the weights are in memory")
+
+
+class AutoscalerSpec(_Strict):
+    """Thresholds as llm-d's variant autoscaler: scale out when KV usage ≥ 0.8 or ≥ 5 requests wait per
+    replica (or windowed P99 TTFT exceeds its bound); scale in after a stabilisation window of calm."""
+    enabled: bool = False
+    min_replicas: int = Field(1, ge=1)
+    max_replicas: int = Field(8, ge=1)
+    scrape_interval_s: float = Field(15.0, gt=0, description="metrics scrape period")
+    kv_usage_threshold: float = Field(0.8, gt=0, le=1, description="scale out at this mean KV usage")
+    waiting_per_replica_threshold: float = Field(5.0, gt=0, description="scale out at this many waiting "
+                                                 "requests per serving replica")
+    ttft_p99_threshold_s: float | None = Field(None, gt=0, description="scale out when the windowed P99 "
+                                               "TTFT exceeds this")
+    scale_in_kv_usage: float = Field(0.3, ge=0, le=1, description="calm: KV usage below this and no waiting")
+    scale_in_stabilization_s: float = Field(300.0, ge=0, description="calm this long before a scale-in")
+    cooldown_s: float = Field(60.0, ge=0, description="no scaling action within this long of the last")
+    step_replicas: int = Field(1, ge=1, description="replicas added per scale-out")
+    cold_start: ColdStart = ColdStart()
+
+    @model_validator(mode="after")
+    def _range(self) -> "AutoscalerSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas={self.min_replicas} > max_replicas={self.max_replicas}; "
+                             "expected min ≤ max")
+        return self
+
+
+class ClusterSpec(_Strict):
+    replicas: int = Field(1, ge=1, le=10000, description="replicas at start (each of tensor_parallel GPUs)")
+    router: RouterSpec = RouterSpec()
+    autoscaler: AutoscalerSpec = AutoscalerSpec()
+    max_waiting_per_replica: int | None = Field(None, ge=1, description="admission control: a replica with "
+                                                "this many waiting rejects (as `serve` answers 503)")
+
+
+class SchedulerSettings(_Strict):
+    """The engine's own settings, with their engine definitions."""
+    policy: Policy = setting(SchedulerConfig, "policy")
+    max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
+    max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
+    max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
+                                        description="longest sequence (default: the model's context length)")
+    block_size: int = setting(CacheConfig, "block_size")
+    enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
+    tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory for "
+                                          "weights, activations and KV (as the engine's)")
+    num_kv_blocks: int | None = Field(None, ge=1, description="override the KV pool (default: from memory)")
+
+
+class ClientSpec(_Strict):
+    ttft_timeout_s: float | None = Field(None, gt=0, description="a client abandons a request with no "
+                                         "first token after this long (the article's 10-second spinner)")
+    max_retries: int = Field(0, ge=0, le=10, description="times an abandoned or rejected request is retried")
+    retry_backoff_s: float = Field(1.0, ge=0, description="wait before the first retry; doubles each time")
+
+
+class SLO(_Strict):
+    ttft_p99_s: float = Field(2.0, gt=0, description="P99 time to first token")
+    tpot_p99_s: float = Field(0.2, gt=0, description="P99 time per output token after the first")
+    max_abandon_rate: float = Field(0.01, ge=0, le=1, description="share of requests timed out or rejected")
+
+
+class Prices(_Strict):
+    gpu_usd_per_hour: float | None = Field(None, ge=0, description="per GPU-hour (default: the catalog's)")
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    traffic: TrafficSpec = TrafficSpec()
+    model: ModelChoice = ModelChoice()
+    hardware: HardwareChoice = HardwareChoice()
+    cluster: ClusterSpec = ClusterSpec()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    clients: ClientSpec = ClientSpec()
+    slo: SLO = SLO()
+    prices: Prices = Prices()
+    seed: int = 0
+    window_s: float = Field(10.0, gt=0, description="time-series window")
+    horizon_s: float | None = Field(None, gt=0, description="stop the clock here (default: when all is done)")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Scenario":
+        """A scenario from a YAML or JSON file; a bad field is named with its path in the file."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise ValueError(f"{path}: cannot read the scenario ({error.strerror})") from None
+        try:
+            if path.suffix.lower() == ".json":
+                data = json.loads(text)
+            else:
+                import yaml
+                data = yaml.safe_load(text)
+        except Exception as error:  # yaml.YAMLError, json.JSONDecodeError
+            raise ValueError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {error}") from None
+        try:
+            scenario = cls.model_validate(data or {})
+        except ValidationError as error:
+            raise ValueError(f"{path}: {describe_errors(error)}") from None
+        if scenario.traffic.trace and not Path(scenario.traffic.trace).is_absolute():
+            resolved = (path.parent / scenario.traffic.trace).resolve()
+            if resolved.exists():
+                scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(
+                    update={"trace": str(resolved)})})
+        return scenario
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.model_dump(mode="json")
+        if path.suffix.lower() == ".json":
+            path.write_text(json.dumps(data, indent=1) + "\n")
+        else:
+            import yaml
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+
+def describe_errors(error: ValidationError) -> str:
+    """One line per bad field: `cluster.replicas: Input should be greater than or equal to 1 (got 0)`."""
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "scenario"
+        lines.append(f"{where}: {item['msg']} (got {item.get('input')!r})")
+    return "; ".join(lines)
