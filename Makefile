@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/surgeplan demo
+	$(VENV)/bin/surgeplan dashboard --host 127.0.0.1 --port $(or $(PORT),8501)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -2,8 +2,12 @@
 import typer
 
 from simulator.calibration.profile import profile_command
+from dashboard.cli import dashboard_command
 from engine.openai.cli import serve
 from simulator.calibration.cli import app as calibrations_app
+from simulator.cli import simulate_command
+from simulator.planner.cli import plan_command, report_app
+from simulator.validation.cli import validate_command
 from traces.cli import app as traces_app
 from traces.replay_cli import replay_command
 
@@ -20,6 +24,11 @@ app.add_typer(calibrations_app, name="calibrations")
 app.command("profile")(profile_command)
 app.command("serve")(serve)
 app.command("replay")(replay_command)
+app.command("simulate")(simulate_command)
+app.command("plan")(plan_command)
+app.add_typer(report_app, name="report")
+app.command("validate")(validate_command)
+app.command("dashboard")(dashboard_command)
 
 
 @app.command()
@@ -49,3 +58,7 @@ def demo(requests: int = typer.Option(48, help="requests in the offline batch"),
     cont, static = results
     typer.echo(f"continuous / static: {cont.output_tokens_per_s / static.output_tokens_per_s:.2f}x output tokens/s, "
                f"mean latency {cont.mean_latency_s / static.mean_latency_s:.2f}x")
+
+
+if __name__ == "__main__":
+    app()

@@ -172,9 +172,15 @@ class AsyncEngine:
         self._wake.set()
 
     def abort(self, request_id: str, finished_reason: str = "abort") -> None:
-        """Ends the request at the next step boundary and frees its KV blocks (thread-safe, idempotent).
-        `finished_reason` "stop" is for a request the server ended itself (a stop string)."""
+        """Ends the request at the next step boundary and frees its KV blocks (thread-safe, idempotent):
+        its client left. `finished_reason` "stop" is for a request the server ended itself (a stop string)."""
         self._inbox.append(("abort", request_id, finished_reason))
+        self._wake.set()
+
+    def abort_all(self, error: Exception, reason: str) -> None:
+        """Ends every request in flight at the next step boundary, handing each stream `error`; counted
+        as aborted for `reason` (thread-safe). Requests queued before this call are ended too."""
+        self._inbox.append(("abort_all", error, reason))
         self._wake.set()
 
     @property
@@ -200,7 +206,7 @@ class AsyncEngine:
             reason = f"the engine loop stopped: {exc!r}"
         finally:
             self._stopping = True
-            self._fail_all(EngineStopped(reason))
+            self._fail_all(EngineStopped(reason), "shutdown")
             self._refuse_pending(EngineStopped(reason))
 
     def _apply_commands(self) -> None:
@@ -208,6 +214,8 @@ class AsyncEngine:
             command = self._inbox.popleft()
             if isinstance(command, _Add):
                 self._add(command)
+            elif command[0] == "abort_all":
+                self._fail_all(command[1], command[2])
             else:
                 _, request_id, finished_reason = command
                 self._abort(request_id, finished_reason=finished_reason)
@@ -224,16 +232,17 @@ class AsyncEngine:
             if error is None:
                 self._num_waiting += 1
         if error is None:
+            self.metrics.observe_accepted()
             self._streams[command.request_id] = command.stream
             if command.deadline is not None:
                 heapq.heappush(self._deadlines, (command.deadline, command.request_id))
         self._loop.call_soon_threadsafe(_settle, command.accepted, error)
 
     def _abort(self, request_id: str, error: Exception | None = None, rejected_reason: str | None = None,
-               finished_reason: str = "abort") -> None:
+               finished_reason: str = "abort", aborted_reason: str = "disconnect") -> None:
         stream = self._streams.pop(request_id, None)
         if self.engine.abort_request(request_id):
-            self.metrics.observe_aborted(request_id, finished_reason, rejected_reason)
+            self.metrics.observe_aborted(request_id, finished_reason, rejected_reason, aborted_reason)
         if stream is not None and error is not None:
             self._loop.call_soon_threadsafe(stream.put, error)
 
@@ -243,7 +252,10 @@ class AsyncEngine:
             _, request_id = heapq.heappop(self._deadlines)
             if request_id in self._streams:
                 self._abort(request_id, DeadlineExceeded(f"request {request_id} passed its deadline and was aborted"),
-                            rejected_reason="deadline")
+                            rejected_reason="deadline", aborted_reason="deadline")
+        if len(self._deadlines) > 2 * len(self._streams) + 64:     # finished requests' deadlines: drop them
+            self._deadlines = [entry for entry in self._deadlines if entry[1] in self._streams]
+            heapq.heapify(self._deadlines)
 
     def _step(self) -> None:
         try:
@@ -252,7 +264,7 @@ class AsyncEngine:
             log.exception("engine step failed; aborting the %d requests in flight", len(self._streams))
             self.num_step_errors += 1
             self.metrics.step_errors.inc()
-            self._fail_all(EngineStepError(f"the engine failed while running this request: {exc!r}"))
+            self._fail_all(EngineStepError(f"the engine failed while running this request: {exc!r}"), "step_error")
             return
         now = time.perf_counter()
         deliveries = []
@@ -266,11 +278,10 @@ class AsyncEngine:
             self._loop.call_soon_threadsafe(_deliver, deliveries)
         self.metrics.observe_outputs(outputs, now)
 
-    def _fail_all(self, error: Exception) -> None:
-        for request_id in list(self._streams):
-            self._abort(request_id, error)
-        for request_id in list(self.engine.requests):   # requests without a stream (none expected)
-            self.engine.abort_request(request_id)
+    def _fail_all(self, error: Exception, reason: str) -> None:
+        # requests without a stream are not expected, but are ended (and counted) all the same
+        for request_id in list(dict.fromkeys([*self._streams, *self.engine.requests])):
+            self._abort(request_id, error, aborted_reason=reason)
 
     def _refuse_pending(self, error: Exception) -> None:
         with self._lock:

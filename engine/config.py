@@ -39,8 +39,10 @@ class EngineConfig(BaseModel):
 _FROM_FIELD = object()
 
 
-def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, flag: str | None = None) -> Any:
-    """A typer option for setting `name` of `config`: its default (unless given), help and bounds."""
+def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, flag: str | None = None,
+               **typer_options: Any) -> Any:
+    """A typer option for setting `name` of `config`: its default (unless given), help and bounds;
+    `typer_options` go to typer.Option as they are (e.g. envvar)."""
     import typer
 
     field = config.model_fields[name]
@@ -54,4 +56,4 @@ def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, f
     choices = getattr(field.annotation, "__args__", None)
     if choices and all(isinstance(choice, str) for choice in choices) and choices[0] not in help_text:
         help_text += f" [{' | '.join(choices)}]"
-    return typer.Option(default, flag, help=help_text, min=low, max=high)
+    return typer.Option(default, flag, help=help_text, min=low, max=high, **typer_options)

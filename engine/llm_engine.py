@@ -1,5 +1,6 @@
 """LLMEngine: the scheduler's decisions executed by the model runner, one `step()` at a time."""
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import count
 
@@ -56,6 +57,9 @@ class LLMEngine:
         self.tokenizer = load_tokenizer(config.model, self.model_config.vocab_size, self.model_config.bos_token_id,
                                         (self.model_config.eos_token_ids or (None,))[0])
         self.requests: dict[str, Request] = {}
+        # the engine's clock: wall time, or a simulated one (the simulator's fidelity test drives the
+        # engine with a clock advanced by the cost model)
+        self.clock: Callable[[], float] = time.perf_counter
         self.last_step: StepStats | None = None
         self._ids = count()
 
@@ -69,7 +73,7 @@ class LLMEngine:
         params = params or SamplingParams()
         token_ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         self._validate(token_ids, params)
-        req = Request(request_id, token_ids, params, time.perf_counter() if arrival_time is None else arrival_time, tenant)
+        req = Request(request_id, token_ids, params, self.clock() if arrival_time is None else arrival_time, tenant)
         self._check_fits_pool(req)
         self.requests[request_id] = req
         self.scheduler.add_request(req)
@@ -102,7 +106,7 @@ class LLMEngine:
         req = self.requests.pop(request_id, None)
         if req is None:
             return False
-        self.scheduler.abort_request(req, time.perf_counter())
+        self.scheduler.abort_request(req, self.clock())
         return True
 
     def has_unfinished_requests(self) -> bool:
@@ -114,15 +118,15 @@ class LLMEngine:
     # ---- one step ----------------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """Schedules, runs and samples one step; returns an output for every request that got a token."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         out = self.scheduler.schedule(now=t0)
         shape = out.shape
-        t1 = time.perf_counter()
+        t1 = self.clock()
         result = self.model_runner.execute(out.scheduled) if out.scheduled else ModelRunnerOutput.empty()
-        t2 = time.perf_counter()
+        t2 = self.clock()
         progressed = self.scheduler.update(out, result.sampled_token_ids, now=t2)
         outputs = [self._output(req) for req in progressed]
-        t3 = time.perf_counter()
+        t3 = self.clock()
         self.last_step = StepStats(shape, t1 - t0, result.prepare_s, result.forward_s, result.sample_s,
                                    t3 - t2, t3 - t0, len(out.preempted))
         return outputs

@@ -17,6 +17,10 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                    240.0, 480.0, 960.0, 1920.0, 7680.0)
 ALLOCATION_RATE_WINDOW_S = 10.0
+# refused before the engine took them (queue_full ... draining), or ended by the server (deadline)
+REJECTED_REASONS = ("queue_full", "deadline", "unauthorized", "forbidden", "header_too_large", "rate_limited",
+                    "draining")
+ABORTED_REASONS = ("disconnect", "deadline", "drain", "step_error", "shutdown")
 
 
 class ServingMetrics:
@@ -72,10 +76,28 @@ class ServingMetrics:
         self.rejected = self._labelled(Counter, "surgeplan:requests_rejected",
                                        "Requests refused or ended by the server, by reason.", ("reason",))
         self.step_errors = self._labelled(Counter, "surgeplan:engine_step_errors", "Engine steps that raised.")
+        self._define_admission_metrics()
         for reason in ("stop", "length", "abort"):      # zeros from the start, so rates work at once
             self.success.labels(self._model, reason)
-        for reason in ("queue_full", "deadline"):
+        for reason in REJECTED_REASONS:
             self.rejected.labels(self._model, reason)
+        for reason in ABORTED_REASONS:
+            self.aborted.labels(self._model, reason)
+
+    def _define_admission_metrics(self) -> None:
+        """What lets every request be accounted for: accepted = finished by reason (vllm:request_success),
+        and an aborted one's reason; HTTP answers by route and status; 429s per tenant and limit."""
+        self.accepted = self._labelled(Counter, "surgeplan:requests_accepted",
+                                       "Requests the engine accepted; each ends in vllm:request_success.")
+        self.aborted = self._labelled(Counter, "surgeplan:requests_aborted", "Accepted requests ended before "
+                                      "their end, by reason (counted in vllm:request_success as abort).", ("reason",))
+        self.responses = self._labelled(Counter, "surgeplan:http_responses", "HTTP responses by route and status.",
+                                        ("route", "status"))
+        self.tenant_rejected = self._labelled(Counter, "surgeplan:tenant_requests_rejected",
+                                              "Requests refused with 429, by tenant and limit.", ("tenant", "limit"))
+        self.in_flight = self._labelled(Gauge, "surgeplan:requests_in_flight",
+                                        "Generation requests admitted and not yet answered in full.")
+        self.draining = self._labelled(Gauge, "surgeplan:draining", "1 while the server drains before exiting.")
 
     # ---- engine thread ---------------------------------------------------------------------------
     def observe_outputs(self, outputs: list[RequestOutput], now: float) -> None:
@@ -103,10 +125,17 @@ class ServingMetrics:
         if value is not None:
             histogram.observe(value)
 
-    def observe_aborted(self, request_id: str, finished_reason: str = "abort", rejected_reason: str | None = None) -> None:
-        """A request ended outside a step: by its client, a deadline, or a stop string ("stop")."""
+    def observe_accepted(self) -> None:
+        self.accepted.inc()
+
+    def observe_aborted(self, request_id: str, finished_reason: str = "abort", rejected_reason: str | None = None,
+                        aborted_reason: str = "disconnect") -> None:
+        """A request ended outside a step: by its client, a deadline, a drain, a failed step, or a stop
+        string (finished_reason "stop", not an abort)."""
         self._last_token_time.pop(request_id, None)
         self.success.labels(self._model, finished_reason).inc()
+        if finished_reason == "abort":
+            self.aborted.labels(self._model, aborted_reason).inc()
         if rejected_reason is not None:
             self.rejected.labels(self._model, rejected_reason).inc()
 
@@ -151,6 +180,12 @@ class ServingMetrics:
     # ---- event loop ------------------------------------------------------------------------------
     def observe_rejected(self, reason: str) -> None:
         self.rejected.labels(self._model, reason).inc()
+
+    def observe_tenant_rejected(self, tenant: str, limit: str) -> None:
+        self.tenant_rejected.labels(self._model, tenant, limit).inc()
+
+    def observe_response(self, route: str, status: int) -> None:
+        self.responses.labels(self._model, route, str(status)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import CacheConfig, Policy, SchedulerConfig, setting
+from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, setting
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
 
@@ -37,6 +37,11 @@ class TrafficSpec(_Strict):
     duration_s: float = Field(600.0, gt=0, description="length of the synthetic traffic")
     rate_scale: float = Field(1.0, gt=0, description="multiplies the request rate (arrival times divided by it)")
     max_requests: int | None = Field(None, ge=1, description="keep only the first N requests")
+    too_long: Literal["error", "clip", "drop"] = Field("error", description="a request longer than max_model_len: "
+                                                       "an error, clipped to fit, or dropped")
+    shared_prefix_groups: int | None = Field(None, ge=1, description="Mooncake-style: each request starts with "
+                                             "one of this many shared prefixes (system prompts, documents)")
+    shared_prefix_tokens: int = Field(1024, ge=1, description="length of each shared prefix")
     tenants: dict[str, float] = Field(default_factory=dict, description="tenant -> share of the requests "
                                       "(assigned at random); empty: the trace's own tenants")
 
@@ -110,6 +115,8 @@ class SchedulerSettings(_Strict):
     policy: Policy = setting(SchedulerConfig, "policy")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
+    batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
+    batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
     max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
                                         description="longest sequence (default: the model's context length)")
     block_size: int = setting(CacheConfig, "block_size")

@@ -12,6 +12,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "soak: the bounded soak, short in CI (benchmarks/soak.py runs the long one)")
+
+
 def make_tiny_hf_model(directory: Path, model_type: str = "llama", seed: int = 0, **overrides) -> Path:
     """A random Llama or Qwen2 built from a config and saved as safetensors, as a user's model dir would be."""
     import torch

@@ -45,6 +45,31 @@ def check_invariants(scheduler: Scheduler) -> None:
     assert bm.num_free_blocks + bm.num_used_blocks == bm.num_blocks
     for h, block in bm.hash_to_block.items():
         assert bm.block_hash[block] == h
+    assert bm.num_cached_free_blocks == sum(1 for b in bm.free_blocks if bm.block_hash[b] is not None)
+    tenants = {}
+    for req in scheduler.running:
+        tenants[req.tenant] = tenants.get(req.tenant, 0) + len(req.block_table)
+        assert req.num_tokens == len(req.prompt_token_ids) + len(req.output_token_ids), f"{req} miscounts its tokens"
+        assert req.num_computed_tokens <= len(req.block_table) * bm.block_size, f"{req} computed past its blocks"
+        if bm.enable_prefix_caching:
+            assert req.num_hashed_blocks == req.num_computed_tokens // bm.block_size, f"{req} registration lags"
+    assert {t: n for t, n in bm.tenant_blocks.items() if n} == {t: n for t, n in tenants.items() if n}
+    for tenant, quota in bm.tenant_block_quota.items():
+        assert bm.tenant_blocks[tenant] <= quota, f"tenant {tenant} holds more than its quota"
     stats = scheduler.kv_stats()
     assert 0 <= stats.tokens_stored <= stats.slots_reserved
-    assert len(scheduler.running) <= scheduler.config.max_num_seqs
+    assert stats.tokens_stored == _tokens_stored(scheduler), "kv_stats disagrees with a per-block count"
+    configured = scheduler.config if scheduler.controller is None else scheduler.controller.base
+    assert len(scheduler.running) <= configured.max_num_seqs     # a batch controller may cut below running
+
+
+def _tokens_stored(scheduler: Scheduler) -> int:
+    """kv_stats' stored tokens counted the slow way: the fullest holder of each block."""
+    size, filled = scheduler.block_size, {}
+    for req in scheduler.running:
+        for i, block in enumerate(req.block_table):
+            n = min(size, req.num_computed_tokens - i * size)
+            if n <= 0:
+                break
+            filled[block] = max(filled.get(block, 0), n)
+    return sum(filled.values())

@@ -98,3 +98,19 @@ def test_finished_requests_free_blocks_and_report_length():
         run_step(s, rng, float(t))
     assert req.status is RequestStatus.FINISHED_LENGTH and req.num_output_tokens == 3
     assert s.block_manager.num_free_blocks == 16 and req.first_token_time == 0.0
+
+
+def test_free_blocks_go_out_uncached_first_then_least_recently_used():
+    from engine.core.block_manager import BlockManager
+    bm = BlockManager(num_blocks=8, block_size=2)
+    a = make_request("a", [1, 2, 3, 4, 5], max_tokens=1)
+    bm.allocate(a, 5)
+    a.num_computed_tokens = 5
+    bm.cache_full_blocks(a)                                # blocks 0 and 1 are full: cached; 2 is not
+    assert a.block_table == [0, 1, 2] and bm.num_cached_free_blocks == 0
+    bm.free(a)                                             # tail first: 2 to the front, then 1, 0 cached
+    assert bm.free_blocks == [2, 3, 4, 5, 6, 7, 1, 0] and bm.num_cached_free_blocks == 2
+    b = make_request("b", [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6], max_tokens=1)
+    bm.allocate(b, 13)                                     # 7 blocks: the uncached ones, then 1 (evicted)
+    assert b.block_table == [2, 3, 4, 5, 6, 7, 1] and bm.free_blocks == [0]
+    assert bm.num_cached_free_blocks == 1 and len(bm.hash_to_block) == 1

@@ -11,7 +11,7 @@ from live_server import tiny_server
 BLOCK = 8
 # max_model_len 512 lets a request run for hundreds of steps: long enough to leave it or time it out
 ENGINE = {"max_model_len": 512, "num_kv_blocks": 160, "block_size": BLOCK, "max_num_seqs": 4,
-          "tenant_block_quota": {"bulk": 8}}
+          "tenant_block_quota": {"bulk": 8, "default": 160}}
 MAX_WAITING = 3
 
 

@@ -41,13 +41,17 @@ class RequestRecord:
     prompt_tokens: int
     expected_output_tokens: int
     sent_s: float = 0.0              # when it was actually sent (later than due under --max-concurrency)
-    status: str = "pending"          # ok, rejected (HTTP 503), http_error, error
+    status: str = "pending"          # ok, rejected (HTTP 503), timeout (abandoned), http_error, error, in_flight
     http_status: int | None = None
     error: str = ""
     output_tokens: int = 0           # the server's usage count, else the chunks that carried tokens
     ttft_s: float | None = None
     e2e_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
+    queue_s: float | None = None     # arrival to first scheduled (known to the simulator, not over HTTP)
+    num_preemptions: int = 0
+    retries: int = 0                 # attempts after the first (abandoned or rejected, then retried)
+    replica: int | None = None       # the replica that served the last attempt
 
     @property
     def ok(self) -> bool:

@@ -145,3 +145,40 @@ def write_csv(path: str | Path, result: ReplayResult) -> Path:
             row["itl_max_s"] = max(record.itl_s) if record.itl_s else None
             writer.writerow(row)
     return path
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def flat_summary(records: list[RequestRecord], duration_s: float) -> dict[str, float | int | None]:
+    """The flat per-run metrics that live replays and simulations share (validation compares them key
+    by key). TTFT: arrival to first token, queueing included; TPOT: (E2E − TTFT) / (output tokens − 1),
+    the first token excluded; both as `vllm bench serve` defines them. Seconds; None when no request
+    had the value."""
+    ok = [r for r in records if r.ok]
+    duration = max(duration_s, 1e-9)
+    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    tpot = [r.tpot_s for r in ok if r.tpot_s is not None]
+    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
+    queue = [r.queue_s for r in ok if r.queue_s is not None]
+    output_tokens = sum(r.output_tokens for r in ok)
+    return {
+        "requests": len(records), "completed": len(ok),
+        "timed_out": sum(r.status == "timeout" for r in records),
+        "rejected": sum(r.status == "rejected" for r in records),
+        "failed": sum(r.status in ("http_error", "error") for r in records),
+        "in_flight": sum(r.status in ("pending", "in_flight") for r in records),
+        "retries": sum(r.retries for r in records),
+        "duration_s": duration_s, "throughput_rps": len(ok) / duration,
+        "output_tokens_per_s": output_tokens / duration,
+        "ttft_mean_s": _mean(ttft), "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
+        "tpot_mean_s": _mean(tpot), "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
+        "e2e_mean_s": _mean(e2e), "e2e_p50_s": _percentile(e2e, 50), "e2e_p99_s": _percentile(e2e, 99),
+        "queue_mean_s": _mean(queue), "queue_p99_s": _percentile(queue, 99),
+        "preemptions": sum(r.num_preemptions for r in records),
+    }

@@ -132,3 +132,25 @@ def set_priority(trace: Trace, priority_by_tenant: Mapping[str, int], default: i
     for tenant, value in priority_by_tenant.items():
         priority[trace.tenant == tenant] = value
     return trace.replace(f"set_priority {dict(priority_by_tenant)} default {default}", priority=priority)
+
+
+def share_prefixes(trace: Trace, groups: int, prefix_tokens: int, block_size: int = 16, seed: int = 0) -> Trace:
+    """Mooncake-style prefix sharing: each request starts with one of `groups` shared prefixes of
+    `prefix_tokens` tokens (a system prompt, a document), drawn uniformly, followed by its own tokens.
+    Prompts shorter than the prefix grow to it. Writes `hash_ids` per `block_size`-token block: a block
+    id names the same tokens wherever it appears, as in Mooncake's traces."""
+    if groups < 1 or prefix_tokens < 1 or block_size < 1:
+        raise ValueError(f"share_prefixes: groups={groups}, prefix_tokens={prefix_tokens}, block_size={block_size}; "
+                         "expected each ≥ 1")
+    group = np.random.default_rng(seed).integers(0, groups, size=len(trace))
+    prompt = np.maximum(trace.prompt_tokens, prefix_tokens + 1)
+    prefix_blocks = prefix_tokens // block_size                  # only full blocks can be shared
+    next_id = groups * prefix_blocks
+    hash_ids = []
+    for g, length in zip(group.tolist(), prompt.tolist()):
+        total = -(-length // block_size)
+        own = total - prefix_blocks
+        hash_ids.append(list(range(g * prefix_blocks, (g + 1) * prefix_blocks)) + list(range(next_id, next_id + own)))
+        next_id += own
+    step = f"share_prefixes groups={groups} prefix_tokens={prefix_tokens} block_size={block_size} (seed {seed})"
+    return trace.replace(step, prompt_tokens=prompt, hash_ids=hash_ids, hash_block_size=block_size)

@@ -2,11 +2,15 @@
 
 Pure Python, shared by the live engine and the simulator. A block holds `block_size` token slots.
 Full blocks are registered in the prefix cache under a chained hash of their tokens, so a later
-request with the same prefix shares them. Free blocks are kept in LRU order: a cached block stays
-findable until a fresh allocation evicts it, and blocks holding nothing reusable go first.
+request with the same prefix shares them. Free blocks are handed out in LRU order: a cached block stays
+findable until a fresh allocation evicts it, and blocks holding nothing reusable go first, the last one
+freed first. So the free list is two parts: a stack of the uncached free blocks, then the cached ones in
+LRU order; a block never changes part while it is free. Every count the scheduler reads per step is a
+length or a counter kept up to date, O(1).
 """
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from engine.core.request import Request
 
@@ -26,7 +30,8 @@ class BlockManager:
         self.tenant_block_quota = dict(tenant_block_quota or {})
         self.ref_counts = [0] * num_blocks
         self.block_hash: list[int | None] = [None] * num_blocks
-        self.free_blocks: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))  # LRU first
+        self._free_uncached = list(range(num_blocks - 1, -1, -1))   # a stack: the next one out is last
+        self._free_cached: OrderedDict[int, None] = OrderedDict()    # least recently used first
         self.hash_to_block: dict[int, int] = {}
         self.tenant_blocks: Counter[str] = Counter()
         self.num_allocations = 0            # fresh blocks handed out since start (allocation rate)
@@ -36,15 +41,23 @@ class BlockManager:
     # ---- accounting ----------------------------------------------------------------------------
     @property
     def num_free_blocks(self) -> int:
-        return len(self.free_blocks)
+        return len(self._free_uncached) + len(self._free_cached)
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self.free_blocks)
+        return self.num_blocks - len(self._free_uncached) - len(self._free_cached)
 
     @property
     def num_cached_free_blocks(self) -> int:
-        return sum(1 for b in self.free_blocks if self.block_hash[b] is not None)
+        return len(self._free_cached)
+
+    def iter_free_blocks(self) -> Iterator[int]:
+        """The free blocks in the order fresh allocations take them."""
+        return chain(reversed(self._free_uncached), self._free_cached)
+
+    @property
+    def free_blocks(self) -> list[int]:
+        return list(self.iter_free_blocks())
 
     def tenant_headroom(self, tenant: str) -> int | None:
         quota = self.tenant_block_quota.get(tenant)
@@ -53,10 +66,13 @@ class BlockManager:
     # ---- prefix cache ----------------------------------------------------------------------------
     def _hashes_upto(self, request: Request, num_full_blocks: int) -> list[int]:
         hashes, size = request.block_hashes, self.block_size
-        while len(hashes) < num_full_blocks:
-            i = len(hashes)
+        start = len(hashes)
+        if start < num_full_blocks:
+            tokens = request.token_ids(start * size, num_full_blocks * size)
             parent = hashes[-1] if hashes else None
-            hashes.append(hash((parent, tuple(request.token_ids(i * size, (i + 1) * size)))))
+            for offset in range(0, len(tokens), size):
+                parent = hash((parent, tuple(tokens[offset:offset + size])))
+                hashes.append(parent)
         return hashes
 
     def get_computed_blocks(self, request: Request) -> list[int]:
@@ -66,41 +82,45 @@ class BlockManager:
             return []
         num_full = (request.num_tokens - 1) // self.block_size
         hits: list[int] = []
+        lookup = self.hash_to_block.get
         for h in self._hashes_upto(request, num_full):
-            block = self.hash_to_block.get(h)
+            block = lookup(h)
             if block is None:
                 break
             hits.append(block)
         return hits
 
-    def cache_full_blocks(self, request: Request) -> None:
-        """Register the request's blocks that became full of computed tokens."""
+    def cache_full_blocks(self, request: Request, num_full: int | None = None) -> None:
+        """Register the request's blocks that became full of computed tokens (the first `num_full`
+        blocks, when given: a decode stretch registers them step by step)."""
         if not self.enable_prefix_caching:
             return
-        num_full = request.num_computed_tokens // self.block_size
+        if num_full is None:
+            num_full = request.num_computed_tokens // self.block_size
         if num_full <= request.num_hashed_blocks:
             return
         hashes = self._hashes_upto(request, num_full)
+        table, block_hash, hash_to_block = request.block_table, self.block_hash, self.hash_to_block
         for i in range(request.num_hashed_blocks, num_full):
-            block, h = request.block_table[i], hashes[i]
-            if h not in self.hash_to_block and self.block_hash[block] is None:
-                self.hash_to_block[h] = block
-                self.block_hash[block] = h
+            block, h = table[i], hashes[i]
+            if h not in hash_to_block and block_hash[block] is None:
+                hash_to_block[h] = block
+                block_hash[block] = h
         request.num_hashed_blocks = num_full
 
     # ---- allocation ------------------------------------------------------------------------------
     def _new_blocks_needed(self, request: Request, num_tokens: int, cached_blocks: Sequence[int]) -> int:
-        have = len(request.block_table) + len(cached_blocks)
-        return max(0, blocks_for(num_tokens, self.block_size) - have)
+        fresh = -(-num_tokens // self.block_size) - len(request.block_table) - len(cached_blocks)
+        return fresh if fresh > 0 else 0
 
     def can_allocate(self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()) -> bool:
         """Whether the request's table can grow to cover `num_tokens` tokens (cached blocks first)."""
         fresh = self._new_blocks_needed(request, num_tokens, cached_blocks)
-        revived = sum(1 for b in cached_blocks if self.ref_counts[b] == 0)
-        if fresh + revived > len(self.free_blocks):
+        revived = sum(1 for b in cached_blocks if self.ref_counts[b] == 0) if cached_blocks else 0
+        if fresh + revived > len(self._free_uncached) + len(self._free_cached):
             return False
-        headroom = self.tenant_headroom(request.tenant)
-        return headroom is None or fresh + len(cached_blocks) <= headroom
+        quota = self.tenant_block_quota.get(request.tenant) if self.tenant_block_quota else None
+        return quota is None or fresh + len(cached_blocks) <= quota - self.tenant_blocks[request.tenant]
 
     def allocate(self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()) -> None:
         assert self.can_allocate(request, num_tokens, cached_blocks), f"{request} cannot get blocks for {num_tokens} tokens"
@@ -110,12 +130,28 @@ class BlockManager:
             self.num_prefix_hits += len(cached_blocks) * self.block_size
         for block in cached_blocks:
             if self.ref_counts[block] == 0:
-                del self.free_blocks[block]
+                del self._free_cached[block]          # a hit is a cached block
             self.ref_counts[block] += 1
         request.block_table.extend(cached_blocks)
         request.num_hashed_blocks += len(cached_blocks)
-        request.block_table.extend(self._take_fresh() for _ in range(fresh))
-        self.tenant_blocks[request.tenant] += fresh + len(cached_blocks)
+        self.tenant_blocks[request.tenant] += len(cached_blocks)
+        if fresh:
+            self.take_fresh_blocks(request, fresh)
+
+    def take_fresh_blocks(self, request: Request, count: int = 1) -> None:
+        """Hand the `count` least recently used free blocks to the end of the request's table (evicting
+        what they cached); the caller has checked the pool and the tenant's quota."""
+        uncached, ref_counts, table = self._free_uncached, self.ref_counts, request.block_table
+        for _ in range(count):
+            if uncached:
+                block = uncached.pop()
+            else:
+                block, _ = self._free_cached.popitem(last=False)
+                self._evict(block)
+            ref_counts[block] = 1
+            table.append(block)
+        self.num_allocations += count
+        self.tenant_blocks[request.tenant] += count
 
     def can_allocate_contiguous(self, request: Request, num_blocks: int) -> bool:
         headroom = self.tenant_headroom(request.tenant)
@@ -125,32 +161,31 @@ class BlockManager:
         """Static batching's reservation: one run of adjacent blocks for the longest possible sequence."""
         start = self._find_run(num_blocks)
         assert start is not None and not request.block_table, f"{request} cannot reserve {num_blocks} contiguous blocks"
-        for block in range(start, start + num_blocks):
-            del self.free_blocks[block]
-            self._evict(block)
+        run = range(start, start + num_blocks)
+        for block in run:
+            if self.block_hash[block] is not None:
+                del self._free_cached[block]
+                self._evict(block)
             self.ref_counts[block] = 1
-        request.block_table.extend(range(start, start + num_blocks))
+        self._free_uncached = [block for block in self._free_uncached if block not in run]
+        request.block_table.extend(run)
         self.num_allocations += num_blocks
         self.tenant_blocks[request.tenant] += num_blocks
 
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first, so shared prefixes outlive private suffixes."""
+        ref_counts, block_hash = self.ref_counts, self.block_hash
+        uncached, cached = self._free_uncached, self._free_cached
         for block in reversed(request.block_table):
-            self.ref_counts[block] -= 1
-            if self.ref_counts[block] == 0:
-                self.free_blocks[block] = None
-                if self.block_hash[block] is None:
-                    self.free_blocks.move_to_end(block, last=False)   # nothing to reuse: hand it out first
+            ref_counts[block] -= 1
+            if ref_counts[block] == 0:
+                if block_hash[block] is None:
+                    uncached.append(block)            # nothing to reuse: hand it out first
+                else:
+                    cached[block] = None
         self.tenant_blocks[request.tenant] -= len(request.block_table)
         request.block_table = []
         request.num_hashed_blocks = 0
-
-    def _take_fresh(self) -> int:
-        block, _ = self.free_blocks.popitem(last=False)
-        self._evict(block)
-        self.ref_counts[block] = 1
-        self.num_allocations += 1
-        return block
 
     def _evict(self, block: int) -> None:
         h = self.block_hash[block]
@@ -161,7 +196,7 @@ class BlockManager:
 
     def _find_run(self, num_blocks: int) -> int | None:
         run_start, run_len = None, 0
-        for block in sorted(self.free_blocks):
+        for block in sorted(chain(self._free_uncached, self._free_cached)):
             if run_len and block == run_start + run_len:
                 run_len += 1
             else:

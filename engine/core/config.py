@@ -11,6 +11,7 @@ from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
+BatchController = Literal["fixed", "slo"]
 
 
 class CacheConfig(BaseModel):
@@ -40,6 +41,11 @@ class SchedulerConfig(BaseModel):
     # max_model_len (the traditional server) or its own prompt + max_tokens
     static_reserve: StaticReserve = Field("max_model_len", description="static policy's reservation per "
                                           "request: max_model_len (traditional) or its own prompt + max_tokens")
+    batch_controller: BatchController = Field("fixed", description="fixed: max_num_seqs and max_num_batched_tokens "
+                                              "as set; slo: adapt both, up to those caps, from the observed time per "
+                                              "output token and the waiting queue (engine.core.batch_controller)")
+    batch_target_tpot_s: float = Field(0.1, gt=0, description="the slo batch controller's target time per "
+                                       "output token, seconds")
 
 
 def setting(config: type[BaseModel], name: str, **changes: Any) -> Any:

@@ -1,7 +1,11 @@
 """One request's state as it moves through the scheduler: tokens, progress, KV blocks and timings.
 
 Pure Python (shared with the simulator). `num_computed_tokens` catches up with `num_tokens`; a step
-that brings it level produces the next token.
+that brings it level produces the next token. The scheduler reads these fields for every running
+request at every step, so the counts it needs (`num_tokens`, `num_prompt_tokens`, and the stop
+summary `stop_len` / `stops_on_token`) are plain slots kept up to date (by `append_output_token`,
+`append_decoded_tokens`, assigning `prompt_token_ids` / `output_token_ids`, and the scheduler on
+admission), rather than properties recomputed on each read.
 """
 from enum import Enum
 
@@ -17,20 +21,24 @@ class RequestStatus(Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH, RequestStatus.FINISHED_ABORTED)
+        return self not in _UNFINISHED
+
+
+_UNFINISHED = (RequestStatus.WAITING, RequestStatus.RUNNING)
 
 
 class Request:
-    __slots__ = ("request_id", "prompt_token_ids", "output_token_ids", "params", "tenant", "status",
+    __slots__ = ("request_id", "_prompt_token_ids", "_output_token_ids", "num_prompt_tokens", "num_tokens",
+                 "params", "tenant", "status",
                  "num_computed_tokens", "num_cached_tokens", "block_table", "num_hashed_blocks", "block_hashes",
                  "arrival_time", "first_scheduled_time", "first_token_time", "finish_time",
-                 "num_preemptions", "static_reserved_blocks", "generator")
+                 "num_preemptions", "static_reserved_blocks", "generator", "stop_len", "stops_on_token")
 
     def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                  arrival_time: float, tenant: str = "default"):
         self.request_id = request_id
-        self.prompt_token_ids = list(prompt_token_ids)
-        self.output_token_ids: list[int] = []
+        self._output_token_ids: list[int] = []
+        self.prompt_token_ids = prompt_token_ids     # copied; sets num_prompt_tokens and num_tokens
         self.params = params
         self.tenant = tenant
         self.status = RequestStatus.WAITING
@@ -46,36 +54,68 @@ class Request:
         self.num_preemptions = 0
         self.static_reserved_blocks = 0     # static policy: blocks reserved up front for the longest sequence
         self.generator = None               # the sampler's per-request RNG (seeded requests)
+        # set by the scheduler when it starts running the request (until then: "check every token"):
+        self.stop_len = 0                   # num_tokens at which it stops for length
+        self.stops_on_token = True          # whether a sampled token can stop it (stop ids, or EOS)
+
+    # ---- tokens: the lists, and the counts kept with them ----------------------------------------
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self._prompt_token_ids
+
+    @prompt_token_ids.setter
+    def prompt_token_ids(self, token_ids: list[int]) -> None:
+        self._prompt_token_ids = list(token_ids)
+        self.num_prompt_tokens = len(self._prompt_token_ids)
+        self.num_tokens = self.num_prompt_tokens + len(self._output_token_ids)
 
     @property
-    def num_prompt_tokens(self) -> int:
-        return len(self.prompt_token_ids)
+    def output_token_ids(self) -> list[int]:
+        """The sampled tokens. Grow it with `append_output_token` / `append_decoded_tokens` (or assign a
+        new list), not in place, so `num_tokens` stays right."""
+        return self._output_token_ids
+
+    @output_token_ids.setter
+    def output_token_ids(self, token_ids: list[int]) -> None:
+        self._output_token_ids = list(token_ids)
+        self.num_tokens = self.num_prompt_tokens + len(self._output_token_ids)
+
+    def append_output_token(self, token_id: int) -> None:
+        self._output_token_ids.append(token_id)
+        self.num_tokens += 1
+
+    def append_decoded_tokens(self, token_ids: list[int]) -> None:
+        """The effect of `len(token_ids)` decode steps: each computes the last token and samples the next."""
+        self._output_token_ids.extend(token_ids)
+        self.num_tokens += len(token_ids)
+        self.num_computed_tokens += len(token_ids)
 
     @property
     def num_output_tokens(self) -> int:
-        return len(self.output_token_ids)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_token_ids) + len(self.output_token_ids)
+        return self.num_tokens - self.num_prompt_tokens
 
     @property
     def max_num_tokens(self) -> int:
         return self.num_prompt_tokens + self.params.max_tokens
 
     def token_ids(self, start: int, end: int) -> list[int]:
-        prompt = self.prompt_token_ids
-        if end <= len(prompt):
+        """Tokens [start, end) of prompt + output, without building the concatenation."""
+        prompt = self._prompt_token_ids
+        num_prompt = self.num_prompt_tokens
+        if end <= num_prompt:
             return prompt[start:end]
-        return (prompt + self.output_token_ids)[start:end]
+        if start >= num_prompt:
+            return self._output_token_ids[start - num_prompt:end - num_prompt]
+        return prompt[start:] + self._output_token_ids[:end - num_prompt]
 
+    # ---- status ----------------------------------------------------------------------------------
     @property
     def is_finished(self) -> bool:
-        return self.status.finished
+        return self.status not in _UNFINISHED
 
     @property
     def finish_reason(self) -> str | None:
-        return self.status.value if self.status.finished else None
+        return None if self.status in _UNFINISHED else self.status.value
 
     def __repr__(self) -> str:
         return (f"Request({self.request_id!r}, {self.status.value}, tokens={self.num_tokens}, "

@@ -7,8 +7,11 @@ request is preempted and later recomputed. The `static` policy admits a batch to
 reserving contiguous KV for its longest possible sequence, and admits nothing until the batch drains.
 """
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engine.core import decode_stretch
+from engine.core.batch_controller import make_controller
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
 from engine.core.request import Request, RequestStatus
@@ -19,16 +22,26 @@ from engine.core.step_shape import StepShape
 class SchedulerOutput:
     scheduled: list[tuple[Request, int]] = field(default_factory=list)   # (request, new tokens this step)
     preempted: list[Request] = field(default_factory=list)
+    # how the admission of waiting requests went (what `decode_stretch` needs to know it stays so):
+    num_admitted: int = 0            # waiting requests started this step (the last entries of `scheduled`)
+    num_skipped: int = 0             # passed over for their tenant's quota: the first ones in `waiting`
+    blocked: Request | None = None   # the waiting request after them that found no room in the pool
+    max_decode_steps: int = field(default=1, repr=False)     # set by `Scheduler.decode_stretch`
+    _shape: StepShape | None = field(default=None, repr=False, compare=False)
 
     @property
     def shape(self) -> StepShape:
-        prefill, decode = [], []
-        for req, num_new in self.scheduled:
-            if num_new == 1 and req.num_computed_tokens > 0:
-                decode.append(req.num_computed_tokens + 1)
-            else:
-                prefill.append((num_new, req.num_computed_tokens))
-        return StepShape(tuple(prefill), tuple(decode))
+        """The step's shape, as of `schedule()` (computed on the first read, before `update`)."""
+        if self._shape is None:
+            prefill, decode = [], []
+            for req, num_new in self.scheduled:
+                computed = req.num_computed_tokens
+                if num_new == 1 and computed > 0:
+                    decode.append(computed + 1)
+                else:
+                    prefill.append((num_new, computed))
+            self._shape = StepShape(tuple(prefill), tuple(decode))
+        return self._shape
 
     @property
     def is_empty(self) -> bool:
@@ -70,6 +83,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.num_preemptions = 0
+        self.controller = make_controller(scheduler_config)   # None: the limits stay as configured
 
     # ---- requests in and out -----------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -99,31 +113,39 @@ class Scheduler:
 
     # ---- one step ----------------------------------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
+        if self.controller is not None:          # SLO-aware batch sizing: this step's effective limits
+            self.config = self.controller.adapt(self, now)
         out = SchedulerOutput()
         if self.config.policy == "static" and not self.running:
-            self._admit_static_batch(now)
+            self._admit_static_batch(out, now)
         budget = self._schedule_running(out, now)
         if self.config.policy == "continuous" and not out.preempted:
             self._admit_waiting(out, budget, now)
         return out
 
     def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
-        budget, bm, i = self.config.max_num_batched_tokens, self.block_manager, 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            num_new = min(req.num_tokens - req.num_computed_tokens, budget)
-            target = req.num_computed_tokens + num_new
-            while not bm.can_allocate(req, target):
-                victim = self._pick_victim(req, i)
-                self._preempt(victim)
-                out.preempted.append(victim)
-                if victim is req:
-                    break
-            if req.status is RequestStatus.RUNNING:
+        budget, bm, size, i = self.config.max_num_batched_tokens, self.block_manager, self.block_size, 0
+        running, scheduled = self.running, out.scheduled
+        while i < len(running) and budget > 0:
+            req = running[i]
+            computed = req.num_computed_tokens
+            num_new = req.num_tokens - computed
+            if num_new > budget:
+                num_new = budget
+            target = computed + num_new
+            if target > len(req.block_table) * size:          # it needs blocks (a decode mostly does not)
+                while not bm.can_allocate(req, target):
+                    victim = self._pick_victim(req, i)
+                    self._preempt(victim)
+                    out.preempted.append(victim)
+                    if victim is req:
+                        break
+                if req.status is not RequestStatus.RUNNING:
+                    continue
                 bm.allocate(req, target)
-                out.scheduled.append((req, num_new))
-                budget -= num_new
-                i += 1
+            scheduled.append((req, num_new))
+            budget -= num_new
+            i += 1
         return budget
 
     def _pick_victim(self, req: Request, first_unscheduled: int) -> Request:
@@ -155,13 +177,16 @@ class Scheduler:
                 if self._over_tenant_quota(req, num_cached + num_new):
                     skipped.append(self.waiting.popleft())    # let other tenants pass
                     continue
+                out.blocked = req
                 break                                          # the pool is full: FCFS waits
             self.waiting.popleft()
             bm.allocate(req, num_cached + num_new, cached)
             req.num_computed_tokens = req.num_cached_tokens = num_cached
             self._start_running(req, now)
             out.scheduled.append((req, num_new))
+            out.num_admitted += 1
             budget -= num_new
+        out.num_skipped = len(skipped)
         self.waiting.extendleft(reversed(skipped))
 
     def _over_tenant_quota(self, req: Request, num_tokens: int) -> bool:
@@ -173,7 +198,7 @@ class Scheduler:
             return min(req.max_num_tokens, self.config.max_model_len)
         return self.config.max_model_len
 
-    def _admit_static_batch(self, now: float) -> None:
+    def _admit_static_batch(self, out: SchedulerOutput, now: float) -> None:
         bm = self.block_manager
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
@@ -184,9 +209,13 @@ class Scheduler:
             bm.allocate_contiguous(req, num_blocks)
             req.static_reserved_blocks = num_blocks
             self._start_running(req, now)
+            out.num_admitted += 1
 
     def _start_running(self, req: Request, now: float) -> None:
         req.status = RequestStatus.RUNNING
+        params = req.params         # what `_stop_status` checks, summed up so most tokens skip it
+        req.stop_len = min(req.num_prompt_tokens + params.max_tokens, self.config.max_model_len)
+        req.stops_on_token = bool(params.stop_token_ids) or (not params.ignore_eos and bool(self.eos_token_ids))
         if req.first_scheduled_time is None:
             req.first_scheduled_time = now
         self.running.append(req)
@@ -195,31 +224,48 @@ class Scheduler:
     def update(self, out: SchedulerOutput, sampled_token_ids: list[int | None], now: float) -> list[Request]:
         """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
         its step did not reach the end of its tokens). Returns the requests that got a token."""
-        progressed = []
+        progressed, may_stop = [], []
+        bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
+        caching = bm.enable_prefix_caching
         for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
-            if req.status is not RequestStatus.RUNNING:
+            if req.status is not running_status:
                 continue                                       # aborted while the step ran
-            req.num_computed_tokens += num_new
-            self.block_manager.cache_full_blocks(req)
-            if req.num_computed_tokens < req.num_tokens:
+            computed = req.num_computed_tokens = req.num_computed_tokens + num_new
+            if caching and computed // size > req.num_hashed_blocks:
+                bm.cache_full_blocks(req)
+            if computed < req.num_tokens:
                 continue                                       # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
-            req.output_token_ids.append(token)
+            req.append_output_token(token)
             if req.first_token_time is None:
                 req.first_token_time = now
             progressed.append(req)
+            if req.num_tokens >= req.stop_len or req.stops_on_token:
+                may_stop.append((req, token))
+        if may_stop:
+            self.finish_stopped(may_stop, now)
+        return progressed
+
+    def finish_stopped(self, candidates: list[tuple[Request, int]], now: float) -> None:
+        """Finish, in order, each running request the token just appended to it stops. (Freeing its
+        blocks after the step's prefix-cache registrations rather than between them changes nothing: a
+        registration touches only unregistered blocks, which only their one holder has.)"""
+        finished = False
+        for req, token in candidates:
             status = self._stop_status(req, token)
             if status is not None:
-                self.running.remove(req)
                 self._finish(req, status, now)
-        return progressed
+                finished = True
+        if finished:
+            self.running[:] = [req for req in self.running if req.status is RequestStatus.RUNNING]
 
     def _stop_status(self, req: Request, token: int) -> RequestStatus | None:
         params = req.params
-        if req.num_output_tokens >= params.min_tokens and (
+        num_output = req.num_tokens - req.num_prompt_tokens
+        if num_output >= params.min_tokens and (
                 token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids)):
             return RequestStatus.FINISHED_STOPPED
-        if req.num_output_tokens >= params.max_tokens or req.num_tokens >= self.config.max_model_len:
+        if num_output >= params.max_tokens or req.num_tokens >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH
         return None
 
@@ -228,15 +274,34 @@ class Scheduler:
         req.finish_time = now
         self.block_manager.free(req)
 
+    # ---- many decode steps at once (the simulator) ------------------------------------------------
+    def decode_stretch(self, out: SchedulerOutput, max_steps: int) -> int:
+        """`out` was just returned by `schedule()`. How many consecutive steps n (1 ≤ n ≤ max_steps),
+        `out`'s own included, step-by-step scheduling would make with exactly the same running requests,
+        each decoding one token, if nothing outside the scheduler happens (no arrival, no abort): no
+        admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
+        decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
+        return decode_stretch.stretch_length(self, out, max_steps)
+
+    def advance_decodes(self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],
+                        token_id: int) -> list[Request]:
+        """Exactly the effect of `num_steps` rounds of `update(out_k, [token_id] * len, now=step_end_times[k])`
+        followed (except after the last) by `out_{k+1} = schedule(now=step_end_times[k])`, out_0 = `out`,
+        for num_steps ≤ `decode_stretch(out, ...)`. Returns the requests that got a token in the last step;
+        the caller calls `schedule()` next, as after `update()`."""
+        return decode_stretch.advance(self, out, num_steps, step_end_times, token_id)
+
     # ---- accounting --------------------------------------------------------------------------------
     def kv_stats(self) -> KVStats:
+        """O(running): only running requests hold blocks, and a block two of them share is a full
+        prefix-cache block, so it counts `block_size` stored tokens once."""
         bm, size = self.block_manager, self.block_size
-        filled: dict[int, int] = {}
+        stored = held = 0
         for req in self.running:
-            for i, block in enumerate(req.block_table):
-                n = min(size, req.num_computed_tokens - i * size)
-                if n <= 0:
-                    break
-                filled[block] = max(filled.get(block, 0), n)
+            num_slots = len(req.block_table) * size
+            held += num_slots
+            computed = req.num_computed_tokens
+            stored += computed if computed < num_slots else num_slots
+        used_slots = bm.num_used_blocks * size
         return KVStats(bm.num_blocks, bm.num_used_blocks, bm.num_free_blocks, bm.num_cached_free_blocks,
-                       sum(filled.values()), bm.num_used_blocks * size)
+                       stored - (held - used_slots), used_slots)

@@ -1,5 +1,9 @@
-"""What one engine step computes, in tokens: the input of the cost model and of the profiler."""
+"""What one engine step computes, in tokens: the input of the cost model and of the profiler.
+
+The sums the cost model reads several times per step are computed once per shape (cached).
+"""
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -9,7 +13,7 @@ class StepShape:
     prefill_chunks: tuple[tuple[int, int], ...] = ()
     decode_context_lens: tuple[int, ...] = ()
 
-    @property
+    @cached_property
     def num_prefill_tokens(self) -> int:
         return sum(new for new, _ in self.prefill_chunks)
 
@@ -29,11 +33,11 @@ class StepShape:
     def num_seqs(self) -> int:
         return self.num_prefill_seqs + self.num_decode_seqs
 
-    @property
+    @cached_property
     def decode_context_tokens(self) -> int:
         return sum(self.decode_context_lens)
 
-    @property
+    @cached_property
     def prefill_attention_pairs(self) -> int:
         """Query-key pairs of causal attention over the new tokens plus their cached prefix."""
         return sum(new * cached + new * (new + 1) // 2 for new, cached in self.prefill_chunks)

@@ -1,8 +1,11 @@
-"""The OpenAI-compatible HTTP server: `build_app(engine_config, ...)` returns a FastAPI app.
+"""The OpenAI-compatible HTTP server: `build_app(engine_config, server_config)` returns a FastAPI app.
 
 Routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics. Every error, ours or
 FastAPI's, leaves as OpenAI's error JSON; bad input is a 4xx, and the engine keeps serving others.
+A request passes, in order: the response count, header size and API key (auth), body checks, FastAPI's
+validation, then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
 """
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 
@@ -11,39 +14,53 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine.openai import protocol as api
 from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
 from engine.metrics import CONTENT_TYPE_LATEST, ServingMetrics
-from engine.openai.serving import APIError, ServingContext, create_chat_completion, create_completion
+from engine.openai import protocol as api
+from engine.openai.auth import AccessMiddleware, KeyRing
+from engine.openai.drain import Drainer
+from engine.openai.limits import Admission
+from engine.openai.middleware import BodyCheckMiddleware, StatusCountMiddleware
+from engine.openai.protocol import APIError
+from engine.openai.server_config import ServerConfig, resolve_tenancy
+from engine.openai.serving import ServingContext, create_chat_completion, create_completion
 
 log = logging.getLogger("surgeplan.server")
-DEFAULT_MAX_REQUEST_BODY_BYTES = 4 << 20
 
 
-def build_app(engine_config: EngineConfig, served_model_names: list[str] | None = None,
-              max_waiting_requests: int | None = None, request_timeout_s: float | None = None,
-              max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES, retry_after_s: int = 1) -> FastAPI:
-    """Loads the engine now (so a bad model fails before the port opens); its thread starts with the app."""
+def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = None, **server_options) -> FastAPI:
+    """Loads the engine now (so a bad model fails before the port opens); its thread starts with the app.
+    `server_options` are ServerConfig's fields, for a config built on the spot."""
     from engine.llm_engine import LLMEngine
 
-    names = list(served_model_names or [engine_config.model])
+    if server_config is not None and server_options:
+        raise ValueError(f"build_app got both server_config and {sorted(server_options)}; expected one of them")
+    config = server_config or ServerConfig(**server_options)
+    tenancy = resolve_tenancy(config.tenant_keys, engine_config.tenant_block_quota)
+    engine_config = engine_config.model_copy(update={"tenant_block_quota": tenancy.kv_quota()})
+    names = list(config.served_model_names or [engine_config.model])
     metrics = ServingMetrics(names[0])
-    async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, max_waiting_requests)
+    async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests)
     engine = async_engine.engine
-    ctx = ServingContext(async_engine, engine.tokenizer, names, engine.scheduler_config.max_model_len,
-                         request_timeout_s, retry_after_s)
+    admission = Admission(config, tenancy, metrics)
+    drainer = Drainer(admission, async_engine, config.drain_timeout_s)
+    ctx = ServingContext(async_engine, engine.tokenizer, names, engine.scheduler_config.max_model_len, admission,
+                         config.request_timeout_s, config.retry_after_s)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         async_engine.start()
+        drainer.attach(asyncio.get_running_loop())
         yield
         await async_engine.stop()
 
     app = FastAPI(title="surgeplan OpenAI-compatible server", lifespan=lifespan)
-    app.state.serving = ctx
-    app.state.metrics = metrics
-    app.add_middleware(BodyCheckMiddleware, max_bytes=max_request_body_bytes)
+    app.state.serving, app.state.metrics, app.state.drainer = ctx, metrics, drainer
+    app.add_middleware(BodyCheckMiddleware, max_bytes=config.max_request_body_bytes)
+    app.add_middleware(AccessMiddleware, keys=KeyRing.of(config), tenancy=tenancy, metrics=metrics,
+                       max_header_bytes=config.max_header_bytes)
+    app.add_middleware(StatusCountMiddleware, metrics=metrics)       # the last added runs first
     _add_error_handlers(app)
     _add_routes(app, ctx, metrics, engine_config.model, engine.model_config.vocab_size)
     return app
@@ -52,6 +69,8 @@ def build_app(engine_config: EngineConfig, served_model_names: list[str] | None 
 def _add_routes(app: FastAPI, ctx: ServingContext, metrics: ServingMetrics, root: str, vocab_size: int) -> None:
     @app.get("/health")
     async def health() -> Response:
+        if ctx.admission.draining:
+            return JSONResponse(api.error_body(503, "the server is draining before it exits"), 503)
         if ctx.engine.is_running:
             return Response(status_code=200)
         return JSONResponse(api.error_body(503, "the engine thread is not running"), 503)
@@ -94,64 +113,3 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return JSONResponse(api.error_body(500, f"internal error: {exc!r}"), 500)
-
-
-class BodyCheckMiddleware:
-    """Refuses bodies over `max_bytes` (413) and bodies that are not UTF-8 (400) before any parsing,
-    naming the limit or the offending byte. The body is read once and replayed to the app."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._refuse(send, 413, f"the body has {int(declared)} bytes, over the limit of {self.max_bytes}")
-        body = await self._read(receive)
-        if body is None:
-            return await self._refuse(send, 413, f"the body is over the limit of {self.max_bytes} bytes")
-        problem = _utf8_problem(body)
-        if problem is not None:
-            return await self._refuse(send, 400, problem)
-        await self.app(scope, _replay(body, receive), send)
-
-    async def _read(self, receive) -> bytes | None:
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                break
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                return None
-            if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
-
-    @staticmethod
-    async def _refuse(send, status: int, message: str) -> None:
-        await JSONResponse(api.error_body(status, message), status)({"type": "http"}, None, send)
-
-
-def _utf8_problem(body: bytes) -> str | None:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return (f"the body is not valid UTF-8: byte 0x{body[exc.start]:02x} at position {exc.start}; "
-                "expected UTF-8 encoded JSON")
-    return None
-
-
-def _replay(body: bytes, receive):
-    sent = False
-
-    async def replayed_receive():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-    return replayed_receive

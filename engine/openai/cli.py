@@ -1,10 +1,13 @@
-"""`surgeplan serve`: the OpenAI-compatible server, with vLLM's option names."""
+"""`surgeplan serve`: the OpenAI-compatible server, with vLLM's option names. Engine options come from
+EngineConfig's fields and server options from ServerConfig's, through `cli_option`."""
 import re
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from engine.config import EngineConfig, cli_option
+from engine.openai.server_config import ServerConfig
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -30,6 +33,13 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
     return quotas
 
 
+def _size_option(name: str):
+    """A byte-count setting of ServerConfig, given on the command line as a size (4MiB, 16KiB)."""
+    field = ServerConfig.model_fields[name]
+    return typer.Option(f"{field.default}", "--" + name.replace("_", "-"), help=f"{field.description}; bytes or a "
+                        "size like 16KiB")
+
+
 def serve(
     model: str = cli_option(EngineConfig, "model"),
     load_format: str = cli_option(EngineConfig, "load_format"),
@@ -45,22 +55,29 @@ def serve(
     max_model_len: Optional[int] = cli_option(EngineConfig, "max_model_len"),
     policy: str = cli_option(EngineConfig, "policy"),
     enable_prefix_caching: bool = cli_option(EngineConfig, "enable_prefix_caching"),
-    max_waiting_requests: Optional[int] = typer.Option(None, "--max-waiting-requests",
-                                                       help="past this many waiting requests, answer 503 + Retry-After"),
-    tenant_kv_quota: list[str] = typer.Option([], "--tenant-kv-quota", help="TENANT=BLOCKS (repeatable; X-Tenant header)"),
-    request_timeout: Optional[float] = typer.Option(None, "--request-timeout",
-                                                    help="default per-request deadline in seconds (X-Request-Timeout overrides)"),
-    served_model_name: list[str] = typer.Option([], "--served-model-name", help="name(s) clients use (default: --model)"),
-    max_request_body_bytes: str = typer.Option("4MiB", "--max-request-body-bytes"),
-    retry_after: int = typer.Option(1, "--retry-after", help="seconds in the Retry-After header of a 503"),
+    tenant_kv_quota: list[str] = typer.Option([], "--tenant-kv-quota", help="TENANT=BLOCKS (repeatable); with "
+                                              "quotas, a tenant without its own gets default=BLOCKS, which is "
+                                              "then required"),
+    api_key: list[str] = cli_option(ServerConfig, "api_keys", flag="--api-key", envvar="SURGEPLAN_API_KEY",
+                                    show_envvar=False),
+    tenant_keys: Optional[Path] = cli_option(ServerConfig, "tenant_keys", flag="--tenant-keys"),
+    max_waiting_requests: Optional[int] = cli_option(ServerConfig, "max_waiting_requests"),
+    request_timeout: Optional[float] = cli_option(ServerConfig, "request_timeout_s", flag="--request-timeout"),
+    drain_timeout: float = cli_option(ServerConfig, "drain_timeout_s", flag="--drain-timeout"),
+    rate_limit_burst: float = cli_option(ServerConfig, "rate_limit_burst_s", flag="--rate-limit-burst"),
+    served_model_name: list[str] = cli_option(ServerConfig, "served_model_names", flag="--served-model-name"),
+    max_request_body_bytes: str = _size_option("max_request_body_bytes"),
+    max_header_bytes: str = _size_option("max_header_bytes"),
+    retry_after: int = cli_option(ServerConfig, "retry_after_s", flag="--retry-after"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     uvicorn_log_level: str = typer.Option("info", "--uvicorn-log-level"),
 ) -> None:
-    """Serve a model over the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)."""
-    import uvicorn
-
+    """Serve a model over the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models; /health and
+    /metrics need no key). SIGTERM or Ctrl-C drains: no new requests (503), in-flight ones get
+    --drain-timeout seconds to finish, the rest are aborted, then the server exits with status 0."""
     from engine.openai.api_server import build_app
+    from engine.openai.drain import serve_forever
 
     try:
         config = EngineConfig(
@@ -69,12 +86,16 @@ def serve(
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len, policy=policy,
             enable_prefix_caching=enable_prefix_caching, tenant_block_quota=parse_quotas(tenant_kv_quota))
-        app = build_app(config, served_model_name or None, max_waiting_requests, request_timeout,
-                        parse_bytes(max_request_body_bytes), retry_after)
+        server_config = ServerConfig(
+            served_model_names=served_model_name, api_keys=api_key, tenant_keys=tenant_keys,
+            max_waiting_requests=max_waiting_requests, request_timeout_s=request_timeout,
+            max_request_body_bytes=parse_bytes(max_request_body_bytes), max_header_bytes=parse_bytes(max_header_bytes),
+            retry_after_s=retry_after, rate_limit_burst_s=rate_limit_burst, drain_timeout_s=drain_timeout)
+        app = build_app(config, server_config)
     except ValueError as exc:   # pydantic's ValidationError is a ValueError too
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
-    uvicorn.run(app, host=host, port=port, log_level=uvicorn_log_level, timeout_graceful_shutdown=5)
+    serve_forever(app, host, port, uvicorn_log_level)
 
 
 app = typer.Typer(help="The OpenAI-compatible server.")

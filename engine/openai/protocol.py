@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Literal
 
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.core.sampling_params import SamplingParams
@@ -128,9 +129,21 @@ def usage_chunk(request_id: str, model: str, obj: Literal["text_completion", "ch
 
 
 # ---- errors ------------------------------------------------------------------------------------------
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 408: "RequestTimeoutError",
-                413: "RequestTooLargeError", 500: "InternalServerError", 503: "ServiceUnavailableError",
-                504: "DeadlineExceededError"}
+_ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                404: "NotFoundError", 408: "RequestTimeoutError", 413: "RequestTooLargeError",
+                429: "RateLimitError", 431: "RequestHeaderFieldsTooLargeError", 500: "InternalServerError",
+                503: "ServiceUnavailableError", 504: "DeadlineExceededError"}
+
+
+class APIError(Exception):
+    """An error answered as OpenAI's error JSON with this HTTP status (and headers, e.g. Retry-After)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.headers = status, message, param, headers or {}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(error_body(self.status, self.message, self.param), self.status, headers=self.headers)
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict:

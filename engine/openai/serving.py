@@ -1,7 +1,9 @@
-"""The two generation endpoints: validate, submit to the engine thread, then answer whole or as SSE.
+"""The two generation endpoints: validate, admit (tenant limits, drain), submit to the engine thread,
+then answer whole or as SSE.
 
 A request that ends early for any reason (client gone, stop string, deadline, error) is aborted in
-the engine, so its KV blocks are freed at the next step.
+the engine, so its KV blocks are freed at the next step; its admission lease is released once its
+whole answer has been sent, or when the answer is cut short, whichever way that happens.
 """
 import asyncio
 import json
@@ -10,24 +12,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
-from engine.openai import protocol as api
 from engine.async_engine import AsyncEngine, DeadlineExceeded, EngineStepError, EngineStopped, QueueFull, RequestStream
 from engine.core.outputs import RequestOutput
+from engine.openai import protocol as api
+from engine.openai.limits import Admission, Lease
+from engine.openai.protocol import APIError
+from engine.openai.server_config import DEFAULT_TENANT
 from engine.openai.text_stream import TextStream, chat_prompt_token_ids
 
-TENANT_HEADER = "x-tenant"
+__all__ = ["APIError", "ServingContext", "create_completion", "create_chat_completion"]
 TIMEOUT_HEADER = "x-request-timeout"     # seconds this request may take in all, queueing included
-
-
-class APIError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.headers = status, message, param, headers or {}
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(api.error_body(self.status, self.message, self.param), self.status, headers=self.headers)
 
 
 @dataclass
@@ -36,6 +32,7 @@ class ServingContext:
     tokenizer: object
     served_model_names: list[str]
     max_model_len: int
+    admission: Admission
     request_timeout_s: float | None = None
     retry_after_s: int = 1
 
@@ -80,26 +77,30 @@ async def _generate(ctx: ServingContext, body: api.SamplingFields, request: Requ
     except ValueError as exc:
         raise APIError(400, str(exc)) from exc
     request_id = api.new_id("chatcmpl" if chat else "cmpl")
-    stream = await _submit(ctx, request, request_id, prompt_ids, params, arrival_time)
-    generation = _Generation(ctx, stream, TextStream(ctx.tokenizer, body.stop_strings), len(prompt_ids))
-    if body.stream:
-        events = _chat_events if chat else _completion_events
-        return StreamingResponse(_sse(events(generation, model, body.include_usage)), media_type="text/event-stream")
-    await _run_unless_disconnected(request, generation)
+    tenant = getattr(request.state, "tenant", DEFAULT_TENANT)       # set by AccessMiddleware
+    timeout_s = _timeout_s(ctx, request)
+    lease = ctx.admission.admit(tenant, len(prompt_ids))
+    try:
+        stream = await _submit(ctx, request_id, prompt_ids, params, arrival_time, tenant, timeout_s)
+        generation = _Generation(ctx, stream, TextStream(ctx.tokenizer, body.stop_strings), len(prompt_ids))
+        if body.stream:
+            events = (_chat_events if chat else _completion_events)(generation, model, body.include_usage)
+            response, lease = _EventStreamResponse(_sse(events), generation, lease), None   # it releases
+            return response
+        await _run_unless_disconnected(request, generation)
+    finally:
+        if lease is not None:
+            lease.release()
     build = api.chat_response if chat else api.completion_response
     return build(request_id, model, generation.text.text, generation.finish_reason, generation.usage())
 
 
-async def _submit(ctx: ServingContext, request: Request, request_id: str, prompt_ids: list[int], params,
-                  arrival_time: float) -> RequestStream:
-    tenant = request.headers.get(TENANT_HEADER, "default")
+async def _submit(ctx: ServingContext, request_id: str, prompt_ids: list[int], params, arrival_time: float,
+                  tenant: str, timeout_s: float | None) -> RequestStream:
     try:
-        return await ctx.engine.generate(request_id, prompt_ids, params, tenant, arrival_time,
-                                         _timeout_s(ctx, request))
-    except QueueFull as exc:
+        return await ctx.engine.generate(request_id, prompt_ids, params, tenant, arrival_time, timeout_s)
+    except (QueueFull, EngineStopped) as exc:
         raise APIError(503, str(exc), headers={"Retry-After": str(ctx.retry_after_s)}) from exc
-    except EngineStopped as exc:
-        raise APIError(503, str(exc)) from exc
     except ValueError as exc:
         param = "prompt" if "prompt" in str(exc) else None
         raise APIError(400, str(exc), param) from exc
@@ -127,6 +128,7 @@ class _Generation:
         self.num_prompt_tokens = num_prompt_tokens
         self.num_output_tokens = 0
         self.finish_reason: str | None = None
+        self.closed = False
 
     @property
     def done(self) -> bool:
@@ -150,7 +152,8 @@ class _Generation:
             self.close()
 
     def close(self) -> None:
-        if not self.done and not self.stream.finished:
+        if not self.done and not self.stream.finished and not self.closed:
+            self.closed = True
             self.ctx.engine.abort(self.stream.request_id)
 
     def usage(self) -> dict:
@@ -167,12 +170,29 @@ async def _run_unless_disconnected(request: Request, generation: _Generation) ->
         watcher.cancel()
         if not work.done():
             work.cancel()          # the client is gone: `run` aborts the request on its way out
+            await asyncio.wait({work})
     try:
         work.result()
     except asyncio.CancelledError as exc:
         raise APIError(499, "the client closed the connection") from exc
     except (DeadlineExceeded, EngineStopped, EngineStepError) as exc:
         raise _engine_error(exc) from exc
+
+
+class _EventStreamResponse(StreamingResponse):
+    """SSE that, however it ends (done, client gone before or during the stream, server stopping),
+    aborts an unfinished generation and releases its admission lease."""
+
+    def __init__(self, content, generation: _Generation, lease: Lease):
+        super().__init__(content, media_type="text/event-stream")
+        self.generation, self.lease = generation, lease
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.generation.close()
+            self.lease.release()
 
 
 async def _disconnected(request: Request) -> None:

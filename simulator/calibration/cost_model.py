@@ -96,6 +96,18 @@ class CostModel:
             parts[term.name] = parts.get(term.name, 0.0) + seconds
         return parts
 
+    def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
+        """Step times of `num_steps` decode steps of the same sequences, starting with `shape`, each
+        context one token longer per step. Only the decode-attention term depends on context length,
+        linearly, so step k costs step_time(shape) + k × (step_time(shape, contexts + 1) − step_time(shape))."""
+        assert not shape.prefill_chunks, f"a decode stretch has no prefill; got {shape}"
+        first = self.step_time(shape)
+        if num_steps == 1:
+            return [first]
+        longer = StepShape((), tuple(length + 1 for length in shape.decode_context_lens))
+        slope = self.step_time(longer) - first
+        return [first + k * slope for k in range(num_steps)]
+
     def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
         return np.array([self.step_time(shape) for shape in shapes])
 

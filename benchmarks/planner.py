@@ -1,0 +1,105 @@
+"""How long the capacity planner takes, wall clock, on this machine.
+
+(a) the default dashboard scenario (`examples/scenarios/plan-spike-llama-2-7b.yaml`: a 10x spike on
+    Llama-2-7B, about 4,500 requests) over the candidates A100-80GB, H100-80GB, H200-141GB and L40S:
+    - `answer`: per-GPU share passes, the cheapest confirmed on full fleets with one replica less
+      (`confirm: recommendation`, no comparisons) — what the dashboard shows first; target ≤ 10 s;
+    - `full`: every GPU type confirmed, plus ± calibration error, static baseline, autoscaled fleet and
+      the dynamic batch controller;
+    - `full, warm cache`: the same plan again with the first run's outcomes cached (by scenario hash);
+(b) `--article`: the article's scale, a 10x spike peaking at 10,000 requests/s (`--article-duration-s`
+    of traffic), A100-80GB only, `answer` profile, routed round robin: the simulator's least-outstanding
+    router scans every replica for every request (O(replicas) each, which dominates a run of ~1,400
+    replicas), and round robin is where the share pass (every N-th request) is exact but for retries.
+
+Prints a table (and writes benchmarks/results/planner.json); no timing is asserted in tests.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+
+from benchmarks.machine import describe_machine  # noqa: E402
+from simulator.planner.cache import OutcomeCache  # noqa: E402
+from simulator.planner.recommend import plan  # noqa: E402
+from simulator.planner.spec import PlanSettings, load_plan  # noqa: E402
+from simulator.scenario import Scenario  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "examples" / "scenarios" / "plan-spike-llama-2-7b.yaml"
+CANDIDATES = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
+ANSWER = dict(confirm="recommendation", uncertainty=False, static_baseline=False, autoscaled=False,
+              dynamic_batch=False)
+
+
+def timed(scenario, settings: PlanSettings, workers: int, cache: OutcomeCache | None = None) -> dict:
+    started = time.perf_counter()
+    result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
+    wall = time.perf_counter() - started
+    rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
+    rec = result.data["recommendation"]
+    return {"wall_s": wall, "evaluations": len(rows), "simulated": result.data["simulations"]["simulated"],
+            "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
+            "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
+            "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
+                      f"${rec['cost_per_request_usd']:.6f}/req)", "data": result.data}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: CPU count)")
+    parser.add_argument("--skip-full", action="store_true", help="time only the `answer` profile of (a)")
+    parser.add_argument("--article", action="store_true", help="(b): the article's 10,000 requests/s scale")
+    parser.add_argument("--article-duration-s", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner.json")
+    args = parser.parse_args()
+    print(describe_machine())
+    scenario, _ = load_plan(DASHBOARD)
+    rows = []
+    answer = PlanSettings(candidates=CANDIDATES, **ANSWER)
+    rows.append(("(a) answer", timed(scenario, answer, args.workers)))
+    if not args.skip_full:
+        cache = OutcomeCache()
+        full = PlanSettings(candidates=CANDIDATES)
+        rows.append(("(a) full", timed(scenario, full, args.workers, cache)))
+        rows.append(("(a) full, warm cache", timed(scenario, full, args.workers, cache)))
+    if args.article:
+        data = scenario.model_dump(mode="json") | {"name": "article-10k-rps"}
+        data["cluster"]["router"] = {"policy": "round_robin"}   # least_outstanding scans every replica per request
+        data["traffic"] |= {"arrivals": {"kind": "spike", "base": {"kind": "poisson", "rate_per_s": 1000.0},
+                                         "multiplier": 10, "start_s": 10, "ramp_up_s": 10, "hold_s": 20,
+                                         "ramp_down_s": 10}, "duration_s": args.article_duration_s}
+        article = Scenario.model_validate(data)
+        settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER)
+        rows.append((f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100", timed(article, settings, args.workers)))
+    traffic = rows[0][1]["data"]["traffic"]
+    print(f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
+          f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}")
+    print(f"{'run':<34}{'wall s':>8}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}{'sim. requests':>14}  answer")
+    for name, row in rows:
+        print(f"{name:<34}{row['wall_s']:>8.1f}{row['cpu_s']:>10.1f}{row['evaluations']:>7}{row['simulated']:>10}"
+              f"{row['simulated_requests']:>14,}  {row['answer']}")
+    full = dict(rows).get("(a) full")
+    if full:
+        data = full["data"]
+        print("recommendation:", data["recommendation"]["sentence"])
+        if data.get("uncertainty"):
+            print("error bars:", data["uncertainty"]["text"])
+        scaled, dynamic = data.get("autoscaled"), data.get("dynamic_batch")
+        if scaled:
+            print(f"autoscaled: warm pool {scaled['warm_pool']}, cost ${scaled['cost_usd']:.2f} vs fixed "
+                  f"${scaled['fixed_cost_usd']:.2f} over the run")
+        if dynamic:
+            print(f"dynamic batch: {dynamic['replicas']} replicas, P99 TTFT {dynamic['ttft_p99_s']:.3f} s, P99 TPOT "
+                  f"{dynamic['tpot_p99_s']:.3f} s, ${dynamic['cost_per_request_usd']:.6f}/req; best fixed "
+                  f"{dynamic['best_fixed']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": describe_machine(), "runs": {name: row for name, row in rows}}, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Decode-only stretches: many steps of the same running requests advanced at once, exactly.
+
+Pure Python; the bodies of `Scheduler.decode_stretch` and `Scheduler.advance_decodes`, for the
+simulator, whose replicas would otherwise pay a Python loop over every running request at every step.
+Between two events that change the batch (an admission, a preemption, a finish, an arrival) the
+scheduler's steps are 1-token decodes of the same requests, so `stretch_length` proves how many such
+steps come next and `advance` applies them in O(running + block crossings), not O(running × steps):
+tokens are appended in bulk, and only the steps where a request crosses a block boundary (a fresh
+block at `schedule()`, a prefix-cache registration at `update()`) are replayed, in the step-by-step
+order (step, then `schedule` before `update`, then position in `running`), so block ids, LRU evictions
+and cache registrations come out identical. Which requests stop at the last step is decided by the
+scheduler's own stop test (`Scheduler.finish_stopped`).
+
+What could make an intermediate `schedule()` do something else, and how it is ruled out:
+- a finish: a request's length limit, or (only if it can stop on a token, which is unknown here) the
+  first step where a stop token would count, ends the stretch at that step;
+- a preemption: the n-th crossing in the stretch needs n free blocks, and its tenant's quota room;
+- an admission (continuous policy): the waiting requests `schedule()` examined and refused stay refused
+  while free blocks and tenant room only shrink and their prefix-cache hits stay. Each crossing that
+  evicts one of their hits, or takes room from the blocked request's tenant, is followed by the same
+  admission test on the new figures; the stretch ends before the first step that would pass it or pass
+  over the blocked request (the next one would then be examined). A hit is gained only when a running
+  request registers a block whose tokens continue a refused request's prompt: the stretch ends after
+  the first registration of a running request whose tokens so far are such a prefix (told apart by
+  their chained hashes: exact up to collisions of the 64-bit hash, which the prefix cache itself
+  already assumes away).
+The static policy admits nothing while a batch runs and reserves every block up front, so its
+decode steps are stretches up to the first finish. A step with a prefill (even of a 1-token prompt,
+which looks like a decode but computes from nothing) starts no stretch.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from engine.core.block_manager import blocks_for
+
+if TYPE_CHECKING:
+    from engine.core.request import Request
+    from engine.core.scheduler import Scheduler, SchedulerOutput
+
+
+def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -> int:
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps is {max_steps!r}; expected an integer ≥ 1")
+    out.max_decode_steps = 1
+    scheduled = out.scheduled
+    if (max_steps == 1 or out.preempted or out.num_admitted or not scheduled
+            or len(scheduled) != len(scheduler.running)):
+        return 1
+    refused = _refused_requests(scheduler, out)
+    if refused is None:
+        return 1
+    limit, events = _scan(scheduler, scheduled, max_steps)
+    bm = scheduler.block_manager
+    refusals = []
+    if limit > 1 and refused and (bm.enable_prefix_caching or bm.tenant_block_quota):   # else they cannot change
+        refusals = [_Refusal(scheduler, req, req is out.blocked) for req in refused]
+        if bm.enable_prefix_caching:
+            limit = _registration_limit(scheduler, refusals, limit)
+    if limit > 1 and events:
+        limit = _crossing_limit(scheduler, refusals, events, limit)
+    out.max_decode_steps = limit
+    return limit
+
+
+def _scan(scheduler: Scheduler, scheduled: list[tuple[Request, int]], limit: int) -> tuple[int, list[int]]:
+    """(1 + the first step at which a request could finish, its token being the stretch's last; the
+    block crossings before it, as step * len(running) + position in `running`), in one pass; (1, [])
+    when `scheduled` is not a pure decode of `running` in order."""
+    running, size = scheduler.running, scheduler.block_size
+    num_running = len(running)
+    events: list[int] = []
+    stride = size * num_running
+    for i, (req, num_new) in enumerate(scheduled):
+        tokens = req.num_tokens
+        computed = tokens - 1                         # a decode: one token to compute, after others
+        if num_new != 1 or req.num_computed_tokens != computed or not computed or req is not running[i]:
+            return 1, events
+        last = req.stop_len - tokens - 1              # the step whose token reaches its length
+        if req.stops_on_token:                        # any token might stop it once min_tokens are out
+            stop = req.params.min_tokens - (tokens - req.num_prompt_tokens) - 1
+            last = stop if stop < last else last
+        if last + 1 < limit:
+            if last <= 0:
+                return 1, events
+            limit = last + 1
+        first = len(req.block_table) * size - computed     # the step whose schedule() gives it a block
+        if first < limit:
+            events.extend(range(first * num_running + i, limit * num_running, stride))
+    return limit, events
+
+
+def _crossing_limit(scheduler: Scheduler, refusals: list[_Refusal], events: list[int], limit: int) -> int:
+    """The stretch cut before the first step whose block crossings would preempt, or would change the
+    outcome of admitting a refused request (a lost cache hit, less room for its tenant)."""
+    running, bm = scheduler.running, scheduler.block_manager
+    num_running, num_free = len(running), bm.num_free_blocks
+    events.sort()
+    if not bm.tenant_block_quota and not refusals:     # only the first crossing the pool lacks counts
+        return min(limit, events[num_free] // num_running) if len(events) > num_free else limit
+    watched: dict[int, list[tuple[_Refusal, int]]] = {}
+    for refusal in refusals:
+        for index in refusal.free_hits:
+            watched.setdefault(refusal.hits[index], []).append((refusal, index))
+    quota_watch = {r.req.tenant: r for r in refusals if r.blocked and r.room is not None}
+    quotas = bm.tenant_block_quota
+    taken = bm.iter_free_blocks() if watched else None
+    used: dict[str, int] = {}
+    changed: set[_Refusal] = set()
+    step_now = num_taken = 0
+    for event in events:
+        step = event // num_running
+        if step >= limit:
+            break
+        if step != step_now:
+            if changed and not all(r.still_refused(num_free - num_taken, used) for r in changed):
+                return step_now
+            changed.clear()
+            step_now = step
+        if num_taken >= num_free:
+            return step                                 # no free block: it would preempt
+        if quotas:
+            tenant = running[event % num_running].tenant
+            room = bm.tenant_headroom(tenant)
+            if room is not None and room - used.get(tenant, 0) <= 0:
+                return step                             # over its tenant's quota: it would preempt
+            if tenant in quota_watch:
+                changed.add(quota_watch[tenant])
+            used[tenant] = used.get(tenant, 0) + 1
+        num_taken += 1
+        if taken is not None:
+            for refusal, index in watched.get(next(taken), ()):
+                refusal.lose_hits(index)
+                changed.add(refusal)
+    if changed and not all(r.still_refused(num_free - num_taken, used) for r in changed):
+        return step_now
+    return limit
+
+
+def _refused_requests(scheduler: Scheduler, out: SchedulerOutput) -> list[Request] | None:
+    """The waiting requests each intermediate `schedule()` would examine (and must refuse again): none
+    when admission cannot even be tried; None when the queue no longer matches `out`."""
+    config, waiting = scheduler.config, scheduler.waiting
+    num_running = len(scheduler.running)
+    if (config.policy != "continuous" or not waiting or num_running >= config.max_num_seqs
+            or config.max_num_batched_tokens - num_running <= 0):
+        return []
+    refused = list(islice(waiting, out.num_skipped + (out.blocked is not None)))
+    if out.blocked is None:
+        return refused if len(refused) == len(waiting) else None
+    return refused if refused and refused[-1] is out.blocked else None
+
+
+class _Refusal:
+    """A waiting request `schedule()` refused: passed over for its tenant's quota, or (`blocked`) stopped
+    for lack of free blocks; re-checked whenever a crossing evicts one of its hits or eats its tenant's room."""
+    __slots__ = ("req", "blocked", "hits", "num_hits", "free_hits", "room", "budget", "size")
+
+    def __init__(self, scheduler: Scheduler, req: Request, blocked: bool):
+        bm = scheduler.block_manager
+        self.req, self.blocked, self.size = req, blocked, scheduler.block_size
+        self.hits = bm.get_computed_blocks(req)
+        self.num_hits = len(self.hits)
+        self.free_hits = [i for i, block in enumerate(self.hits) if bm.ref_counts[block] == 0]
+        self.room = bm.tenant_headroom(req.tenant)
+        self.budget = scheduler.config.max_num_batched_tokens - len(scheduler.running)
+
+    def lose_hits(self, index: int) -> None:
+        """The hit at `index` was evicted: the chain of hits now ends before it."""
+        self.num_hits = min(self.num_hits, index)
+
+    def still_refused(self, num_free: int, used: dict[str, int]) -> bool:
+        """Whether `schedule()` would refuse it the same way with `num_free` free blocks left, its tenant
+        having taken `used[tenant]` more blocks (the same test as `Scheduler._admit_waiting`)."""
+        num_hits, size = self.num_hits, self.size
+        num_cached = num_hits * size
+        need = blocks_for(num_cached + min(self.req.num_tokens - num_cached, self.budget), size)
+        over_quota = self.room is not None and need > self.room - used.get(self.req.tenant, 0)
+        if not self.blocked:
+            return over_quota
+        revived = sum(1 for i in self.free_hits if i < num_hits)
+        return not over_quota and need - num_hits + revived > num_free
+
+
+def _registration_limit(scheduler: Scheduler, refusals: list[_Refusal], limit: int) -> int:
+    """The stretch cut after the first step whose `update()` could register a block a refused request
+    would then hit: one of a running request whose tokens so far are a refused request's prefix."""
+    size = scheduler.block_size
+    for refusal in refusals:
+        req = refusal.req                           # its full blocks are hashed (`get_computed_blocks`)
+        hashes, num_full = req.block_hashes, (req.num_tokens - 1) // size
+        for other in scheduler.running:
+            have = other.num_hashed_blocks
+            if have >= num_full:
+                continue                                   # what it registers next, req never looks up
+            computed = other.num_computed_tokens
+            step = (have + 1) * size - computed - 1        # the update that fills its next block
+            if step + 1 >= limit:
+                continue
+            if have and other.block_hashes[have - 1] != hashes[have - 1]:
+                continue                                   # another prefix
+            if other.token_ids(have * size, computed + 1) != req.token_ids(have * size, computed + 1):
+                continue
+            limit = step + 1 if step > 0 else 1
+            if limit == 1:
+                return 1
+    return limit
+
+
+def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],
+            token_id: int) -> list[Request]:
+    if not isinstance(num_steps, int) or not 1 <= num_steps <= out.max_decode_steps:
+        raise ValueError(f"num_steps is {num_steps!r}; expected 1 ≤ num_steps ≤ {out.max_decode_steps}, what "
+                         "decode_stretch(out, ...) returned for this output")
+    if len(step_end_times) < num_steps:
+        raise ValueError(f"step_end_times has {len(step_end_times)} entries; expected one per step ({num_steps})")
+    out.max_decode_steps = 1
+    scheduled = out.scheduled
+    if num_steps == 1:
+        return scheduler.update(out, [token_id] * len(scheduled), step_end_times[0])
+    bm, size, num_running = scheduler.block_manager, scheduler.block_size, len(scheduled)
+    caching, first_end, tokens = bm.enable_prefix_caching, step_end_times[0], [token_id] * num_steps
+    # (2 step) * num_running + position: a fresh block at schedule(step); (2 step + 1) * ...: a block
+    # registered at update(step). Sorted, they come in the step-by-step order.
+    events, may_stop = [], []
+    end, stride = 2 * num_steps * num_running, 2 * size * num_running
+    for i, (req, _) in enumerate(scheduled):
+        computed = req.num_computed_tokens
+        first = 2 * (len(req.block_table) * size - computed) * num_running + i
+        if first < end:
+            events.extend(range(first, end, stride))
+        if caching:
+            first = (2 * (-(computed + 1) % size) + 1) * num_running + i
+            if first < end:
+                events.extend(range(first, end, stride))
+        req.append_decoded_tokens(tokens)
+        if req.first_token_time is None:
+            req.first_token_time = first_end
+        if req.num_tokens >= req.stop_len or req.stops_on_token:
+            may_stop.append((req, token_id))
+    events.sort()
+    for event in events:
+        when, i = divmod(event, num_running)
+        req = scheduled[i][0]
+        if when & 1:                                     # update(step) filled a block: register it
+            bm.cache_full_blocks(req, (req.num_computed_tokens - num_steps + (when >> 1) + 1) // size)
+        else:
+            bm.take_fresh_blocks(req)
+    if may_stop:                                         # the last update's finishes
+        scheduler.finish_stopped(may_stop, step_end_times[num_steps - 1])
+    return [req for req, _ in scheduled]

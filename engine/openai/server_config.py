@@ -1,0 +1,189 @@
+"""The server's own settings, each defined once as a pydantic field (bound, default, help): who may call
+(API keys, keys bound to tenants), each tenant's limits, admission and drain. `surgeplan serve` derives
+its options from these fields with `cli_option`, as it does for `EngineConfig`.
+
+A tenant-keys file (JSON or YAML) binds API keys to tenants and gives tenants optional limits:
+
+    {"keys": {"KEY": "TENANT", ...},
+     "tenants": {"TENANT": {"kv_blocks": N, "requests_per_s": R, "prompt_tokens_per_s": T,
+                            "max_concurrent": C}, ...}}
+
+A limit a tenant does not set is the `default` tenant's. Once any tenant has a limit, the `default`
+tenant must have it too, and a tenant the configuration does not name is served as `default`: no
+tenant is unlimited by accident, and naming an unknown tenant does not dodge a limit.
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+DEFAULT_TENANT = "default"
+LIMITS = ("kv_blocks", "requests_per_s", "prompt_tokens_per_s", "max_concurrent")
+MAX_KEY_CHARS = 512
+
+
+class TenantLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kv_blocks: int | None = Field(None, ge=1, description="KV blocks the tenant's requests may hold at once")
+    requests_per_s: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                         description="requests admitted per second (token bucket)")
+    prompt_tokens_per_s: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                              description="prompt tokens admitted per second (token bucket)")
+    max_concurrent: int | None = Field(None, ge=1, description="requests in flight at once")
+
+
+def _check_key(key: object, where: str) -> str:
+    """A key's problem is named by its position, never by its value (keys must not reach logs)."""
+    if not isinstance(key, str) or not key or key != key.strip() or any(c.isspace() for c in key):
+        raise ValueError(f"{where} is not a usable API key; expected a non-empty string without spaces")
+    if len(key) > MAX_KEY_CHARS:
+        raise ValueError(f"{where} has {len(key)} characters; expected at most {MAX_KEY_CHARS}")
+    return key
+
+
+class TenantKeys(BaseModel):
+    """The `--tenant-keys` file: API key → tenant, and tenant → limits."""
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    keys: dict[str, str] = Field(default_factory=dict, repr=False, description="API key → its tenant")
+    tenants: dict[str, TenantLimits] = Field(default_factory=dict, description="tenant → its limits")
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys_usable(cls, keys: Any) -> Any:
+        if not isinstance(keys, dict):
+            raise ValueError(f"keys is a {type(keys).__name__}; expected a mapping of API key to tenant name")
+        for i, (key, tenant) in enumerate(keys.items(), 1):
+            _check_key(key, f"keys entry #{i}")
+            if not isinstance(tenant, str) or not tenant.strip():
+                raise ValueError(f"keys entry #{i} maps to {tenant!r}; expected a tenant name")
+        return keys
+
+    @field_validator("tenants")
+    @classmethod
+    def _names_usable(cls, tenants: dict[str, TenantLimits]) -> dict[str, TenantLimits]:
+        bad = [name for name in tenants if not name.strip()]
+        if bad:
+            raise ValueError(f"tenant name {bad[0]!r} is blank; expected a name")
+        return tenants
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TenantKeys":
+        """Reads a JSON or YAML file; errors name the file and the entry at fault."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ValueError(f"--tenant-keys {path}: cannot be read ({exc.strerror})") from None
+        try:
+            data = json.loads(text) if path.suffix == ".json" or text.lstrip().startswith("{") else _yaml(text)
+        except ValueError as exc:
+            raise ValueError(f"--tenant-keys {path}: not valid JSON or YAML ({exc}); expected "
+                             '{"keys": {KEY: TENANT}, "tenants": {TENANT: {limits}}}') from None
+        if not isinstance(data, dict):
+            raise ValueError(f"--tenant-keys {path}: holds a {type(data).__name__}; expected a mapping with "
+                             "'keys' and 'tenants'")
+        try:
+            return cls.model_validate(data)
+        except ValueError as exc:
+            raise ValueError(f"--tenant-keys {path}: {exc}") from None
+
+
+def _yaml(text: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise ValueError("a YAML file needs PyYAML installed; write the file as JSON instead") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc).replace("\n", " ")) from None
+
+
+class ServerConfig(BaseModel):
+    """Everything `build_app` and `surgeplan serve` accept beyond the engine's settings."""
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    served_model_names: list[str] = Field(default_factory=list, description="name(s) clients use "
+                                          "(default: --model)")
+    api_keys: list[SecretStr] = Field(default_factory=list, description="a key every /v1/* request must send "
+                                      "as 'Authorization: Bearer KEY' (repeatable; also read from "
+                                      "SURGEPLAN_API_KEY, several separated by spaces); /health and /metrics "
+                                      "stay open")
+    tenant_keys: TenantKeys | None = Field(None, description="JSON or YAML file binding API keys to tenants, "
+                                           "with per-tenant limits (kv_blocks, requests_per_s, "
+                                           "prompt_tokens_per_s, max_concurrent); /health and /metrics stay open")
+    max_waiting_requests: int | None = Field(None, ge=0, description="past this many waiting requests, "
+                                             "answer 503 + Retry-After")
+    request_timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="default per-request "
+                                            "deadline in seconds (X-Request-Timeout overrides)")
+    max_request_body_bytes: int = Field(4 << 20, ge=1, description="largest request body, e.g. 4MiB (413 above)")
+    max_header_bytes: int = Field(16 << 10, ge=1024, description="largest total of request header names and "
+                                  "values (431 above)")
+    retry_after_s: int = Field(1, ge=1, description="seconds in the Retry-After header of a 503 or of a 429 "
+                                 "for max_concurrent")
+    rate_limit_burst_s: float = Field(1.0, gt=0, allow_inf_nan=False, description="seconds of its rate a "
+                                      "tenant's token bucket holds: the burst it may send at once")
+    drain_timeout_s: float = Field(30.0, ge=0, allow_inf_nan=False, description="on SIGTERM or Ctrl-C, "
+                                   "seconds in-flight requests may take to finish before they are aborted")
+
+    @field_validator("tenant_keys", mode="before")
+    @classmethod
+    def _load_file(cls, value: Any) -> Any:
+        return TenantKeys.load(value) if isinstance(value, str | Path) else value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_usable(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for i, key in enumerate(keys, 1):
+            _check_key(key.get_secret_value(), f"--api-key #{i}")
+        return keys
+
+    @model_validator(mode="after")
+    def _keys_unique(self) -> "ServerConfig":
+        bound = set(self.tenant_keys.keys) if self.tenant_keys else set()
+        if any(key.get_secret_value() in bound for key in self.api_keys):
+            raise ValueError("an --api-key is also a key in --tenant-keys; a key is either open (any tenant) "
+                             "or bound to one tenant, expected each key once")
+        return self
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """Each known tenant's limits, the default's filled in. `closed`: a tenant not named here is served
+    as the default tenant (once limits or tenant keys exist); otherwise X-Tenant is taken as it is."""
+    limits: dict[str, TenantLimits]
+    closed: bool
+
+    def resolve(self, claimed: str | None) -> str:
+        tenant = (claimed or "").strip() or DEFAULT_TENANT
+        return tenant if not self.closed or tenant in self.limits else DEFAULT_TENANT
+
+    def kv_quota(self) -> dict[str, int]:
+        return {t: lim.kv_blocks for t, lim in self.limits.items() if lim.kv_blocks is not None}
+
+
+def resolve_tenancy(tenant_keys: TenantKeys | None, kv_quota: dict[str, int]) -> Tenancy:
+    """Merges the tenant-keys file with `--tenant-kv-quota` (the engine's `tenant_block_quota`) and fills
+    each tenant's missing limits with the default tenant's."""
+    declared = {t: lim.model_copy() for t, lim in (tenant_keys.tenants if tenant_keys else {}).items()}
+    for tenant, blocks in kv_quota.items():
+        limits = declared.setdefault(tenant, TenantLimits())
+        if limits.kv_blocks is not None and limits.kv_blocks != blocks:
+            raise ValueError(f"tenant {tenant!r} has kv_blocks {limits.kv_blocks} in --tenant-keys and {blocks} "
+                             "from --tenant-kv-quota; expected it set in one place")
+        limits.kv_blocks = blocks
+    names = set(declared) | set(tenant_keys.keys.values() if tenant_keys else ()) | {DEFAULT_TENANT}
+    default = declared.get(DEFAULT_TENANT, TenantLimits())
+    for limit in LIMITS:
+        setters = sorted(t for t, lim in declared.items() if getattr(lim, limit) is not None)
+        if setters and getattr(default, limit) is None:
+            also = " (or --tenant-kv-quota default=BLOCKS)" if limit == "kv_blocks" else ""
+            raise ValueError(f"tenants {setters} set {limit} but the {DEFAULT_TENANT!r} tenant does not; a tenant "
+                             f"without its own {limit} gets the default's, so expected \"{DEFAULT_TENANT}\": "
+                             f"{{\"{limit}\": ...}} in --tenant-keys{also}")
+    filled = {t: default.model_copy(update=declared[t].model_dump(exclude_none=True)) if t in declared
+              else default.model_copy() for t in sorted(names)}
+    closed = bool(tenant_keys and tenant_keys.keys) or any(
+        getattr(lim, limit) is not None for lim in filled.values() for limit in LIMITS)
+    return Tenancy(filled if closed else {}, closed)

@@ -1,0 +1,70 @@
+"""`surgeplan simulate SCENARIO`: run a scenario through the SimPy cluster, print its summary (or one
+JSON object), and write per-request and time-series files and a plotly timeline."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+
+def _format(key: str, value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        if key.endswith("_s") and not key.endswith("_per_s"):
+            return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def simulate_command(
+    scenario_file: Path = typer.Argument(..., help="scenario YAML or JSON (see examples/scenarios/)"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="replace the scenario's traffic by this trace file"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for requests.csv, timeseries.csv/.json, timeline.html"),
+    as_json: bool = typer.Option(False, "--json", help='print one JSON object: {"summary": ..., "scenario": ...}'),
+) -> None:
+    """Simulate a cluster serving the scenario's traffic; summary, files and timeline."""
+    from simulator.scenario import Scenario
+    from simulator.simulation import simulate
+    from simulator.timeline import write_timeline
+
+    try:
+        scenario = Scenario.load(scenario_file)
+        if trace is not None:
+            scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update={"trace": str(trace)})})
+        progress = _progress_bar() if sys.stderr.isatty() and not as_json else None
+        result = simulate(scenario, progress=progress)
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    if out is not None:
+        result.write(out)
+        write_timeline(result, out / "timeline.html")
+    if as_json:
+        typer.echo(json.dumps({"summary": result.summary, "facts": result.facts,
+                               "scenario": scenario.model_dump(mode="json")}))
+        return
+    calibration = result.facts["calibration"]
+    typer.echo(f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
+               f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
+               f"({calibration['label']}, fit error {_format('', calibration['fit_error'])})")
+    width = max(len(key) for key in result.summary)
+    for key, value in result.summary.items():
+        typer.echo(f"  {key:<{width}}  {_format(key, value)}")
+    if out is not None:
+        typer.echo(f"wrote {out}/requests.csv, timeseries.csv, timeseries.json, timeline.html")
+
+
+def _progress_bar():
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, unit="%", leave=False)
+
+    def update(fraction: float) -> None:
+        bar.n = round(fraction * 100)
+        bar.refresh()
+    return update

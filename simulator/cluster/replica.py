@@ -1,0 +1,159 @@
+"""One engine replica in simulated time: the engine's own `Scheduler`, timed by the cost model.
+
+The loop reads line for line like `LLMEngine.step`: schedule, `yield env.timeout(step_time(shape))`,
+update. Where the shared scheduler proves that the next steps are pure decodes of the same requests
+(`Scheduler.decode_stretch`), they are advanced at once (`Scheduler.advance_decodes`), with exactly
+the per-request results of stepping. A stretch ends before the next observation (metrics window,
+autoscaler scrape); an arrival or an abort in the middle of one cuts it after the step in progress,
+as the engine would see the change only at its next `schedule()`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import simpy
+
+from engine.core.request import Request
+from engine.core.scheduler import Scheduler
+from simulator.calibration.cost_model import CostModel
+
+if TYPE_CHECKING:
+    from engine.core.scheduler import SchedulerOutput
+
+SIM_TOKEN_ID = 0           # every simulated sampled token (requests stop on max_tokens, ignore_eos)
+STARTING, SERVING, DRAINING, STOPPED = "starting", "serving", "draining", "stopped"
+
+
+class Replica:
+    def __init__(self, env: simpy.Environment, replica_id: int, scheduler: Scheduler, cost_model: CostModel,
+                 ready_at_s: float, on_progress: Callable[[Request], None],
+                 next_observation_s: Callable[[float], float], max_stretch_steps: int = 256,
+                 on_stopped: Callable[["Replica"], None] | None = None):
+        self.env = env
+        self.replica_id = replica_id
+        self.scheduler = scheduler
+        self.cost_model = cost_model
+        self.requested_at_s = env.now
+        self.ready_at_s = ready_at_s
+        self.stopped_at_s: float | None = None
+        self.state = STARTING if ready_at_s > env.now else SERVING
+        self.on_progress = on_progress
+        self.next_observation_s = next_observation_s
+        self.max_stretch_steps = max_stretch_steps
+        self.on_stopped = on_stopped
+        self.num_steps = 0
+        self.busy_s = 0.0
+        self.step_shapes: list | None = None     # set to [] to record every step's shape (fidelity tests)
+        self._wake: simpy.Event | None = None      # set while idle or inside a stretch
+        # the state as of the last completed step, which observers (metrics, autoscaler) read
+        self.snapshot = (0, 0, 0)                  # (waiting, running, used blocks)
+        self.process = env.process(self.run())
+
+    # ---- what the router and the clients call --------------------------------------------------
+    @property
+    def num_outstanding(self) -> int:
+        return self.scheduler.num_unfinished_requests
+
+    @property
+    def kv_usage(self) -> float:
+        return self.snapshot[2] / self.scheduler.block_manager.num_blocks
+
+    def add_request(self, request: Request) -> None:
+        self.scheduler.add_request(request)
+        self._poke()
+
+    def abort_request(self, request: Request) -> None:
+        self.scheduler.abort_request(request, self.env.now)
+        self._poke()
+
+    def drain(self) -> None:
+        """Take no new requests; stop once the last one is done."""
+        if self.state in (STARTING, SERVING):
+            self.state = DRAINING
+            self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    # ---- the loop ----------------------------------------------------------------------------------
+    def run(self):
+        if self.ready_at_s > self.env.now:
+            yield self.env.timeout(self.ready_at_s - self.env.now)       # cold start
+            if self.state == STARTING:
+                self.state = SERVING
+        while True:
+            if not self.scheduler.has_unfinished_requests():
+                if self.state == DRAINING:
+                    break
+                yield from self._idle()
+                continue
+            out = self.scheduler.schedule(now=self.env.now)
+            if out.is_empty:                     # nothing admissible until something changes
+                yield from self._idle()
+                continue
+            num_steps = self.scheduler.decode_stretch(out, self.max_stretch_steps)
+            if num_steps > 1:
+                yield from self._stretch(out, num_steps)
+                continue
+            shape = out.shape
+            step_s = self.cost_model.step_time(shape)
+            yield self.env.timeout(step_s)
+            progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
+            self._after_steps(1, step_s, progressed, shape)
+        self.state = STOPPED
+        self.stopped_at_s = self.env.now
+        if self.on_stopped is not None:
+            self.on_stopped(self)
+
+    def _idle(self):
+        self._wake = self.env.event()
+        yield self._wake
+        self._wake = None
+
+    def _stretch(self, out: "SchedulerOutput", num_steps: int):
+        """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
+        arrives or is aborted meanwhile, after the step in progress."""
+        start = self.env.now
+        step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
+        ends, elapsed = [], 0.0
+        horizon = self.next_observation_s(start)
+        for step_s in step_times:
+            if ends and start + elapsed + step_s > horizon:
+                break
+            elapsed += step_s
+            ends.append(start + elapsed)
+        self._wake = self.env.event()
+        yield self.env.timeout(elapsed) | self._wake
+        self._wake = None
+        now = self.env.now
+        if now < ends[-1]:                       # interrupted: finish the step in progress
+            done = next(i for i, end in enumerate(ends) if end >= now) + 1
+            ends = ends[:done]
+            if ends[-1] > now:
+                yield self.env.timeout(ends[-1] - now)
+        shape = out.shape if self.step_shapes is not None else None
+        progressed = self.scheduler.advance_decodes(out, len(ends), ends, SIM_TOKEN_ID)
+        if self.step_shapes is not None:
+            self.step_shapes.extend(_decode_shapes(shape, len(ends)))
+        self._after_steps(len(ends), ends[-1] - start, progressed, None)
+
+    def _after_steps(self, num_steps: int, busy_s: float, progressed: list[Request], shape) -> None:
+        self.num_steps += num_steps
+        self.busy_s += busy_s
+        if shape is not None and self.step_shapes is not None:
+            self.step_shapes.append(shape)
+        scheduler = self.scheduler
+        self.snapshot = (len(scheduler.waiting), len(scheduler.running), scheduler.block_manager.num_used_blocks)
+        now = self.env.now
+        for request in progressed:                 # a first token or a finish is news to the client
+            if request.first_token_time == now or request.is_finished:
+                self.on_progress(request)
+
+
+def _decode_shapes(first, num_steps: int) -> list:
+    """The shapes of a decode stretch: every context one token longer each step."""
+    from engine.core.step_shape import StepShape
+
+    return [StepShape((), tuple(length + k for length in first.decode_context_lens)) for k in range(num_steps)]

@@ -1,0 +1,208 @@
+"""`plan(scenario, settings) -> PlanResult`: for this traffic, spike included, the cheapest fleet and
+batch settings that hold the SLO, per GPU type and overall, with cost per hour, per request and per
+1M output tokens, the binding constraint, headroom, error bars and the baselines it beats.
+
+Each candidate GPU gets the tensor-parallel degree asked for, or the smallest of 1, 2, 4, 8 at which
+the model's weights leave room for KV (the simulator's own memory math). All searches run through
+one `Runner` (cache, backend, ledger); the answer is the same on every backend for the same seed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+
+from simulator.hardware import get_hardware
+from simulator.model_spec import ModelSpec
+from simulator.planner import comparisons
+from simulator.planner.assemble import assemble, explain_failure
+from simulator.planner.backends import Runner, make_backend
+from simulator.planner.cache import OutcomeCache
+from simulator.planner.ledger import Ledger
+from simulator.planner.search import Answer, Batch, Fleet, confirm_answer, drive, fewest_replicas, fleet_scenario
+from simulator.planner.spec import PlanError, PlanSettings
+from simulator.planner.uncertainty import error_of
+from simulator.scenario import Scenario
+from simulator.simulation import load_traffic, resolve_pool
+
+TP_DEGREES = (1, 2, 4, 8)
+
+
+@dataclass
+class PlanResult:
+    data: dict                   # the JSON answer (`surgeplan plan --json`)
+    ledger: Ledger
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """plan.json, ledger.csv/.json, pareto.html and the two scenarios as YAML in `out_dir`."""
+        from simulator.planner.pareto import write_pareto
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / "plan.json"]
+        written[0].write_text(json.dumps(self.data, indent=1))
+        written += self.ledger.write(out)
+        for name in ("recommended_scenario", "one_fewer_scenario"):
+            if self.data.get(name):
+                written.append(Scenario.model_validate(self.data[name]).save(out / f"{name}.yaml"))
+        written.append(write_pareto(self.ledger.rows, self.data, out / "pareto.html"))
+        return written
+
+
+def plan(scenario: Scenario, settings: PlanSettings | None = None, backend: str = "local", workers: int | None = None,
+         ray_address: str | None = None, cache_dir: str | Path | None = None, progress: bool | None = None,
+         cache: OutcomeCache | None = None) -> PlanResult:
+    started = time.perf_counter()
+    settings = settings or PlanSettings()
+    low, high = settings.replica_range(scenario)
+    traffic = _traffic_facts(scenario)
+    ledger = Ledger()
+    fleets, unfit = _fleets(scenario, settings, low, high, ledger)
+    grid = _grid(settings)
+    runner = Runner(make_backend(backend, workers, ray_address), cache or OutcomeCache(cache_dir), progress)
+    try:
+        confirm_all = settings.confirm == "all"
+        answers = drive(runner, {name: fewest_replicas(fleet, grid, settings.fast_pass, confirm_all, confirm_all)
+                                 for name, fleet in fleets.items()}, ledger)
+        if not confirm_all:
+            _confirm_cheapest(runner, ledger, fleets, answers)
+        per_gpu = [_gpu_row(fleets[name], answers[name]) for name in fleets] + unfit
+        found = [name for name in fleets if answers[name].replicas is not None and answers[name].confirmed]
+        if not found:
+            explain_failure(scenario, fleets, answers, unfit, traffic, runner, ledger)
+        best = min(found, key=lambda name: (_row(per_gpu, name)["cost_per_hour_usd"],
+                                            _row(per_gpu, name)["cost_per_request_usd"] or 0.0))
+        fleet, answer = fleets[best], answers[best]
+        extras = _comparisons(fleet, answer, grid, settings, scenario)
+        results = drive(runner, extras, ledger)
+    finally:
+        runner.close()
+    data = assemble(scenario, settings, fleet, answer, _row(per_gpu, best), per_gpu, results, traffic)
+    evaluated = sum(row["phase"] != "fit check" for row in ledger.rows)
+    data["simulations"] = {"evaluated": evaluated, "simulated": runner.simulated,
+                           "from_cache": evaluated - runner.simulated, "backend": runner.backend.name}
+    data["elapsed_s"] = time.perf_counter() - started
+    return PlanResult(data, ledger)
+
+
+def _confirm_cheapest(runner, ledger: Ledger, fleets: dict[str, Fleet], answers: dict[str, Answer]) -> None:
+    """Confirm (full fleet, one fewer) the cheapest share-pass answer, then the next cheapest as long as a
+    confirmation made the winner dearer than an unconfirmed estimate."""
+    def estimate(name: str) -> float:
+        answer = answers[name]
+        price = answer.outcome.get("facts", {}).get("price_usd_per_gpu_hour") or 0.0
+        return answer.replicas * fleets[name].tensor_parallel * price
+
+    while True:
+        pending = [name for name, answer in answers.items() if answer.replicas is not None and not answer.confirmed]
+        confirmed = [name for name, answer in answers.items() if answer.replicas is not None and answer.confirmed]
+        if not pending or (confirmed and min(map(estimate, confirmed)) <= min(map(estimate, pending))):
+            return
+        name = min(pending, key=estimate)
+        answers[name] = drive(runner, {name: confirm_answer(fleets[name], answers[name])}, ledger)[name]
+
+
+def _traffic_facts(scenario: Scenario) -> dict:
+    try:
+        trace = load_traffic(scenario)
+    except ValueError as error:
+        raise PlanError(str(error)) from None
+    arrivals = np.asarray(trace.arrival_s)
+    window_s = 10.0
+    counts = np.bincount((arrivals // window_s).astype(int)) if len(arrivals) else np.zeros(1)
+    return {"requests": len(trace), "duration_s": float(trace.duration_s),
+            "mean_rate_per_s": len(trace) / max(float(trace.duration_s), 1e-9),
+            "peak_rate_per_s": float(counts.max()) / window_s, "peak_window_s": window_s}
+
+
+def _grid(settings: PlanSettings) -> list[Batch]:
+    """The largest setting first (it anchors the share pass), then the rest of the grid."""
+    seqs, tokens = sorted(settings.batch.max_num_seqs, reverse=True), sorted(settings.batch.max_num_batched_tokens,
+                                                                                reverse=True)
+    return [Batch(s, t) for s, t in product(dict.fromkeys(seqs), dict.fromkeys(tokens))]
+
+
+def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, ledger: Ledger):
+    """A `Fleet` per candidate that fits; ledger rows (and per-GPU rows) for those that do not."""
+    try:
+        model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
+    except (ValueError, KeyError) as error:
+        raise PlanError(f"model.name: {error}") from None
+    fleets, unfit = {}, []
+    for index, candidate in enumerate(settings.candidate_list(scenario)):
+        try:
+            gpu = get_hardware(candidate.gpu).name
+        except ValueError as error:
+            raise PlanError(f"plan.candidates[{index}].gpu: {error}") from None
+        degrees = [candidate.tensor_parallel] if candidate.tensor_parallel else list(TP_DEGREES)
+        reasons = []
+        for tp in degrees:
+            try:
+                probe = fleet_scenario(scenario, gpu, tp, 1, Batch(scenario.scheduler.max_num_seqs,
+                                                                   scenario.scheduler.max_num_batched_tokens))
+                resolve_pool(probe, model)
+            except ValueError as error:
+                reasons.append(str(error))
+                continue
+            fleets[f"{gpu} TP{tp}"] = Fleet(scenario, gpu, tp, low, high, settings.goodput_share, settings.early_stop)
+            break
+        else:
+            message = reasons[-1] if reasons else "no tensor-parallel degree tried"
+            outcome = {"status": "invalid", "binding": "does_not_fit", "reasons": ["does_not_fit"], "error": message}
+            ledger.add({"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome)
+            unfit.append({"gpu": gpu, "tensor_parallel": degrees[-1], "status": "does_not_fit", "replicas": None,
+                          "reason": message})
+    return fleets, unfit
+
+
+def _row(rows: list[dict], name: str) -> dict:
+    return next(row for row in rows if f"{row['gpu']} TP{row['tensor_parallel']}" == name)
+
+
+def _gpu_row(fleet: Fleet, answer: Answer) -> dict:
+    outcome, summary = answer.outcome, answer.outcome.get("summary", {})
+    facts = outcome.get("facts", {})
+    row = {"gpu": fleet.gpu, "tensor_parallel": fleet.tensor_parallel, "replicas": answer.replicas,
+           "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
+           "max_num_seqs": answer.batch.max_num_seqs, "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
+           "calibration": facts.get("calibration"), "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
+           "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"), "batch_grid": answer.grid}
+    if answer.replicas is None:
+        reason = outcome.get("binding") or "slo"
+        status = reason if outcome["status"] == "invalid" else "exceeds_max_fleet"
+        return row | {"status": status, "reason": outcome.get("error") or
+                      f"misses {' and '.join(outcome['reasons'])} with {fleet.high} replicas (the most searched)",
+                      "cost_per_hour_usd": None, "cost_per_request_usd": None}
+    ratios = outcome["ratios"]
+    headroom_term = max(ratios, key=ratios.get)
+    below = answer.below
+    return row | {
+        "status": "meets", "cost_per_hour_usd": row["gpus"] * row["price_usd_per_gpu_hour"],
+        "cost_per_request_usd": summary.get("cost_per_request_usd"),
+        "cost_per_million_output_tokens_usd": summary.get("cost_per_million_output_tokens_usd"),
+        "gpu_hours": summary.get("gpu_hours"), "ttft_p99_s": summary.get("ttft_p99_s"),
+        "tpot_p99_s": summary.get("tpot_p99_s"), "abandon_rate": summary.get("abandon_rate"),
+        "checked_by": "full fleet" if answer.confirmed else "share pass (one replica's share of the traffic)",
+        "binding_constraint": below["binding"] if below is not None else f"none: {fleet.low} is the smallest fleet searched",
+        "binding_checked_by": None if below is None else ("full fleet" if answer.below_is_full else "share pass"),
+        "headroom": 1.0 - ratios[headroom_term], "headroom_term": headroom_term, "slo_ratios": ratios}
+
+
+def _comparisons(fleet: Fleet, answer: Answer, grid: list[Batch], settings: PlanSettings, scenario: Scenario) -> dict:
+    extras = {"one_fewer": comparisons.one_fewer(fleet, answer)}
+    if settings.uncertainty:
+        error, _ = error_of(answer.outcome["facts"]["calibration"], settings.assumed_error)
+        extras["slower"] = comparisons.shifted(fleet, answer, 1.0 + error, "step times +error")
+        extras["faster"] = comparisons.shifted(fleet, answer, 1.0 - error, "step times -error")
+    if settings.static_baseline:
+        extras["static"] = comparisons.static_baseline(fleet, answer, settings.fast_pass)
+    if settings.autoscaled:
+        extras["autoscaled"] = comparisons.warm_pool(fleet, answer)
+    if settings.dynamic_batch:
+        target = settings.batch_target_tpot_s or 0.8 * scenario.slo.tpot_p99_s
+        extras["dynamic"] = comparisons.dynamic_batch(fleet, answer, grid, target, settings.fast_pass)
+    return extras

@@ -1,0 +1,239 @@
+"""The capacity search: the fewest replicas (and the batch settings) of one GPU type that hold the SLO.
+
+Meeting the SLO is monotone in the fleet size, so the search bisects on the replica count. A fast
+first pass simulates one replica's share of the traffic (every N-th request: with load-balanced
+routing the N replicas of a fixed fleet are near independent, so the share costs 1/N of a full run)
+to bracket the answer for the first batch setting of the grid; the others are tried at that answer
+and one below it, and bisected further down only if they beat it. A full-fleet simulation then
+confirms the answer (stepping up while it misses) and, unless told otherwise, checks that one replica
+less misses (stepping down while it does not), so the answer is minimal in full-fleet terms.
+
+Searches are generators: they yield a list of (job, ledger context) pairs and receive the outcomes.
+`drive` runs many at once, batching their pending jobs onto the backend each round, so independent
+searches (GPU types, ± error, baselines) fill the worker processes. Each search's path depends only
+on outcomes, never on timing, so any backend gives the same answer.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.planner.evaluate import make_job
+from simulator.scenario import AutoscalerSpec, Scenario
+
+Pair = tuple[dict, dict]                       # (job, ledger context)
+Search = Generator[list[Pair], list[dict], Any]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The scheduler settings a fleet runs with."""
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    policy: str = "continuous"
+    batch_controller: str = "fixed"
+    batch_target_tpot_s: float | None = None
+
+    def scheduler_updates(self) -> dict:
+        updates = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+                   "policy": self.policy, "batch_controller": self.batch_controller}
+        if self.batch_target_tpot_s is not None:
+            updates["batch_target_tpot_s"] = self.batch_target_tpot_s
+        return updates
+
+
+@dataclass
+class Fleet:
+    """One GPU type's search: what to vary, and the shared job options."""
+    base: Scenario
+    gpu: str
+    tensor_parallel: int
+    low: int
+    high: int
+    goodput_share: float | None = None
+    early_stop: bool = True
+    step_scale: float = 1.0
+    label: str = ""                            # ledger phase prefix ("", "static ", "dynamic ")
+
+    def scenario(self, replicas: int, batch: Batch, autoscaler: AutoscalerSpec | None = None) -> Scenario:
+        return fleet_scenario(self.base, self.gpu, self.tensor_parallel, replicas, batch, autoscaler)
+
+    def probe(self, replicas: int, batch: Batch, share: bool, phase: str,
+              autoscaler: AutoscalerSpec | None = None) -> Pair:
+        scenario = self.scenario(replicas, batch, autoscaler)
+        job = make_job(scenario, share=replicas if share else None, step_scale=self.step_scale,
+                       goodput_share=self.goodput_share, early_stop=self.early_stop)
+        context = {"phase": self.label + phase, "gpu": self.gpu, "tensor_parallel": self.tensor_parallel,
+                   "replicas": replicas, "max_num_seqs": batch.max_num_seqs,
+                   "max_num_batched_tokens": batch.max_num_batched_tokens, "policy": batch.policy,
+                   "batch_controller": batch.batch_controller,
+                   "warm_pool": autoscaler.min_replicas if autoscaler is not None else None}
+        return job, context
+
+
+@dataclass
+class Answer:
+    """The fewest replicas found (None: none up to `high`), with the outcomes that show it."""
+    replicas: int | None
+    batch: Batch
+    outcome: dict                              # at `replicas` (full fleet), or at `high` when none meets
+    below: dict | None = None                  # one replica less (full fleet when checked, else the share pass)
+    below_is_full: bool = False
+    grid: list[dict] = field(default_factory=list)   # per batch setting: the share pass's verdicts
+    high: int = 0                              # the largest fleet the search tried
+    confirmed: bool = True                     # False: `outcome` is the share pass's, not a full fleet's
+
+
+def fleet_scenario(base: Scenario, gpu: str, tensor_parallel: int, replicas: int, batch: Batch,
+                   autoscaler: AutoscalerSpec | None = None) -> Scenario:
+    """`base` on `replicas` x `gpu` (TP `tensor_parallel`) with `batch`; a fixed fleet unless `autoscaler`."""
+    data = base.model_dump(mode="json")
+    same_hardware = (base.hardware.gpu, base.hardware.tensor_parallel) == (gpu, tensor_parallel)
+    data["hardware"] = {"gpu": gpu, "tensor_parallel": tensor_parallel,
+                        "calibration": base.hardware.calibration if same_hardware else None}
+    if autoscaler is None:
+        data["cluster"]["autoscaler"]["enabled"] = False
+        data["cluster"]["replicas"] = replicas
+    else:
+        data["cluster"]["autoscaler"] = autoscaler.model_dump(mode="json")
+        data["cluster"]["replicas"] = autoscaler.min_replicas
+    data["scheduler"].update(batch.scheduler_updates())
+    return Scenario.model_validate(data)
+
+
+def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
+    """Run the searches together, each advancing as soon as its own jobs are done; returns each one's
+    result by name. Ledger rows are added search by search, in the order each search asked."""
+    results: dict[str, Any] = {}
+    waiting: dict[str, tuple[list[Pair], list[tuple[str, bool]]]] = {}
+    rows: dict[str, list[tuple[dict, dict, dict, bool]]] = {name: [] for name in searches}
+
+    def advance(name: str, value) -> None:
+        try:
+            pairs = searches[name].send(value)
+        except StopIteration as stop:
+            results[name] = stop.value
+            return
+        waiting[name] = (pairs, [runner.submit(job) for job, _ in pairs])
+
+    for name in list(searches):
+        advance(name, None)
+    while waiting:
+        ready = [name for name, (_, keys) in waiting.items() if all(runner.ready(key) for key, _ in keys)]
+        if not ready:
+            runner.wait([key for _, keys in waiting.values() for key, _ in keys])
+            continue
+        for name in ready:
+            pairs, keys = waiting.pop(name)
+            outcomes = [runner.outcome(key) for key, _ in keys]
+            rows[name] += [(context, job, outcome, not started)
+                           for (job, context), (_, started), outcome in zip(pairs, keys, outcomes)]
+            advance(name, outcomes)
+    if ledger is not None:
+        for name in searches:
+            for context, job, outcome, cached in rows[name]:
+                ledger.add(context | {"search": name}, job, outcome, cached)
+    return results
+
+
+def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: dict | None = None):
+    """Fewest n in [low, high] whose probe meets, assuming monotone; (n or None, {n: outcome})."""
+    seen = {}
+    top = high_known if high_known is not None else (yield [probe(high)])[0]
+    seen[high] = top
+    if not top["meets"]:
+        return None, seen
+    failing, meeting = low - 1, high
+    while meeting - failing > 1:
+        middle = (failing + meeting) // 2
+        outcome = (yield [probe(middle)])[0]
+        seen[middle] = outcome
+        if outcome["meets"]:
+            meeting = middle
+        else:
+            failing = middle
+    return meeting, seen
+
+
+def fewest_replicas(fleet: Fleet, grid: list[Batch], fast_pass: bool = True, check_below: bool = True,
+                    confirm: bool = True):
+    """The search described above, for one GPU type; returns an `Answer` (with `confirm=False`, the share
+    pass's answer, to be confirmed later by `confirm_answer`)."""
+    share = fast_pass
+    first = grid[0]
+    found, seen = yield from bisect(lambda n: fleet.probe(n, first, share, "share pass" if share else "bisect"),
+                                    fleet.low, fleet.high)
+    if found is None and share:   # the share pass can be pessimistic: ask the whole fleet before giving up
+        top = (yield [fleet.probe(fleet.high, first, False, "confirm")])[0]
+        if not top["meets"]:
+            return Answer(None, first, top, grid=[_grid_row(first, fleet.high, top)], high=fleet.high)
+        found, seen = fleet.high, {fleet.high: top}
+        share = False
+    best, best_batch, best_seen = found, first, seen
+    rows = [_grid_row(first, found, seen[found])]
+    others = grid[1:] if found > fleet.low else []
+    if others:                     # can another setting do with one replica less? (misses end early: cheap)
+        below = yield [fleet.probe(found - 1, batch, share, "batch grid") for batch in others]
+        for batch, outcome in zip(others, below):
+            rows.append(_grid_row(batch, found - 1, outcome))
+            if outcome["meets"]:
+                n, more = yield from bisect(lambda k, b=batch: fleet.probe(k, b, share, "batch grid"),
+                                            fleet.low, found - 1, high_known=outcome)
+                if n < best:
+                    best, best_batch, best_seen = n, batch, more
+    if not share:                                          # the search ran on full fleets already
+        below = best_seen.get(best - 1)
+        return Answer(best, best_batch, best_seen[best], below, below is not None, rows, fleet.high)
+    if not confirm:
+        return Answer(best, best_batch, best_seen[best], best_seen.get(best - 1), False, rows, fleet.high, False)
+    return (yield from _confirm(fleet, best, best_batch, best_seen.get(best - 1), check_below, rows))
+
+
+def confirm_answer(fleet: Fleet, answer: Answer, check_below: bool = True):
+    """A share-pass answer confirmed on full fleets (see `_confirm`)."""
+    if answer.confirmed or answer.replicas is None:
+        return answer
+    return (yield from _confirm(fleet, answer.replicas, answer.batch, answer.below, check_below, answer.grid))
+
+
+def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: dict | None, check_below: bool, rows: list[dict]):
+    """Full-fleet confirmation of the share pass's `n`: while it misses, gallop up (+1, +2, +4, ...) and bisect
+    back; then, if asked, step down while one replica less still meets."""
+    probe = lambda k: fleet.probe(k, batch, False, "confirm")  # noqa: E731
+    outcome = (yield [probe(n)])[0]
+    below, below_full = share_below, False
+    if not outcome["meets"]:
+        failing, step, seen = n, 1, {n: outcome}
+        while True:
+            if failing >= fleet.high:
+                return Answer(None, batch, outcome, grid=rows, high=fleet.high)
+            top = min(failing + step, fleet.high)
+            outcome = seen[top] = (yield [probe(top)])[0]
+            if outcome["meets"]:
+                break
+            failing, step = top, step * 2
+        n, more = yield from bisect(probe, failing + 1, top, high_known=outcome)
+        seen |= more
+        return Answer(n, batch, seen[n], seen[n - 1], True, rows, fleet.high)
+    if check_below:
+        while n > fleet.low:
+            fewer = (yield [fleet.probe(n - 1, batch, False, "one fewer")])[0]
+            if not fewer["meets"]:
+                below, below_full = fewer, True
+                break
+            n, outcome, below = n - 1, fewer, None
+        else:
+            below, below_full = None, False
+    return Answer(n, batch, outcome, below, below_full, rows, fleet.high)
+
+
+def _worst(outcome: dict) -> float:
+    """The largest SLO ratio (observed / allowed): the smaller, the more headroom."""
+    return max(outcome["ratios"].values(), default=0.0)
+
+
+def _grid_row(batch: Batch, replicas: int | None, outcome: dict) -> dict:
+    return {"max_num_seqs": batch.max_num_seqs, "max_num_batched_tokens": batch.max_num_batched_tokens,
+            "replicas": replicas, "status": outcome["status"], "reasons": outcome["reasons"],
+            "worst_ratio": _worst(outcome) if outcome["ratios"] else None}

@@ -1,0 +1,94 @@
+"""What a simulation returns: per-request records (the replay client's record type), per-window time
+series, the autoscaler's decisions, and a flat summary — the same metrics a live replay summarises
+(`traces.replay_summary.flat_summary`), plus KV, SLO and cost figures only a simulation knows."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulator.scenario import Scenario
+from traces.replay import RequestRecord
+from traces.replay_summary import flat_summary
+
+if TYPE_CHECKING:
+    from simulator.cluster.cluster import Cluster
+
+
+@dataclass
+class SimResult:
+    scenario: Scenario
+    records: list[RequestRecord]
+    timeseries: list[dict]
+    summary: dict
+    facts: dict
+    decisions: list[dict] = field(default_factory=list)
+    replicas: list[dict] = field(default_factory=list)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [_write_csv(out / "requests.csv", [_request_row(r) for r in self.records]),
+                   _write_csv(out / "timeseries.csv", self.timeseries)]
+        path = out / "timeseries.json"
+        path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
+                                    "replicas": self.replicas, "timeseries": self.timeseries,
+                                    "scenario": self.scenario.model_dump(mode="json")}, indent=1))
+        return written + [path]
+
+
+def _request_row(record: RequestRecord) -> dict:
+    row = record.as_dict()
+    row.pop("itl_s", None)
+    return row
+
+
+def _write_csv(path: Path, rows: list[dict]) -> Path:
+    columns: list[str] = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict) -> SimResult:
+    records = cluster.records
+    summary = flat_summary(records, end_s)
+    slo = scenario.slo
+    ok = [r for r in records if r.ok]
+    within = sum(1 for r in ok if (r.ttft_s or 0.0) <= slo.ttft_p99_s and (r.tpot_s or 0.0) <= slo.tpot_p99_s)
+    abandoned = summary["timed_out"] + summary["rejected"]
+    abandon_rate = abandoned / len(records) if records else 0.0
+    queries = sum(r.scheduler.block_manager.num_prefix_queries for r in cluster.replicas)
+    hits = sum(r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas)
+    gpu_hours = cluster.gpu_hours(end_s)
+    cost = gpu_hours * facts["price_usd_per_gpu_hour"]
+    output_tokens = sum(r.output_tokens for r in ok)
+    ttft_ok = summary["ttft_p99_s"] is not None and summary["ttft_p99_s"] <= slo.ttft_p99_s
+    tpot_ok = summary["tpot_p99_s"] is None or summary["tpot_p99_s"] <= slo.tpot_p99_s
+    summary.update({
+        "kv_utilization": cluster.monitor.kv_utilization,
+        "kv_usage_peak": max((row["kv_usage"] for row in cluster.monitor.rows), default=0.0),
+        "block_allocations": sum(r.scheduler.block_manager.num_allocations for r in cluster.replicas),
+        "prefix_hit_rate": hits / queries if queries else 0.0,
+        "abandon_rate": abandon_rate,
+        "slo_attainment": within / len(records) if records else 1.0,
+        "meets_slo": bool(ttft_ok and tpot_ok and abandon_rate <= slo.max_abandon_rate and summary["in_flight"] == 0),
+        "replicas_peak": max((row["replicas_serving"] + row["replicas_starting"] for row in cluster.monitor.rows),
+                             default=len(cluster.replicas)),
+        "gpu_hours": gpu_hours, "cost_usd": cost,
+        "cost_per_request_usd": cost / len(ok) if ok else None,
+        "cost_per_million_output_tokens_usd": cost / output_tokens * 1e6 if output_tokens else None,
+        "simulated_s": end_s, "cpu_s": facts.get("cpu_s"),
+    })
+    replicas = [{"replica": r.replica_id, "requested_at_s": r.requested_at_s, "ready_at_s": r.ready_at_s,
+                 "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
+                 "preemptions": r.scheduler.num_preemptions} for r in cluster.replicas]
+    decisions = cluster.autoscaler.decisions if cluster.autoscaler is not None else []
+    return SimResult(scenario, records, cluster.monitor.rows, summary, facts, decisions, replicas)

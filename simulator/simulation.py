@@ -1,0 +1,164 @@
+"""`simulate(scenario) -> SimResult`: resolve a scenario into a cluster and run it.
+
+Resolution is where bad scenarios are caught, one clear error each: an unknown GPU, a model that does
+not fit the GPU at that tensor-parallel degree, a calibration made for another model, a request
+longer than `max_model_len`. The KV pool per replica comes from the same memory math the live engine
+sizes itself with (`kv_blocks_available`). Prefix caching acts when the trace names its prompt blocks
+(hash ids, as Mooncake traces do): prompts are then made of `traces`' hash-consistent tokens;
+without hash ids no two prompts share a block, so the cache could never hit and is left off.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.config import CacheConfig, SchedulerConfig
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.schema import Calibration, resolve_calibration
+from simulator.calibration.shipped import calibration_for
+from simulator.cluster.autoscaler import Autoscaler
+from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.hardware import get_hardware
+from simulator.model_spec import ModelSpec, kv_blocks_available
+from simulator.result import SimResult, summarize
+from simulator.scenario import Scenario
+from traces import Trace, load_trace, synthesize
+from traces.synthetic import SyntheticTraceSpec
+from traces.tokens import PromptTokenSynthesizer
+from traces.transforms import assign_tenants, cap_lengths, scale_rate, share_prefixes
+
+
+def load_traffic(scenario: Scenario) -> Trace:
+    spec = scenario.traffic
+    if spec.trace is not None:
+        if not Path(spec.trace).exists():
+            raise ValueError(f"traffic.trace: {spec.trace} does not exist; expected a trace file")
+        trace = load_trace(spec.trace, format=spec.trace_format)
+    else:
+        trace = synthesize(SyntheticTraceSpec(arrivals=spec.arrivals, prompt=spec.prompt, output=spec.output,
+                                              duration_s=spec.duration_s, seed=scenario.seed, name=scenario.name))
+    if spec.rate_scale != 1.0:
+        trace = scale_rate(trace, spec.rate_scale)
+    if spec.max_requests is not None:
+        trace = trace.select(slice(0, spec.max_requests), step=f"first {spec.max_requests}")
+    if spec.shared_prefix_groups is not None:
+        trace = share_prefixes(trace, spec.shared_prefix_groups, spec.shared_prefix_tokens,
+                               scenario.scheduler.block_size, seed=scenario.seed)
+    if spec.tenants:
+        trace = assign_tenants(trace, spec.tenants, seed=scenario.seed)
+    return trace
+
+
+def resolve_calibration_for(scenario: Scenario) -> Calibration:
+    hardware = scenario.hardware
+    if hardware.calibration is None:
+        return calibration_for(scenario.model.name, hardware.gpu, hardware.tensor_parallel)
+    calibration = resolve_calibration(hardware.calibration)
+    if calibration.model.name != scenario.model.name:
+        raise ValueError(f"hardware.calibration {hardware.calibration!r} was made for model "
+                         f"{calibration.model.name!r}, not {scenario.model.name!r}; expected a calibration of the "
+                         "scenario's model")
+    return calibration
+
+
+def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
+    settings, hardware = scenario.scheduler, scenario.hardware
+    if settings.num_kv_blocks is not None:
+        return settings.num_kv_blocks
+    gpu = get_hardware(hardware.gpu)
+    blocks = kv_blocks_available(model, gpu, hardware.tensor_parallel, settings.gpu_memory_utilization,
+                                 settings.block_size)
+    if blocks < 1:
+        weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
+        raise ValueError(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
+                         f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
+                         f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
+                         "larger tensor_parallel, a bigger GPU or a smaller dtype")
+    return blocks
+
+
+def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None) -> tuple[Cluster, dict]:
+    """The cluster for a scenario and its traffic, and the facts resolved on the way."""
+    model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
+    gpu = get_hardware(scenario.hardware.gpu)
+    calibration = calibration or resolve_calibration_for(scenario)
+    settings = scenario.scheduler
+    max_model_len = settings.max_model_len or model.max_position_embeddings
+    num_blocks = resolve_pool(scenario, model)
+    if scenario.traffic.too_long != "error":
+        trace, _ = cap_lengths(trace, max_model_len, scenario.traffic.too_long)
+    too_long = np.flatnonzero(trace.prompt_tokens + trace.output_tokens > max_model_len)
+    if len(too_long):
+        i = int(too_long[0])
+        raise ValueError(f"traffic: request {i} has {int(trace.prompt_tokens[i])} prompt + {int(trace.output_tokens[i])} "
+                         f"output tokens, longer than max_model_len={max_model_len} ({len(too_long)} such requests); "
+                         "expected shorter requests: set traffic.too_long to clip or drop, or raise scheduler.max_model_len")
+    if np.any(trace.output_tokens < 1):
+        trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
+    caching = settings.enable_prefix_caching and trace.hash_ids is not None
+    scheduler_config = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=max_model_len,
+                                       max_num_batched_tokens=settings.max_num_batched_tokens, policy=settings.policy,
+                                       batch_controller=settings.batch_controller,
+                                       batch_target_tpot_s=settings.batch_target_tpot_s)
+    cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
+                               tenant_block_quota=settings.tenant_block_quota)
+    need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
+        -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
+    if need > num_blocks:
+        raise ValueError(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
+                         f"may need {need}; expected a larger pool (gpu_memory_utilization, tensor_parallel) or "
+                         "shorter requests")
+    autoscaler = scenario.cluster.autoscaler
+    cold_start = autoscaler.cold_start
+    weight_load_s = cold_start.weight_load_s
+    if weight_load_s is None:
+        weight_load_s = model.weight_bytes_per_gpu(scenario.hardware.tensor_parallel) / cold_start.weight_load_bytes_per_s
+    cold_start_s = cold_start.provisioning_s + weight_load_s + cold_start.warmup_s
+    config = ClusterConfig(
+        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=CostModel.from_calibration(calibration),
+        tensor_parallel=scenario.hardware.tensor_parallel,
+        initial_replicas=max(scenario.cluster.replicas, autoscaler.min_replicas if autoscaler.enabled else 1),
+        router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
+        ttft_timeout_s=scenario.clients.ttft_timeout_s, max_retries=scenario.clients.max_retries,
+        retry_backoff_s=scenario.clients.retry_backoff_s, cold_start_s=cold_start_s, window_s=scenario.window_s,
+        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed)
+    prompt_ids = None
+    if caching:
+        synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
+        prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
+    cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(), trace.output_tokens.tolist(),
+                      trace.tenant.tolist(), prompt_ids)
+    price = scenario.prices.gpu_usd_per_hour
+    cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
+    if autoscaler.enabled:
+        cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
+    facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
+             "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
+             "prefix_caching": caching, "cold_start_s": cold_start_s,
+             "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
+             "calibration": {"name": calibration.name, "label": calibration.label,
+                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration)},
+             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}}
+    return cluster, facts
+
+
+def _fit_error(calibration: Calibration) -> float | None:
+    fit = calibration.cost_model
+    if fit is None or not fit.fit_errors:
+        return None
+    error = fit.fit_errors[0]
+    return error.mape_cross_validated if error.mape_cross_validated is not None else error.mape_train
+
+
+def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, trace: Trace | None = None,
+             calibration: Calibration | None = None) -> SimResult:
+    """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
+    started = time.process_time()
+    trace = load_traffic(scenario) if trace is None else trace
+    cluster, facts = build_cluster(scenario, trace, calibration)
+    end_s = cluster.run(scenario.horizon_s, progress)
+    facts["cpu_s"] = time.process_time() - started
+    return summarize(scenario, cluster, end_s, facts)

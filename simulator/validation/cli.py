@@ -1,0 +1,100 @@
+"""`surgeplan validate`: run the live engine and the simulator on the same trace at several loads and
+print, per metric, measured vs simulated, the relative error and the live engine's noise floor."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+SHOWN = ("throughput_rps", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
+         "queue_mean_s", "preemptions", "kv_utilization")
+
+
+def _value(key: str, value) -> str:
+    if value is None:
+        return "n/a"
+    if key.endswith("_s"):
+        return f"{value * 1e3:.1f} ms"
+    return f"{value:.3g}"
+
+
+def format_result(result: dict) -> str:
+    lines = [f"trace {result['trace']['name']}: {result['trace']['requests']} requests, prompts "
+             f"{result['trace']['mean_prompt_tokens']:.0f} / outputs {result['trace']['mean_output_tokens']:.0f} tokens "
+             f"on average; capacity {result['capacity_rps']:.2f} requests/s (offline run)"]
+    for level in result["levels"]:
+        used = level["used_calibration"]
+        lines.append(f"\nload {level['load']:.0%} ({level['rate_rps']:.2f} requests/s), calibration: {used} "
+                     f"({result['calibration'][used]['name']})")
+        lines.append(f"{'metric':<20}{'measured':>12}{'simulated':>12}{'error':>10}{'noise':>9}  other calibration")
+        others = {name: entry for name, entry in level["by_calibration"].items() if name != used}
+        for key in SHOWN:
+            error = level["relative_error"].get(key)
+            floor = (level["noise_floor"] or {}).get(key)
+            other = "; ".join(f"{name} {entry['relative_error'][key]:+.1%}" for name, entry in others.items()
+                              if entry["relative_error"].get(key) is not None)
+            absolute = level["absolute_error_ms"].get(key)
+            note = f" ({absolute:+.1f} ms)" if absolute is not None else ""
+            lines.append(f"{key:<20}{_value(key, level['measured'][key]):>12}{_value(key, level['simulated'][key]):>12}"
+                         f"{'n/a' if error is None else f'{error:+.1%}':>10}{'n/a' if floor is None else f'{floor:.1%}':>9}"
+                         f"  {other}{note}{'  below noise' if level['verdict'][key] == 'below noise' else ''}")
+    return "\n".join(lines)
+
+
+def validate_command(
+    trace: Path = typer.Option(..., "--trace", help="any trace format `traces` reads"),
+    model: str = typer.Option("cpu-small", "--model", help="model preset (dummy weights)"),
+    num_requests: int = typer.Option(64, "--num-requests", min=2),
+    max_prompt_tokens: int = typer.Option(256, "--max-prompt-tokens", min=1),
+    max_output_tokens: int = typer.Option(64, "--max-output-tokens", min=1),
+    length_scale: Optional[float] = typer.Option(None, "--length-scale", help="multiply lengths (then clip)"),
+    load_levels: str = typer.Option("0.5,0.8,1.1", "--load-levels", help="shares of the measured capacity"),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="a calibration made elsewhere"),
+    profile: str = typer.Option("quick", "--profile", help="quick: profile the grid now; none: workload fit only"),
+    repeats: int = typer.Option(2, "--repeats", min=1, help="live runs per level (2 gives the noise floor)"),
+    num_kv_blocks: int = typer.Option(512, "--num-kv-blocks", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    via: str = typer.Option("engine", "--via", help="engine: in-process LLMEngine; http: surgeplan serve + replay"),
+    save_steps: Optional[Path] = typer.Option(None, "--save-steps", help="write the capacity run's step log here"),
+    out: Optional[Path] = typer.Option(None, "--out", help="results JSON"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="plotly HTML of errors vs noise floor"),
+) -> None:
+    """Live engine vs simulator on the same trace: the simulator's error, with the engine's noise floor."""
+    from simulator.validation.validate import validate
+
+    try:
+        levels = tuple(float(x) for x in load_levels.split(","))
+    except ValueError:
+        typer.echo(f"error: --load-levels {load_levels!r}; expected numbers like 0.5,0.8,1.1", err=True)
+        raise typer.Exit(code=2) from None
+    try:
+        result = validate(model, trace, num_requests, max_prompt_tokens, max_output_tokens, length_scale, levels,
+                          calibration, profile, repeats, seed, num_kv_blocks=num_kv_blocks, save_steps=save_steps, via=via,
+                          progress=(lambda message: typer.echo(message, err=True)) if sys.stderr.isatty() else None)
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    typer.echo(format_result(result))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
+    if plot is not None:
+        write_plot(result, plot)
+
+
+def write_plot(result: dict, path: Path) -> Path:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for level in result["levels"]:
+        keys = [key for key in SHOWN if level["relative_error"].get(key) is not None]
+        figure.add_bar(name=f"error at {level['load']:.0%}", x=keys, y=[100 * level["relative_error"][k] for k in keys])
+        if level["noise_floor"]:
+            figure.add_scatter(name=f"noise floor at {level['load']:.0%}", x=keys, mode="markers",
+                               y=[100 * (level["noise_floor"].get(k) or 0) for k in keys])
+    figure.update_layout(title="simulated vs measured, relative error (%)", yaxis_title="%", barmode="group")
+    figure.write_html(path, include_plotlyjs=True)
+    return path

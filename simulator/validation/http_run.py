@@ -1,0 +1,73 @@
+"""The live side of `surgeplan validate --via http`: `surgeplan serve` in a child process on a free
+loopback port, driven by the replay client, so the HTTP path's own costs (request parsing, streaming,
+thread hand-offs between the event loop and the engine) are in what is measured. Gives the same
+`LiveRun` as the in-process engine, less the step log (the server does not expose it)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+
+from simulator.calibration.live_run import LiveRequests, LiveRun, StepLog
+from simulator.calibration.schema import EngineSettings
+from traces import Trace
+from traces.replay import ReplayConfig, replay
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class HttpEngine:
+    def __init__(self, model: str, settings: EngineSettings, num_kv_blocks: int, seed: int = 0,
+                 startup_timeout_s: float = 180.0):
+        self.model, self.settings, self.num_kv_blocks = model, settings, num_kv_blocks
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "surgeplan_cli", "serve", "--model", model, "--load-format", "dummy",
+                   "--seed", str(seed), "--block-size", str(settings.block_size), "--num-kv-blocks", str(num_kv_blocks),
+                   "--max-num-seqs", str(settings.max_num_seqs),
+                   "--max-num-batched-tokens", str(settings.max_num_batched_tokens),
+                   "--max-model-len", str(settings.max_model_len), "--no-enable-prefix-caching",
+                   "--host", "127.0.0.1", "--port", str(self.port), "--uvicorn-log-level", "warning"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ValueError(f"surgeplan serve exited with {self.process.returncode}: {self.process.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.close()
+        raise ValueError(f"surgeplan serve did not answer /health on {self.url} within {startup_timeout_s:.0f} s")
+
+    device = "cpu (over HTTP)"
+
+    def run(self, requests: LiveRequests, seed: int = 0, progress=None) -> LiveRun:
+        trace = Trace(np.asarray(requests.arrival_s, dtype=float), np.asarray(requests.prompt_tokens),
+                      np.asarray(requests.output_tokens), name="validate")
+        result = asyncio.run(replay(trace, ReplayConfig(url=self.url, seed=seed, min_token_id=3)))
+        failed = [r for r in result.records if not r.ok]
+        if failed:
+            raise ValueError(f"{len(failed)} requests failed over HTTP (first: {failed[0].status} {failed[0].error}); "
+                             "expected every request served")
+        duration = max((r.arrival_s + r.e2e_s for r in result.records), default=0.0)
+        return LiveRun(result.records, StepLog(), duration, None, sum(r.num_preemptions for r in result.records))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()

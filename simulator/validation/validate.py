@@ -1,0 +1,175 @@
+"""`validate(...)`: the live engine and the simulator on the same trace, at several loads, with the
+simulator's error and the live engine's noise floor side by side.
+
+1. Requests from any trace `traces` reads; lengths clipped (or scaled) to fit the small model.
+2. Capacity first: the requests all at once through the live engine; its request rate is 100%.
+   The steps of that run also fit the workload calibration (`from_steps`), on a workload other than
+   the ones validated.
+3. Per load level: arrivals rescaled to that share of capacity; the live engine serves them in real
+   time (repeated for the noise floor); the simulator runs the same requests on one replica with the
+   live engine's exact settings and KV block count, under each calibration (grid-fitted when given or
+   profiled, and workload-fitted); summaries, relative errors, absolute errors under 50 ms.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.config import CacheConfig, SchedulerConfig
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.from_steps import calibration_from_steps
+from simulator.calibration.live_run import LiveEngine, LiveRequests
+from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
+from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.validation.compare import (absolute_errors_ms, noise_floor, relative_errors, summary_of, verdicts)
+from traces import load_trace
+
+
+def prepare_requests(trace_path: str | Path, num_requests: int, max_prompt_tokens: int, max_output_tokens: int,
+                     length_scale: float | None, max_model_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """(arrival offsets, prompt lengths, output lengths, trace name) of the first requests with output."""
+    try:
+        trace = load_trace(trace_path)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--trace {trace_path}: cannot read it as a trace ({error})") from None
+    keep = np.flatnonzero(trace.output_tokens >= 1)[:num_requests]
+    if len(keep) == 0:
+        raise ValueError(f"--trace {trace_path}: no request with output tokens; expected a trace of served requests")
+    arrival = trace.arrival_s[keep] - trace.arrival_s[keep[0]]
+    prompt, output = trace.prompt_tokens[keep].astype(float), trace.output_tokens[keep].astype(float)
+    if length_scale is not None:
+        prompt, output = prompt * length_scale, output * length_scale
+    prompt = np.clip(np.rint(prompt), 1, max_prompt_tokens).astype(int)
+    output = np.clip(np.rint(output), 1, max_output_tokens).astype(int)
+    prompt = np.minimum(prompt, max_model_len - output)
+    return arrival, prompt, output, trace.name
+
+
+def at_load(arrival: np.ndarray, capacity_rps: float, load: float) -> tuple[np.ndarray, float]:
+    """Arrival offsets compressed or stretched so the mean rate is `load` × capacity."""
+    if load <= 0:
+        raise ValueError(f"load level {load}; expected a share of capacity > 0 (0.5 is half)")
+    n = len(arrival)
+    rate = load * capacity_rps
+    span = arrival[-1] if n > 1 and arrival[-1] > 0 else 1.0
+    natural_rate = (n - 1) / span if n > 1 else rate
+    return arrival * (natural_rate / rate), rate
+
+
+def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests) -> tuple[list, float, float | None]:
+    """The same requests on one simulated replica with the live engine's settings and KV pool."""
+    settings = live.settings
+    config = ClusterConfig(
+        scheduler_config=SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=settings.max_model_len,
+                                         max_num_batched_tokens=settings.max_num_batched_tokens),
+        cache_config=CacheConfig(block_size=settings.block_size, num_kv_blocks=live.num_kv_blocks,
+                                 enable_prefix_caching=False),
+        cost_model=CostModel.from_calibration(calibration), tensor_parallel=1, initial_replicas=1,
+        router_policy="round_robin", max_waiting_per_replica=None, ttft_timeout_s=None, max_retries=0,
+        retry_backoff_s=1.0, cold_start_s=0.0, window_s=1.0, scrape_interval_s=None, seed=0)
+    n = len(requests.arrival_s)
+    cluster = Cluster(config, [float(a) for a in requests.arrival_s], [int(p) for p in requests.prompt_tokens],
+                      [int(o) for o in requests.output_tokens], ["default"] * n)
+    end = cluster.run()
+    return cluster.records, end, cluster.monitor.kv_utilization
+
+
+def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int = 64, max_prompt_tokens: int = 256,
+             max_output_tokens: int = 64, length_scale: float | None = None,
+             load_levels: tuple[float, ...] = (0.5, 0.8, 1.1), calibration: str | Path | None = None,
+             profile: str = "quick", repeats: int = 2, seed: int = 0, settings: EngineSettings | None = None,
+             num_kv_blocks: int = 512, save_steps: str | Path | None = None, via: str = "engine",
+             progress=None) -> dict:
+    """Runs everything and returns the JSON-ready result (see the module docstring)."""
+    settings = settings or EngineSettings(block_size=16, max_num_seqs=32, max_num_batched_tokens=512,
+                                          max_model_len=512, enable_prefix_caching=False)
+    if repeats < 1:
+        raise ValueError(f"--repeats {repeats}; expected ≥ 1")
+    for load in load_levels:
+        at_load(np.zeros(2), 1.0, load)          # a bad level fails now, not after the live runs
+    arrival, prompt, output, trace_name = prepare_requests(trace, num_requests, max_prompt_tokens, max_output_tokens,
+                                                           length_scale, settings.max_model_len)
+    if via not in ("engine", "http"):
+        raise ValueError(f"--via {via!r}; expected engine or http")
+    grid = _grid_calibration(model, calibration, profile, seed)
+    if via == "http" and grid is None:
+        raise ValueError("--via http records no step log to fit on; expected --calibration FILE or --profile quick")
+    say = progress or (lambda message: None)
+    if via == "http":
+        from simulator.validation.http_run import HttpEngine
+        live = HttpEngine(model, settings, num_kv_blocks, seed=seed)
+    else:
+        live = LiveEngine(model, settings, num_kv_blocks, seed=seed)
+    try:
+        return _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration,
+                              repeats, seed, save_steps, say, via)
+    finally:
+        if via == "http":
+            live.close()
+
+
+def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration, repeats, seed,
+                   save_steps, say, via) -> dict:
+    settings, model, num_kv_blocks = live.settings, live.model, live.num_kv_blocks
+    say("capacity: all requests at once")
+    offline = live.run(LiveRequests(np.zeros(len(arrival)), prompt, output), seed=seed)
+    capacity_rps = len(arrival) / offline.duration_s
+    calibrations = {}
+    if via == "engine":
+        steps_path = Path(save_steps) if save_steps else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
+        offline.steps.save(steps_path, model, settings, num_kv_blocks, live.device)
+        calibrations["workload"] = calibration_from_steps(steps_path)
+    if grid is not None:
+        calibrations["grid"] = grid
+    levels = []
+    for load in load_levels:
+        offsets, rate = at_load(arrival, capacity_rps, load)
+        requests = LiveRequests(offsets, prompt, output)
+        runs = []
+        for repeat in range(repeats):
+            say(f"load {load:.0%}: live run {repeat + 1} of {repeats} at {rate:.2f} requests/s")
+            runs.append(live.run(requests, seed=seed))
+        measured = summary_of(runs[0].records, runs[0].duration_s, runs[0].kv_utilization)
+        floor = noise_floor(measured, summary_of(runs[1].records, runs[1].duration_s, runs[1].kv_utilization)) \
+            if repeats > 1 else None
+        level = {"load": load, "rate_rps": rate, "measured": measured, "noise_floor": floor, "by_calibration": {}}
+        for name, chosen in calibrations.items():
+            records, end, kv = simulate_like(live, chosen, requests)
+            simulated = summary_of(records, end, kv)
+            errors = relative_errors(measured, simulated)
+            level["by_calibration"][name] = {"simulated": simulated, "relative_error": errors,
+                                             "absolute_error_ms": absolute_errors_ms(measured, simulated),
+                                             "verdict": verdicts(errors, floor)}
+        used = "grid" if "grid" in calibrations and (calibration is not None or via == "http") else "workload"
+        level.update(used_calibration=used, **{key: level["by_calibration"][used][key]
+                                                for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")})
+        levels.append(level)
+    return {"levels": levels, "capacity_rps": capacity_rps,
+            "calibration": {name: {"name": c.name, "label": c.label, "method": c.provenance.method,
+                                   "fit_error": c.cost_model.fit_errors[0].model_dump() if c.cost_model.fit_errors else None}
+                            for name, c in calibrations.items()},
+            "trace": {"path": str(trace), "name": trace_name, "requests": len(arrival),
+                      "mean_prompt_tokens": float(prompt.mean()), "mean_output_tokens": float(output.mean())},
+            "engine": {**settings.model_dump(), "num_kv_blocks": num_kv_blocks, "model": model, "device": live.device,
+                       "via": via},
+            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                        "python": platform.python_version(), "date": dt.date.today().isoformat()}}
+
+
+def _grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int) -> Calibration | None:
+    if calibration is not None:
+        chosen = resolve_calibration(calibration)
+        if chosen.model.name != model:
+            raise ValueError(f"--calibration {calibration}: made for model {chosen.model.name!r}, not {model!r}; "
+                             "expected a calibration of the validated model")
+        return chosen
+    if profile == "quick":
+        from simulator.calibration.profile import profile as run_profile
+        return run_profile(model, quick=True, seed=seed, progress=False)
+    if profile != "none":
+        raise ValueError(f"--profile {profile!r}; expected quick or none")
+    return None

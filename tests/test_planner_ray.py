@@ -1,0 +1,23 @@
+"""The Ray backend: a local Ray instance gives the answer and ledger of the serial path, by the same code
+path (`evaluate_job` on each job). Skipped where Ray is not installed (it is an optional extra:
+`pip install surgeplan[ray]`); CI does not need it."""
+import pytest
+
+from simulator.planner.recommend import plan
+from test_planner_helpers import quick_settings, spike_scenario
+
+ray = pytest.importorskip("ray")
+
+
+def test_ray_gives_the_serial_answer():
+    scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
+    serial = plan(scenario, settings, workers=1, progress=False)
+    on_ray = plan(scenario, settings, backend="ray", workers=2, progress=False)
+    assert on_ray.data["simulations"]["backend"] == "local Ray instance"
+    strip = ("elapsed_s", "simulations")
+    assert {k: v for k, v in on_ray.data.items() if k not in strip} == \
+        {k: v for k, v in serial.data.items() if k not in strip}
+    volatile = ("cpu_s", "cached")
+    assert [{k: v for k, v in row.items() if k not in volatile} for row in on_ray.ledger.rows] == \
+        [{k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows]
+    assert not ray.is_initialized()            # the planner shut down the instance it started

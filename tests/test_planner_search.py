@@ -1,0 +1,112 @@
+"""The capacity search: the answer meets the SLO and one replica less misses it (re-checked with plain
+`simulate` on the scenarios the plan writes out), bisection finds the least meeting size of any monotone
+predicate, worker processes give the serial path's answer, and results are cached by scenario hash."""
+import random
+
+import pytest
+
+from simulator.planner.backends import LocalBackend, Runner
+from simulator.planner.cache import OutcomeCache
+from simulator.planner.evaluate import make_job
+from simulator.planner.recommend import plan
+from simulator.planner.search import bisect, drive
+from simulator.scenario import Scenario
+from simulator.simulation import simulate
+from test_planner_helpers import quick_settings, spike_scenario
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return plan(spike_scenario(), quick_settings(), workers=1, progress=False)
+
+
+def test_answer_is_minimal_by_plain_simulation(small_plan):
+    data = small_plan.data
+    recommended = Scenario.model_validate(data["recommended_scenario"])
+    fewer = Scenario.model_validate(data["one_fewer_scenario"])
+    assert recommended.cluster.replicas == data["recommendation"]["replicas"] >= 2
+    assert fewer.cluster.replicas == recommended.cluster.replicas - 1
+    assert simulate(recommended).summary["meets_slo"] is True
+    missed = simulate(fewer).summary
+    assert missed["meets_slo"] is False
+    # the binding constraint is a term that one replica less really misses
+    binding = data["recommendation"]["binding_constraint"]
+    assert binding in ("slo_ttft", "slo_tpot", "timeouts")
+    limits = {"slo_ttft": ("ttft_p99_s", recommended.slo.ttft_p99_s), "slo_tpot": ("tpot_p99_s", recommended.slo.tpot_p99_s)}
+    if binding in limits:
+        key, limit = limits[binding]
+        assert missed[key] is None or missed[key] > limit
+    else:
+        assert missed["abandon_rate"] > recommended.slo.max_abandon_rate
+
+
+def test_answer_figures_are_consistent(small_plan):
+    rec = small_plan.data["recommendation"]
+    price = small_plan.data["per_gpu_type"][0]["price_usd_per_gpu_hour"]
+    assert rec["gpus"] == rec["replicas"] * rec["tensor_parallel"]
+    assert rec["cost_per_hour_usd"] == pytest.approx(rec["gpus"] * price)
+    assert 0 < rec["cost_per_request_usd"] < rec["cost_per_hour_usd"]
+    assert 0 <= rec["headroom"] < 1 and rec["one_fewer_misses"] is True
+    assert rec["calibration"]["label"] in ("measured", "fitted", "derived")
+
+
+class _FakeRunner:
+    """Outcomes from a predicate, no simulation: for the search logic alone."""
+
+    def __init__(self, meets):
+        self.meets, self.calls = meets, []
+
+    def submit(self, job):
+        self.calls.append(job)
+        return len(self.calls) - 1, True
+
+    def ready(self, key):
+        return True
+
+    def wait(self, keys):
+        raise AssertionError("never waits: every fake outcome is ready")
+
+    def outcome(self, key):
+        n = self.calls[key]
+        return {"meets": self.meets(n), "status": "meets" if self.meets(n) else "misses", "reasons": [], "ratios": {}}
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_bisect_finds_least_meeting_size(trial):
+    rng = random.Random(trial)
+    low, high = rng.randint(1, 5), rng.randint(6, 200)
+    answer = rng.randint(low, high + 3)                 # beyond `high`: none meets
+    runner = _FakeRunner(lambda n: n >= answer)
+    found = drive(runner, {"s": bisect(lambda n: (n, {}), low, high)})["s"]
+    expected = answer if answer <= high else None
+    assert found[0] == expected
+    assert len(runner.calls) <= high.bit_length() + 2           # logarithmic
+
+
+def test_processes_give_the_serial_answer(small_plan):
+    parallel = plan(spike_scenario(), quick_settings(), workers=2, progress=False)
+    strip = ("elapsed_s", "simulations")
+    assert {k: v for k, v in parallel.data.items() if k not in strip} == \
+        {k: v for k, v in small_plan.data.items() if k not in strip}
+    volatile = ("cpu_s", "cached")
+    assert [{k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows] == \
+        [{k: v for k, v in row.items() if k not in volatile} for row in small_plan.ledger.rows]
+
+
+def test_outcomes_are_cached_by_scenario_hash(tmp_path):
+    scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
+    first = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)
+    assert first.data["simulations"]["simulated"] > 0 and len(list(tmp_path.glob("*.json"))) > 0
+    again = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)   # a fresh cache object
+    assert again.data["simulations"]["simulated"] == 0
+    assert again.data["recommendation"] == first.data["recommendation"]
+    # another seed is another scenario: a different key
+    assert make_job(scenario)["scenario"] != make_job(spike_scenario(duration_s=60, seed=1))["scenario"]
+
+
+def test_runner_simulates_a_repeated_job_once():
+    runner = Runner(LocalBackend(1), OutcomeCache(), progress=False)
+    job = make_job(spike_scenario(duration_s=30), share=4)
+    keys = [runner.submit(job) for _ in range(3)]
+    assert [started for _, started in keys] == [True, False, False] and runner.simulated == 1
+    assert len({runner.outcome(key)["key"] for key, _ in keys}) == 1

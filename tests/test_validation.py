@@ -1,0 +1,87 @@
+"""`surgeplan validate`: end to end on a small trace, the error arithmetic on hand-made records, and
+one clear error per bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.validation.compare import absolute_errors_ms, noise_floor, relative_errors, summary_of, verdicts
+from simulator.validation.validate import at_load
+from traces import Trace
+from traces.replay import RequestRecord
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record(i, ttft, e2e, output=11):
+    return RequestRecord(index=i, tenant="t", arrival_s=float(i), prompt_tokens=10, expected_output_tokens=output,
+                         status="ok", output_tokens=output, ttft_s=ttft, e2e_s=e2e, queue_s=ttft / 2)
+
+
+def test_error_arithmetic_on_hand_made_records():
+    measured = summary_of([_record(0, 0.10, 1.10), _record(1, 0.30, 1.30)], duration_s=2.0, kv_utilization=0.9)
+    simulated = summary_of([_record(0, 0.11, 1.21), _record(1, 0.33, 1.43)], duration_s=2.0, kv_utilization=0.9)
+    assert measured["ttft_mean_s"] == pytest.approx(0.2) and measured["tpot_mean_s"] == pytest.approx(0.1)
+    errors = relative_errors(measured, simulated)
+    assert errors["ttft_mean_s"] == pytest.approx(0.1)            # every TTFT 10% longer
+    assert errors["tpot_mean_s"] == pytest.approx(0.1)            # (e2e − ttft) 10% longer too
+    assert errors["throughput_rps"] == 0.0 and errors["kv_utilization"] == 0.0
+    assert errors["preemptions"] is None                          # measured 0: no relative error
+    small = absolute_errors_ms(measured, simulated)
+    assert set(small) == {"queue_mean_s"} or "queue_mean_s" not in small or small["queue_mean_s"] == pytest.approx(10.0)
+    floor = noise_floor(measured, simulated)
+    assert verdicts(errors, floor)["ttft_mean_s"] == "below noise"
+    assert verdicts(errors, {key: 0.01 for key in floor})["ttft_mean_s"] == "+10.0%"
+
+
+def test_load_levels_rescale_the_arrivals():
+    arrival = np.arange(11, dtype=float)            # 1 request/s
+    offsets, rate = at_load(arrival, capacity_rps=4.0, load=0.5)
+    assert rate == 2.0 and offsets[-1] == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="load level 0"):
+        at_load(arrival, 4.0, 0.0)
+
+
+def _trace(tmp_path) -> Path:
+    rng = np.random.default_rng(0)
+    n = 16
+    return Trace(np.sort(rng.uniform(0, 5, n)), rng.integers(8, 40, n), rng.integers(6, 14, n)).save(tmp_path / "t.jsonl")
+
+
+def _validate(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "surgeplan_cli", "validate", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_validate_runs_end_to_end_and_writes_its_json(tmp_path):
+    out = tmp_path / "v.json"
+    done = _validate("--trace", str(_trace(tmp_path)), "--num-requests", "16", "--max-prompt-tokens", "32",
+                     "--max-output-tokens", "12", "--load-levels", "0.5", "--profile", "none", "--repeats", "2",
+                     "--num-kv-blocks", "64", "--save-steps", str(tmp_path / "steps.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    level = result["levels"][0]
+    assert level["load"] == 0.5 and level["measured"]["completed"] == level["simulated"]["completed"] == 16
+    assert set(level["relative_error"]) == set(level["noise_floor"]) and "ttft_p99_s" in level["relative_error"]
+    assert result["calibration"]["workload"]["label"] == "measured" and result["machine"]["python"]
+    assert "load 50%" in done.stdout
+    fitted = subprocess.run([sys.executable, "-m", "surgeplan_cli", "profile", "--from-steps", str(tmp_path / "steps.json"),
+                             "--out", str(tmp_path / "c.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert fitted.returncode == 0, fitted.stderr
+    assert json.loads((tmp_path / "c.json").read_text())["cost_model"]["terms"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--trace", "/nonexistent/trace.csv"], "cannot read it as a trace"),
+    (["--load-levels", "0.5,0"], "load level 0"),
+    (["--calibration", str(ROOT / "simulator/calibration/calibrations/llama-2-7b_on_a100-80gb-tp1.json")],
+     "made for model 'llama-2-7b'"),
+])
+def test_bad_inputs_get_clear_errors(tmp_path, args, message):
+    base = ["--trace", str(_trace(tmp_path)), "--num-requests", "4", "--max-prompt-tokens", "16",
+            "--max-output-tokens", "2", "--profile", "none", "--repeats", "1", "--num-kv-blocks", "32"]
+    done = _validate(*base, *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
