@@ -11,6 +11,9 @@
     of traffic), A100-80GB only, `answer` profile, routed round robin: the simulator's least-outstanding
     router scans every replica for every request (O(replicas) each, which dominates a run of ~1,400
     replicas), and round robin is where the share pass (every N-th request) is exact but for retries.
+    A fleet of more than 256 replicas is confirmed on a sample of 256 of its replicas with their share
+    of the traffic (exact under round robin, retries apart; its P99 scatters around the whole fleet's:
+    see simulator/planner/search.py), so each confirmation costs about 256 share passes, not ~1,500.
 
 Prints a table (and writes benchmarks/results/planner.json); no timing is asserted in tests.
 """
@@ -41,7 +44,11 @@ def timed(scenario, settings: PlanSettings, workers: int, cache: OutcomeCache | 
     wall = time.perf_counter() - started
     rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
     rec = result.data["recommendation"]
+    checked = next(row for row in result.data["per_gpu_type"] if row["gpu"] == rec["gpu"])["checked_by"]
     return {"wall_s": wall, "evaluations": len(rows), "simulated": result.data["simulations"]["simulated"],
+            "checked_by": checked, "binding_checked_by": rec.get("binding_checked_by"),
+            "phases": {phase: sum(row["phase"] == phase for row in rows)
+                       for phase in dict.fromkeys(row["phase"] for row in rows)},
             "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
             "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
             "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
@@ -82,6 +89,12 @@ def main() -> None:
     for name, row in rows:
         print(f"{name:<34}{row['wall_s']:>8.1f}{row['cpu_s']:>10.1f}{row['evaluations']:>7}{row['simulated']:>10}"
               f"{row['simulated_requests']:>14,}  {row['answer']}")
+    for name, row in rows:
+        if name.startswith("(b)"):
+            traffic = row["data"]["traffic"]
+            print(f"(b) {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:,.0f}/s; answer checked by "
+                  f"{row['checked_by']}; one fewer checked by {row['binding_checked_by']}; evaluations by phase "
+                  + ", ".join(f"{phase} {count}" for phase, count in row["phases"].items()))
     full = dict(rows).get("(a) full")
     if full:
         data = full["data"]

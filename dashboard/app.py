@@ -1,6 +1,16 @@
 """The Streamlit app: `streamlit run dashboard/app.py`, or `surgeplan dashboard`.
 
-Only navigation lives here; each page is a module of `dashboard.views` with one `render()`.
+Only navigation lives here (`st.navigation`); each page is a module of `dashboard.views` with one
+`render()`, listed in `dashboard.views.PAGES`.
+
+Why `views/` and not the `pages/` folder the issue names: Streamlit still special-cases a `pages/`
+folder beside the entry script, `st.navigation` or not. Its documentation says the folder is ignored
+"as soon as any session of your app executes the st.navigation command" — so not before. In the
+installed Streamlit (1.67), `PagesManager.uses_pages_directory` is set when the server starts if
+`pages/` exists, and until some session has run `st.navigation`, every script run goes through
+`_mpa_v1`, which builds the page list from `pages/*.py` and executes the requested file as a script.
+The first visitor after a restart who opens `/plan` directly would run `pages/plan.py` as a script
+(it only defines `render()`): a blank page. A folder of another name has no such first-run path.
 """
 import sys
 from pathlib import Path
@@ -10,21 +20,12 @@ import streamlit as st
 if __package__ in (None, ""):                        # `streamlit run` executes this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dashboard.views import calibrations, paged, plan, traffic, validate, whatif
-
-PAGES = [
-    st.Page(whatif.render, title="What-if spike", icon=":material/bolt:", url_path="whatif", default=True),
-    st.Page(paged.render, title="Traditional vs paged", icon=":material/compare_arrows:", url_path="paged"),
-    st.Page(traffic.render, title="Traces", icon=":material/timeline:", url_path="traces"),
-    st.Page(calibrations.render, title="Calibrations", icon=":material/speed:", url_path="calibrations"),
-    st.Page(plan.render, title="Plan", icon=":material/calculate:", url_path="plan"),
-    st.Page(validate.render, title="Validate", icon=":material/fact_check:", url_path="validate"),
-]
+from dashboard import views
 
 
 def main() -> None:
     st.set_page_config(page_title="surgeplan", page_icon=":material/bolt:", layout="wide")
-    navigation = st.navigation(PAGES)
+    navigation = st.navigation([views.page(module) for module in views.PAGES])
     st.sidebar.caption("surgeplan: how many GPUs keep latency inside the SLO when traffic spikes?")
     navigation.run()
 

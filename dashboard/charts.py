@@ -35,15 +35,16 @@ def _style(figure: go.Figure, height: int, title: str | None = None) -> go.Figur
     return figure
 
 
-def timeline(result: SimResult, height: int = 780) -> go.Figure:
-    """Load, P99 TTFT against the SLO, queue and KV usage, replicas; cold starts shaded orange,
-    the spike's window shaded grey."""
+def timeline(result: SimResult, height: int = 900) -> go.Figure:
+    """Load, P99 TTFT against the SLO, queue and preemptions, KV usage, replicas; cold starts shaded
+    orange, the spike's window shaded grey."""
     rows = result.timeseries
     t = [row["time_s"] for row in rows]
-    figure = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-                           row_heights=[0.28, 0.26, 0.23, 0.23], specs=[[{}], [{}], [{"secondary_y": True}], [{}]],
+    figure = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.055,
+                           row_heights=[0.24, 0.22, 0.2, 0.16, 0.18],
                            subplot_titles=("requests / s", "P99 time to first token per window (s, log scale)",
-                                           "waiting requests and KV cache usage", "replicas"))
+                                           "waiting requests, and preemptions per window",
+                                           "KV cache usage (share of blocks in use)", "replicas"))
     figure.add_scatter(x=t, y=[r["offered_rps"] for r in rows], name="offered", fill="tozeroy",
                        line={"color": COLORS["offered"], "shape": "hv"}, row=1, col=1)
     figure.add_scatter(x=t, y=[r["served_rps"] for r in rows], name="served",
@@ -57,20 +58,22 @@ def timeline(result: SimResult, height: int = 780) -> go.Figure:
     figure.update_yaxes(type="log", row=2, col=1)
     figure.add_scatter(x=t, y=[r["waiting"] for r in rows], name="waiting", fill="tozeroy",
                        line={"color": COLORS["waiting"]}, row=3, col=1)
-    figure.add_scatter(x=t, y=[100 * r["kv_usage"] for r in rows], name="KV usage %",
-                       line={"color": COLORS["kv"], "width": 2}, row=3, col=1, secondary_y=True)
-    figure.update_yaxes(range=[0, 100], dtick=25, ticksuffix="%", showgrid=False, row=3, col=1, secondary_y=True)
+    figure.add_bar(x=t, y=[r["preemptions"] for r in rows], name="preemptions", marker_color=COLORS["ttft"],
+                   opacity=0.8, row=3, col=1)
+    figure.update_yaxes(rangemode="tozero", row=3, col=1)
+    figure.add_scatter(x=t, y=[100 * r["kv_usage"] for r in rows], name="KV usage %", fill="tozeroy",
+                       line={"color": COLORS["kv"], "width": 2}, row=4, col=1)
+    figure.update_yaxes(range=[0, 100], dtick=50, ticksuffix="%", row=4, col=1)
     figure.add_scatter(x=t, y=[r["replicas_serving"] for r in rows], name="serving", stackgroup="replicas",
-                       line={"color": COLORS["serving"], "shape": "hv"}, row=4, col=1)
+                       line={"color": COLORS["serving"], "shape": "hv"}, row=5, col=1)
     figure.add_scatter(x=t, y=[r["replicas_starting"] for r in rows], name="starting (cold)", stackgroup="replicas",
-                       line={"color": COLORS["starting"], "shape": "hv"}, row=4, col=1)
-    figure.update_yaxes(rangemode="tozero", row=4, col=1)
+                       line={"color": COLORS["starting"], "shape": "hv"}, row=5, col=1)
+    figure.update_yaxes(rangemode="tozero", row=5, col=1)
     cold = [r for r in result.replicas if r["ready_at_s"] > r["requested_at_s"]]
     for replica in cold:
         figure.add_vrect(x0=replica["requested_at_s"], x1=replica["ready_at_s"], fillcolor=COLORS["starting"],
                          opacity=0.08, line_width=0, row="all", col=1)
     if cold:
-        # row 4 plots on y5: row 3 has a secondary axis (y4)
         figure.add_annotation(x=cold[0]["requested_at_s"], y=0.97, xref="x", yref="y5 domain", xanchor="left",
                               yanchor="top", showarrow=False, font={"size": 12, "color": "#7c2d12"},
                               text=f"cold start {cold[0]['ready_at_s'] - cold[0]['requested_at_s']:.0f} s")
@@ -79,8 +82,10 @@ def timeline(result: SimResult, height: int = 780) -> go.Figure:
         figure.add_vrect(x0=arrivals.start_s, x1=arrivals.end_s, fillcolor="#64748b", opacity=0.08, line_width=0,
                          annotation_text=f"{arrivals.multiplier:g}x spike", annotation_position="top left",
                          row=1, col=1)
-    figure.update_xaxes(title_text="simulated time (s)", row=4, col=1)
-    return _style(figure, height)
+    figure.update_xaxes(title_text="simulated time (s)", row=5, col=1)
+    figure = _style(figure, height)
+    figure.update_layout(bargap=0.1)
+    return figure
 
 
 def latency_vs_load(rows: list[dict], slo_ttft_s: float, height: int = 420) -> go.Figure:
@@ -135,7 +140,9 @@ def rate(starts: list[float], rates: list[float], window_s: float, mean_rps: flo
                      annotation_position="top left")
     figure.update_xaxes(title_text="time since the first request (s)")
     figure.update_yaxes(title_text="requests / s", rangemode="tozero")
-    return _style(figure, height, title)
+    figure = _style(figure, height, title)
+    figure.update_layout(showlegend=False, margin={"t": 60})        # one series: the title says what it is
+    return figure
 
 
 def _log_histogram(values: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -160,7 +167,7 @@ def lengths(prompt: list[int], output: list[int], lognormal: dict[str, tuple[flo
             median, sigma = lognormal[name]
             density = np.exp(-(np.log(centres / median)) ** 2 / (2 * sigma**2)) / (centres * sigma * np.sqrt(2 * np.pi))
             figure.add_scatter(x=centres, y=density * np.diff(edges) * len(values), mode="lines",
-                               name=f"lognormal fit: median {median:.0f}, σ {sigma:.2f}",
+                               name=f"{name} lognormal fit: median {median:.0f}, σ {sigma:.2f}",
                                line={"color": COLORS["slo"], "dash": "dash"}, row=1, col=col)
         figure.update_xaxes(type="log", title_text="tokens (log scale)", row=1, col=col)
     figure = _style(figure, height)
@@ -264,8 +271,54 @@ def validation_errors(levels: list[dict], metrics: list[str], height: int = 440)
                                marker={"symbol": "line-ew-open", "size": 16, "color": COLORS["measured"],
                                        "line": {"width": 2.5}}, hoverinfo="skip", row=1, col=col)
         figure.add_hline(y=0, line={"color": COLORS["slo"], "width": 1}, row=1, col=col)
-    figure.update_yaxes(ticksuffix="%", row=1, col=1, title_text="simulated vs measured")
+    # the range follows the errors: a noise floor far beyond them (a noisy metric) runs off the chart
+    # rather than squash every bar; the table beside the chart gives each floor
+    errors = [abs(v) for level in levels for k, v in (level.get("relative_error") or {}).items()
+              if k in metrics and v is not None]
+    floors = [v for level in levels for k, v in (level.get("noise_floor") or {}).items()
+              if k in metrics and v is not None]
+    top = max(errors, default=0.05)
+    top = 100 * 1.2 * max(top, min(max(floors, default=0.0), 2 * top), 0.05)
+    figure.update_yaxes(ticksuffix="%", range=[-top, top], title_text="simulated vs measured", row=1, col=1)
     figure.update_xaxes(tickangle=-40)
     figure = _style(figure, height)
     figure.update_layout(hovermode="closest", barmode="overlay")
+    return figure
+
+
+DISTRIBUTION_PANELS = (("time to first token", "ttft"), ("time per output token", "tpot"),
+                       ("end-to-end latency", "e2e"))
+QUANTILES = (("P50", "p50"), ("mean", "mean"), ("P99", "p99"))
+
+
+def validation_distributions(level: dict, height: int = 360) -> go.Figure:
+    """Measured and simulated latency distributions of one load level, one panel per metric, in
+    milliseconds: overlaid cumulative distributions of every request's value when the results hold them
+    (`distributions`), else each distribution's P50, mean and P99 side by side."""
+    measured, simulated = level.get("measured") or {}, level.get("simulated") or {}
+    figure = make_subplots(rows=1, cols=len(DISTRIBUTION_PANELS), horizontal_spacing=0.07,
+                           subplot_titles=[f"{title} (ms)" for title, _ in DISTRIBUTION_PANELS])
+    per_request = level.get("distributions")
+    for col, (_, metric) in enumerate(DISTRIBUTION_PANELS, start=1):
+        if per_request:
+            for side in ("measured", "simulated"):
+                values = np.sort(np.asarray(per_request[side].get(f"{metric}_s", []), dtype=float)) * 1e3
+                figure.add_scatter(x=values, y=np.arange(1, len(values) + 1) / max(len(values), 1), mode="lines",
+                                   line={"shape": "hv", "color": COLORS[side], "width": 2}, legendgroup=side,
+                                   name=f"{side} (live engine)" if side == "measured" else f"{side} (same requests)",
+                                   showlegend=col == 1, hovertemplate=f"{side}: %{{x:,.1f}} ms, share %{{y:.0%}}"
+                                                                      "<extra></extra>", row=1, col=col)
+            figure.update_yaxes(range=[0, 1.02], tickformat=".0%", row=1, col=col)
+            continue
+        keys = [(label, f"{metric}_{stat}_s") for label, stat in QUANTILES
+                if measured.get(f"{metric}_{stat}_s") is not None or simulated.get(f"{metric}_{stat}_s") is not None]
+        for side, values in (("measured", measured), ("simulated", simulated)):
+            figure.add_bar(x=[label for label, _ in keys],
+                           y=[None if values.get(key) is None else values[key] * 1e3 for _, key in keys],
+                           name=f"{side} (live engine)" if side == "measured" else f"{side} (same requests)",
+                           marker_color=COLORS[side], legendgroup=side, showlegend=col == 1,
+                           hovertemplate=f"{side} %{{x}}: %{{y:,.1f}} ms<extra></extra>", row=1, col=col)
+        figure.update_yaxes(rangemode="tozero", row=1, col=col)
+    figure = _style(figure, height)
+    figure.update_layout(hovermode="closest", barmode="group", bargap=0.25)
     return figure

@@ -7,7 +7,10 @@ the GPU, a bad trace file) come back as one-line messages for `st.error`, never 
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
+import hashlib
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -29,6 +32,7 @@ from traces.stats import rate_per_window
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
+UPLOADS = Path(tempfile.gettempdir()) / "surgeplan-dashboard-uploads"
 VALIDATE_JSON = ROOT / "benchmarks" / "results" / "validate.json"
 ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
 
@@ -201,20 +205,21 @@ def shared_traces() -> list[Path]:
     return sorted(p for p in SHARED_TRACES.iterdir() if p.suffix in (".csv", ".jsonl", ".gz") and p.is_file())
 
 
-def _describe(trace, format_name: str, window_s: float) -> dict:
+def _describe(trace, format_name: str, window_s: float, path: str | None = None) -> dict:
     stats = compute_stats(trace, window_s)
     starts, rates = rate_per_window(trace, window_s)
     fits = fit_trace_lengths(trace) if len(trace) else {}
     rng = np.random.default_rng(0)
     keep = rng.choice(len(trace), size=min(len(trace), 20000), replace=False) if len(trace) else []
-    return {"format": format_name, "stats": stats.model_dump(), "starts": starts.tolist(), "rates": rates.tolist(),
+    return {"format": format_name, "path": path, "stats": stats.model_dump(), "starts": starts.tolist(),
+            "rates": rates.tolist(),
             "prompt": trace.prompt_tokens[keep].tolist(), "output": trace.output_tokens[keep].tolist(),
             "lognormal": {k: v["lognormal_median_sigma"] for k, v in fits.items()}}
 
 
 def _load_and_describe(path: str, window_s: float) -> tuple[dict | None, str | None]:
     try:
-        return _describe(load_trace(path), detect_format(path), window_s), None
+        return _describe(load_trace(path), detect_format(path), window_s, path), None
     except (ValueError, OSError) as error:       # TraceFormatError is a ValueError
         return None, str(error)
 
@@ -225,14 +230,24 @@ def trace_file(path: str, mtime: float, window_s: float) -> tuple[dict | None, s
     return _load_and_describe(path, window_s)
 
 
+def keep_upload(data: bytes, filename: str) -> Path:
+    """An uploaded file written where later runs and other pages can read it: a folder named by the
+    content's hash, so one content is written once and a scenario naming it always means the same bytes."""
+    name = Path(filename).name or "upload"
+    folder = UPLOADS / hashlib.sha256(data).hexdigest()[:16]
+    path = folder / name
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def trace_upload(data: bytes, filename: str, window_s: float) -> tuple[dict | None, str | None]:
-    suffix = "".join(Path(filename).suffixes[-2:]) or ".csv"
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"{Path(filename).name.split('.')[0] or 'trace'}{suffix}"
-        path.write_bytes(data)
-        result, error = _load_and_describe(str(path), window_s)
-    return result, error and error.replace(str(path), filename)
+    """An uploaded trace described (with the `path` it was kept at), or why it cannot be read."""
+    path = keep_upload(data, filename)
+    described, error = _load_and_describe(str(path), window_s)
+    return described, error and error.replace(str(path), filename)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -257,15 +272,7 @@ def read_json(path: Path) -> tuple[dict | None, str | None]:
         return None, f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: cannot be read ({error})"
 
 
-# ---- planner and validation (issue 12 and 11: used when their modules are present) ----------------------
-def planner_available() -> bool:
-    try:
-        from simulator.planner import plan  # noqa: F401
-    except (ImportError, AttributeError):
-        return False
-    return True
-
-
+# ---- planner and live validation -------------------------------------------------------------------
 @st.cache_resource(show_spinner=False)
 def _plan_outcomes():
     """One planner outcome cache for the app's life: re-planning re-simulates only what changed."""
@@ -275,9 +282,11 @@ def _plan_outcomes():
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def plan(scenario_json: str, settings: dict) -> tuple[dict | None, str | None]:
-    """(the planner's JSON answer with its Pareto points, None) or (None, the planner's explanation)."""
+    """(the planner's JSON answer with its Pareto points and the ledger as CSV, None) or (None, the
+    planner's explanation: no fleet in range meets the SLO, the model fits no GPU, ...)."""
     from simulator.planner import PlanSettings
     from simulator.planner import plan as run_plan
+    from simulator.planner.ledger import COLUMNS
     from simulator.planner.pareto import pareto_front, pareto_points
     try:
         checked = PlanSettings.model_validate(settings)
@@ -287,23 +296,29 @@ def plan(scenario_json: str, settings: dict) -> tuple[dict | None, str | None]:
     except ValueError as error:                   # PlanError is a ValueError: a user error, explained
         return None, str(error)
     points = pareto_points(result.ledger.rows)
-    return {**result.data, "pareto_points": points, "pareto_front": pareto_front(points)}, None
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(result.ledger.rows)
+    return {**result.data, "pareto_points": points, "pareto_front": pareto_front(points),
+            "ledger_csv": text.getvalue(), "ledger_rows": len(result.ledger.rows)}, None
 
 
-def live_validation_available() -> bool:
-    try:
-        from simulator.validation.validate import validate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+LIVE_REPEATS = 2          # live runs per load level: two, for the noise floor
+
+
+def live_validation_steps(load_levels: tuple[float, ...]) -> int:
+    """Progress messages a live validation sends: the capacity run, then each live run."""
+    return 1 + LIVE_REPEATS * len(load_levels)
 
 
 def live_validation(trace: str, num_requests: int, load_levels: tuple[float, ...],
                     progress=None) -> tuple[dict | None, str | None]:
-    """A short live-vs-simulated validation on this machine (the live engine on `cpu-small`): minutes."""
+    """A short live-vs-simulated validation on this machine (the live engine on `cpu-small`): minutes.
+    `progress(message)` is called before each live run; an exception it raises ends the validation."""
     from simulator.validation.validate import validate
     try:
         return validate("cpu-small", trace, num_requests=num_requests, load_levels=load_levels, profile="none",
-                        repeats=2, progress=progress), None
+                        repeats=LIVE_REPEATS, progress=progress), None
     except ValueError as error:
         return None, str(error)

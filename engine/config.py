@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
+from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
@@ -34,6 +34,8 @@ class EngineConfig(BaseModel):
                                         "max_position_embeddings)")
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
+    batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
+    batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
 
 
 _FROM_FIELD = object()

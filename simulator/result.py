@@ -1,6 +1,7 @@
 """What a simulation returns: per-request records (the replay client's record type), per-window time
 series, the autoscaler's decisions, and a flat summary — the same metrics a live replay summarises
-(`traces.replay_summary.flat_summary`), plus KV, SLO and cost figures only a simulation knows."""
+(`traces.replay_summary.flat_summary`), plus KV, SLO and cost figures only a simulation knows — and the
+same request metrics per tenant, so a noisy tenant's effect on a quiet one can be read off."""
 from __future__ import annotations
 
 import csv
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.scenario import Scenario
+from simulator.scenario import SLO, Scenario
 from traces.replay import RequestRecord
 from traces.replay_summary import flat_summary
 
@@ -26,6 +27,7 @@ class SimResult:
     facts: dict
     decisions: list[dict] = field(default_factory=list)
     replicas: list[dict] = field(default_factory=list)
+    tenants: dict[str, dict] = field(default_factory=dict)     # tenant -> `tenant_summaries` row
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
@@ -35,7 +37,7 @@ class SimResult:
                    _write_csv(out / "timeseries.csv", self.timeseries)]
         path = out / "timeseries.json"
         path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
-                                    "replicas": self.replicas, "timeseries": self.timeseries,
+                                    "replicas": self.replicas, "tenants": self.tenants, "timeseries": self.timeseries,
                                     "scenario": self.scenario.model_dump(mode="json")}, indent=1))
         return written + [path]
 
@@ -57,14 +59,36 @@ def _write_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _slo_shares(records: list[RequestRecord], summary: dict, slo: SLO) -> dict[str, float]:
+    """The share of requests abandoned (timed out or rejected) and the share that finished within both
+    the TTFT and TPOT targets; `summary` is the records' `flat_summary`."""
+    within = sum(1 for r in records
+                 if r.ok and (r.ttft_s or 0.0) <= slo.ttft_p99_s and (r.tpot_s or 0.0) <= slo.tpot_p99_s)
+    abandoned = summary["timed_out"] + summary["rejected"]
+    return {"abandon_rate": abandoned / len(records) if records else 0.0,
+            "slo_attainment": within / len(records) if records else 1.0}
+
+
+def tenant_summaries(records: list[RequestRecord], end_s: float, slo: SLO) -> dict[str, dict]:
+    """Per tenant, in order of first appearance: its requests' summary (as the run's, abandon rate and SLO
+    attainment included), so one tenant's P99 TTFT or abandon rate is read without the others'."""
+    by_tenant: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        by_tenant.setdefault(record.tenant, []).append(record)
+    summaries = {}
+    for tenant, group in by_tenant.items():
+        summary = flat_summary(group, end_s)
+        summaries[tenant] = summary | _slo_shares(group, summary, slo)
+    return summaries
+
+
 def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict) -> SimResult:
     records = cluster.records
     summary = flat_summary(records, end_s)
     slo = scenario.slo
     ok = [r for r in records if r.ok]
-    within = sum(1 for r in ok if (r.ttft_s or 0.0) <= slo.ttft_p99_s and (r.tpot_s or 0.0) <= slo.tpot_p99_s)
-    abandoned = summary["timed_out"] + summary["rejected"]
-    abandon_rate = abandoned / len(records) if records else 0.0
+    shares = _slo_shares(records, summary, slo)
+    abandon_rate = shares["abandon_rate"]
     queries = sum(r.scheduler.block_manager.num_prefix_queries for r in cluster.replicas)
     hits = sum(r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas)
     gpu_hours = cluster.gpu_hours(end_s)
@@ -77,8 +101,7 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
         "kv_usage_peak": max((row["kv_usage"] for row in cluster.monitor.rows), default=0.0),
         "block_allocations": sum(r.scheduler.block_manager.num_allocations for r in cluster.replicas),
         "prefix_hit_rate": hits / queries if queries else 0.0,
-        "abandon_rate": abandon_rate,
-        "slo_attainment": within / len(records) if records else 1.0,
+        **shares,
         "meets_slo": bool(ttft_ok and tpot_ok and abandon_rate <= slo.max_abandon_rate and summary["in_flight"] == 0),
         "replicas_peak": max((row["replicas_serving"] + row["replicas_starting"] for row in cluster.monitor.rows),
                              default=len(cluster.replicas)),
@@ -91,4 +114,5 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
                  "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
                  "preemptions": r.scheduler.num_preemptions} for r in cluster.replicas]
     decisions = cluster.autoscaler.decisions if cluster.autoscaler is not None else []
-    return SimResult(scenario, records, cluster.monitor.rows, summary, facts, decisions, replicas)
+    return SimResult(scenario, records, cluster.monitor.rows, summary, facts, decisions, replicas,
+                     tenant_summaries(records, end_s, slo))

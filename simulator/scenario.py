@@ -1,8 +1,9 @@
 """`Scenario`: everything one simulation needs, validated on creation and loadable from YAML or JSON.
 
 Traffic (a trace file in any format `traces` reads, or a synthetic arrival process with length
-distributions), the model, the GPU, its tensor-parallel degree and calibration, the cluster (replicas,
-router, autoscaler with cold starts), the scheduler settings (each defined once in
+distributions, optionally with extra synthetic parts laid over it on the same clock: a burst of long
+requests, another tenant's spike), the model, the GPU, its tensor-parallel degree and calibration, the
+cluster (replicas, router, autoscaler with cold starts), the scheduler settings (each defined once in
 `engine.core.config` and reused here), the clients (timeout to first token, retries), the SLO and
 prices. The CLI, the planner and the dashboard all build this same object.
 """
@@ -12,17 +13,54 @@ import json
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, setting
+from engine.settings_file import read_mapping
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
+from traces.request import DEFAULT_TENANT
+from traces.synthetic import SyntheticTraceSpec, synthesize
+from traces.trace import Trace
 
+SCENARIO_FILE = "a scenario: a YAML or JSON mapping of scenario fields (as in examples/scenarios/)"
 RouterPolicy = Literal["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class TrafficPart(_Strict):
+    """Extra synthetic traffic laid over the main traffic on the same clock: its own arrival process and
+    lengths from `start_s` for `duration_s`, all of one tenant (a burst of long-context requests, one
+    tenant's spike). Drawn from the scenario's seed and the part's position, independently of the rest."""
+    arrivals: ArrivalSpec = Field(description="arrival process, its time 0 at `start_s`")
+    prompt: LengthSpec = PresetLength(name="azure-conv-prompt")
+    output: LengthSpec = PresetLength(name="azure-conv-output")
+    start_s: float = Field(0.0, ge=0, description="when the part begins, on the main traffic's clock")
+    duration_s: float = Field(60.0, gt=0, description="how long the part's arrivals last")
+    tenant: str = Field(DEFAULT_TENANT, min_length=1, description="the tenant every request of the part belongs to")
+
+    @model_validator(mode="after")
+    def _synthesizable(self) -> "TrafficPart":
+        try:
+            self._spec(0)        # the synthetic trace's own checks (a prompt that could be empty, ...)
+        except ValidationError as error:
+            raise ValueError("; ".join(item["msg"].removeprefix("Value error, ") for item in error.errors())) from None
+        return self
+
+    def _spec(self, seed: int) -> SyntheticTraceSpec:
+        return SyntheticTraceSpec(arrivals=self.arrivals, prompt=self.prompt, output=self.output,
+                                  duration_s=self.duration_s, seed=seed, name=f"part-{self.tenant}",
+                                  tenant=self.tenant)
+
+    def synthesize(self, seed: int, position: int) -> Trace:
+        """The part's requests, arrivals shifted to start at `start_s`."""
+        part_seed = int(np.random.SeedSequence([seed, position]).generate_state(1)[0])
+        trace = synthesize(self._spec(part_seed))
+        return trace.replace(f"part {position} from {self.start_s} s", arrival_s=trace.arrival_s + self.start_s)
 
 
 class TrafficSpec(_Strict):
@@ -44,6 +82,9 @@ class TrafficSpec(_Strict):
     shared_prefix_tokens: int = Field(1024, ge=1, description="length of each shared prefix")
     tenants: dict[str, float] = Field(default_factory=dict, description="tenant -> share of the requests "
                                       "(assigned at random); empty: the trace's own tenants")
+    parts: list[TrafficPart] = Field(default_factory=list, description="extra synthetic traffic laid over "
+                                     "the main traffic (after its rate_scale, max_requests, prefixes and tenants), "
+                                     "each part of one tenant")
 
 
 class ModelChoice(_Strict):
@@ -162,20 +203,14 @@ class Scenario(_Strict):
     def load(cls, path: str | Path) -> "Scenario":
         """A scenario from a YAML or JSON file; a bad field is named with its path in the file."""
         path = Path(path)
+        return cls.from_file_data(read_mapping(path, SCENARIO_FILE), path)
+
+    @classmethod
+    def from_file_data(cls, data: dict, path: Path) -> "Scenario":
+        """A scenario from the mapping read from the file at `path`: a bad field is named with its path in
+        the file, and a relative trace path is taken from the file's folder when the trace is there."""
         try:
-            text = path.read_text()
-        except OSError as error:
-            raise ValueError(f"{path}: cannot read the scenario ({error.strerror})") from None
-        try:
-            if path.suffix.lower() == ".json":
-                data = json.loads(text)
-            else:
-                import yaml
-                data = yaml.safe_load(text)
-        except Exception as error:  # yaml.YAMLError, json.JSONDecodeError
-            raise ValueError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {error}") from None
-        try:
-            scenario = cls.model_validate(data or {})
+            scenario = cls.model_validate(data)
         except ValidationError as error:
             raise ValueError(f"{path}: {describe_errors(error)}") from None
         if scenario.traffic.trace and not Path(scenario.traffic.trace).is_absolute():

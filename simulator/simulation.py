@@ -28,7 +28,7 @@ from simulator.scenario import Scenario
 from traces import Trace, load_trace, synthesize
 from traces.synthetic import SyntheticTraceSpec
 from traces.tokens import PromptTokenSynthesizer
-from traces.transforms import assign_tenants, cap_lengths, scale_rate, share_prefixes
+from traces.transforms import assign_tenants, cap_lengths, merge, scale_rate, share_prefixes
 
 
 def load_traffic(scenario: Scenario) -> Trace:
@@ -49,6 +49,8 @@ def load_traffic(scenario: Scenario) -> Trace:
                                scenario.scheduler.block_size, seed=scenario.seed)
     if spec.tenants:
         trace = assign_tenants(trace, spec.tenants, seed=scenario.seed)
+    if spec.parts:
+        trace = merge([trace] + [part.synthesize(scenario.seed, i) for i, part in enumerate(spec.parts)], name=trace.name)
     return trace
 
 

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from engine.core.step_shape import StepShape
+from sim_helpers import cluster_config, run_cluster
 from simulator.calibration.schema import CostModelFit, CostTerm
-from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, fit_cost_model
+from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, feature_value, fit_cost_model
 from simulator.calibration.fitting import kfold_indices, nnls
 
 
@@ -80,6 +81,24 @@ def test_fit_recovers_planted_physics_and_predicts_unseen_shapes():
         assert all(term.seconds_per_unit >= 0 and term.label == "fitted" for term in fit.terms)
 
 
+def test_absolute_fit_keeps_a_noisy_workloads_total_time_where_relative_fit_falls_short():
+    """Single samples with heavy right-skewed noise (a live workload's steps): relative least squares
+    favours the fast draws and under-predicts the total; the absolute objective keeps the sum."""
+    rng = np.random.default_rng(3)
+    truth = _planted_model(rng)
+    shapes = [_random_shape(rng) for _ in range(200)]
+    measured = truth.step_times(shapes) * rng.lognormal(0.0, 0.3, size=len(shapes))
+    totals = {}
+    for objective in ("relative", "absolute"):
+        fit = fit_cost_model(shapes, measured, folds=3, seed=1, objective=objective)
+        totals[objective] = CostModel(fit).step_times(shapes).sum() / measured.sum()
+        assert objective in fit.fit_errors[0].note
+    assert totals["relative"] < 0.95                     # biased low
+    assert abs(totals["absolute"] - 1) < 0.03            # unbiased in total time
+    with pytest.raises(ValueError, match="objective 'squared'"):
+        fit_cost_model(shapes, measured, objective="squared")
+
+
 def test_step_time_is_the_sum_of_its_terms_and_grows_with_work():
     rng = np.random.default_rng(5)
     model = _planted_model(rng)
@@ -93,6 +112,28 @@ def test_step_time_is_the_sum_of_its_terms_and_grows_with_work():
         if shape.num_batched_tokens >= model.fit.gemm_switch_tokens:
             # (below the GEMM switch a step may cost more than a bigger one: BLAS does that too)
             assert model.step_time(bigger) > model.step_time(shape)
+
+
+def test_step_time_adds_what_explain_reports_bit_for_bit_and_simulations_never_explain(monkeypatch):
+    """`explain` (a dict per call) is for display; `step_time` adds the same per-name seconds, terms sharing a
+    name first, to the last bit, and a simulated run never calls `explain`."""
+    rng = np.random.default_rng(9)
+    model = _planted_model(rng)
+    extra = [term.model_copy(update={"seconds_per_unit": term.seconds_per_unit / 3}) for term in model.fit.terms[::3]]
+    shared = CostModel(model.fit.model_copy(update={"terms": model.fit.terms + extra}))    # names appear twice
+    for _ in range(50):
+        shape = _random_shape(rng)
+        for each in (model, shared):
+            parts: dict[str, float] = {}
+            for term in each.fit.terms:          # the definition: each term's seconds, summed by name
+                seconds = term.seconds_per_unit * feature_value(term.feature, shape, each.fit)
+                parts[term.name] = parts.get(term.name, 0.0) + seconds
+            assert each.explain(shape) == parts
+            assert each.step_time(shape) == sum(parts.values())
+    monkeypatch.setattr(CostModel, "explain", lambda self, shape: pytest.fail("explain ran in a simulation"))
+    arrival = np.cumsum(rng.exponential(0.05, 60))
+    cluster, _ = run_cluster(cluster_config(shared), arrival, rng.integers(10, 200, 60), rng.integers(2, 40, 60))
+    assert all(record.status == "ok" for record in cluster.records)
 
 
 def test_linear_layers_follow_the_roofline_knee():

@@ -1,13 +1,14 @@
 """Each dashboard page through Streamlit's AppTest: it renders without an exception, shows what it
 promises (metrics, charts, the calibration and its label), and its outputs move the right way when an
 input moves — a bigger spike needs at least as many GPUs and has a worse P99, a higher GPU price costs
-more per request, static batching needs at least as many GPUs as continuous batching. Bad input gives
-an `st.error`, never a traceback. Inputs are preset small through session state to keep runs short."""
+more per request, static batching needs at least as many GPUs as continuous batching. Bad input (an
+unreadable trace, an SLO no fleet in range can meet) gives an `st.error`, never a traceback. What one
+page hands another (a trace, a calibration) arrives. Inputs are preset small through session state to
+keep runs short."""
 from __future__ import annotations
 
 import re
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from simulator.scenario import Scenario
@@ -16,10 +17,12 @@ TIMEOUT = 240     # seconds per script run: generous, the machine is shared
 
 
 def _page(name: str) -> AppTest:
+    """One page; `session_state["test_page"]` switches the same session to another, as navigation does."""
     def script(page_name: str) -> None:
         import importlib
 
-        importlib.import_module(f"dashboard.views.{page_name}").render()
+        import streamlit as st
+        importlib.import_module(f"dashboard.views.{st.session_state.get('test_page', page_name)}").render()
     return AppTest.from_function(script, args=(name,), default_timeout=TIMEOUT)
 
 
@@ -50,17 +53,26 @@ def test_whatif_spike_price_and_bad_input():
     assert _charts(at) == 1
     facts = " ".join(c.value for c in at.caption)
     assert "llama-2-7b@A100-80GB-tp1" in facts and "(fitted" in facts          # the calibration and its label
-    gpus, p99, cost = _number(at, "GPUs at peak"), _number(at, "P99 time"), _number(at, "Cost / 1k")
+    gpus, p99, cost = _number(at, "GPUs at peak"), _number(at, "P99 TTFT"), _number(at, "Cost / 1k")
+    assert _number(at, "P99 TPOT") > 0
+    controller = at.selectbox(key="whatif_batch_controller")                  # a scheduler setting, from its field
+    assert controller.options == ["fixed", "slo"] and controller.value == "fixed"
+    assert at.number_input(key="whatif_batch_target_tpot_s").disabled
 
     at.number_input(key="whatif_multiplier").set_value(20.0)
     _clean(at.run())
     assert _number(at, "GPUs at peak") >= gpus
-    assert _number(at, "P99 time") >= p99
+    assert _number(at, "P99 TTFT") >= p99
 
     at.number_input(key="whatif_multiplier").set_value(10.0)
     at.number_input(key="whatif_price").set_value(3.58)                         # twice the catalog's A100 price
     _clean(at.run())
     assert _number(at, "Cost / 1k") > cost
+
+    at.selectbox(key="whatif_batch_controller").set_value("slo")
+    _clean(at.run())
+    assert not at.number_input(key="whatif_batch_target_tpot_s").disabled
+    assert "slo batch size (target TPOT 0.1 s)" in at.caption[0].value
 
     at.number_input(key="whatif_max_replicas").set_value(1)                    # below the 2 replicas at start
     _clean(at.run())
@@ -82,14 +94,18 @@ def test_traditional_vs_paged_static_needs_at_least_as_many_gpus():
     at.session_state["paged_duration"] = 30.0
     _clean(at.run())
     assert not at.error
-    fleet = at.dataframe[0].value.set_index("policy")
+    fleet = at.dataframe[0].value
+    fleet = fleet[fleet["sized by"] == "throughput at saturation"].set_index("policy")
     continuous, static = fleet.loc["continuous + paged KV"], fleet.loc["static (traditional)"]
-    assert static["GPUs (saturation)"] >= continuous["GPUs (saturation)"]
-    assert static["req/s per replica at saturation"] <= continuous["req/s per replica at saturation"]
+    assert static["GPUs"] >= continuous["GPUs"]
+    assert static["req/s per replica"] <= continuous["req/s per replica"]
     kv = re.findall(r"(\d+)%", next(m for m in at.metric if m.label.startswith("KV cache")).value)
     assert int(kv[0]) > int(kv[1])                                              # paged holds more tokens per slot
+    assert static["$ / hour"] >= continuous["$ / hour"]
     claims = " ".join(m.value for m in at.markdown)
     assert "100 → 40–50 A100s" in claims and "llama-2-7b@A100-80GB-tp1, fitted" in claims
+    for row in ("P99 latency", "TTFT variability", "cost of the fleet"):
+        assert row in claims
     assert any("llama-2-7b@A100-80GB-tp1" in c.value and "fitted" in c.value for c in at.caption)
 
 
@@ -107,6 +123,18 @@ def test_traces_public_upload_synthetic_and_bad_file():
     at.sidebar.file_uploader(key="traces_upload").upload("mine.csv", AZURE_CSV.encode(), "text/csv")
     _clean(at.run())
     assert _number(at, "Requests") == 120 and "`azure`" in at.caption[0].value
+    at.button(key="traces_use").click()                                         # "use in the other pages"
+    _clean(at.run())
+    assert at.success and "mine" in at.success[0].value
+
+    at.session_state["test_page"] = "whatif"                                    # the What-if page takes it
+    _clean(at.run())
+    assert not at.error and at.title[0].value == "What does mine.csv do to the fleet?"
+    assert at.radio(key="whatif_source").value == "trace file" and _number(at, "GPUs at peak") >= 2
+    assert any("120 requests simulated" in c.value for c in at.caption)
+    at.session_state["test_page"] = "traffic"
+    _clean(at.run())
+    assert at.radio(key="traces_source").value == "your file"                 # kept across the page switch
 
     at.sidebar.file_uploader(key="traces_upload").upload("bad.csv", b"foo,bar\n1,2\n", "text/csv")
     _clean(at.run())
@@ -121,7 +149,7 @@ def test_traces_public_upload_synthetic_and_bad_file():
     assert _number(at, "Peak / mean") > small
 
 
-def _measured_calibration() -> bytes:
+def _measured_calibration(model: str = "tiny", gpu: str | None = None) -> bytes:
     from engine.core.step_shape import StepShape
     from simulator.calibration.cost_model import fit_calibration
     from simulator.calibration.schema import (
@@ -146,8 +174,9 @@ def _measured_calibration() -> bytes:
         shape = ShapeRecord.of(StepShape(((tokens, 0),), ()))
         points.append(ProfilePoint(kind="prefill", shape=shape, samples=[
             StepSample(shape=shape, total_s=seconds, schedule_s=0, prepare_s=0, forward_s=seconds, sample_s=0)]))
-    calibration = Calibration(name="tiny@test-cpu", label="measured", device=DeviceInfo(name="test cpu", kind="cpu",
-                              memory_bytes=1e9), model=ModelSpec.from_preset("tiny"), dtype="float32", points=points,
+    calibration = Calibration(name=f"{model}@test", label="measured", device=DeviceInfo(
+                              name=gpu or "test cpu", kind="gpu" if gpu else "cpu", memory_bytes=1e9, hardware=gpu),
+                              model=ModelSpec.from_preset(model), dtype="float32", points=points,
                               provenance=Provenance(source="test", method="synthetic points"))
     return fit_calibration(calibration, folds=3).model_dump_json().encode()
 
@@ -161,15 +190,34 @@ def test_calibrations_table_curves_and_a_measured_file():
     at.expander[0].file_uploader[0].upload("mine.json", _measured_calibration(), "application/json")
     _clean(at.run())
     assert _charts(at) == 2                                                     # predicted vs measured, curves
-    assert any("tiny@test-cpu (measured)" in c.value for c in at.caption)
+    assert any("tiny@test (measured)" in c.value for c in at.caption)
 
     at.expander[0].file_uploader[0].upload("bad.json", b'{"name": 1}', "application/json")
     _clean(at.run())
     assert at.error and "bad.json" in at.error[0].value
 
 
+def test_an_uploaded_calibration_is_used_at_once_and_a_wrong_one_explained():
+    at = _page("calibrations")
+    at.session_state["whatif_duration"] = 120.0                                 # a short spike: a quick simulation
+    _clean(at.run())
+    at.expander[0].file_uploader[0].upload("h100.json", _measured_calibration("llama-2-7b", "H100-80GB"),
+                                           "application/json")
+    _clean(at.run())
+    at.button(key="calibrations_use").click()
+    _clean(at.run())
+    assert at.success and "llama-2-7b@test** (measured)" in at.success[0].value
+    at.session_state["test_page"] = "whatif"
+    _clean(at.run())
+    assert not at.error and at.selectbox(key="whatif_gpu").value == "H100-80GB"
+    assert any("calibration **llama-2-7b@test** (measured" in c.value for c in at.caption)
+
+    at.selectbox(key="whatif_model").set_value("llama-3-8b")                   # not the calibration's model
+    _clean(at.run())
+    assert at.error and "made for model 'llama-2-7b'" in at.error[0].value and not at.metric
+
+
 def test_plan_small_fleet_and_static_baseline():
-    pytest.importorskip("simulator.planner.recommend")
     small = Scenario.model_validate({"name": "small", "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 2.0},
                                      "duration_s": 60, "too_long": "clip"}, "cluster": {"replicas": 1}})
     at = _page("plan")
@@ -187,6 +235,24 @@ def test_plan_small_fleet_and_static_baseline():
     static = at.dataframe[-1].value.set_index("fleet").loc["traditional server (static batching)"]
     assert static["GPUs"] >= gpus
     assert any("llama-2-7b@A100-80GB-tp1" in c.value and "fitted" in c.value for c in at.caption)
+    per_gpu = at.dataframe[0].value
+    assert list(per_gpu[""]) == ["★"] and per_gpu["$ / 1M output tokens"][0] > 0
+    assert "ledger" in at.get("download_button")[0].proto.label
+
+
+def test_plan_with_an_slo_no_fleet_can_meet_is_explained():
+    small = Scenario.model_validate({"name": "small", "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 1.0},
+                                     "duration_s": 30, "too_long": "clip"}, "cluster": {"replicas": 1}})
+    at = _page("plan")
+    for key, value in {"whatif_scenario": small.model_dump_json(), "plan_seqs": [256], "plan_tokens": [4096],
+                       "plan_max_replicas": 2, "plan_ttft": 0.001, "plan_static_baseline": False,
+                       "plan_autoscaled": False, "plan_dynamic_batch": False, "plan_uncertainty": False}.items():
+        at.session_state[key] = value
+    _clean(at.run())
+    at.button(key="plan_run").click()
+    _clean(at.run())
+    assert at.error and "no fleet of any size can meet the SLO" in at.error[0].value
+    assert not at.success and not _charts(at)
 
 
 VALIDATION = {
@@ -217,7 +283,7 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
 
     (tmp_path / "validate.json").write_text(json.dumps(VALIDATION))
     at = _clean(_page("validate").run())
-    assert not at.error and _charts(at) == 1 and len(at.metric) == 2
+    assert not at.error and _charts(at) == 3 and len(at.metric) == 2          # errors, a distribution per level
     assert any("cpu-small@steps (measured" in c.value for c in at.caption)
     table = at.dataframe[0].value.set_index("metric")
     assert table.loc["ttft_mean_s", "measured"] == "200.0 ms" and table.loc["output_tokens_per_s", "measured"] == "50"
@@ -226,10 +292,54 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
     at = _clean(_page("validate").run())
     assert at.error and "cannot be read" in at.error[0].value
 
-    if not data.live_validation_available():
-        assert any("surgeplan validate" in c.value for c in at.caption)
-        return
-    monkeypatch.setattr(data, "live_validation", lambda *args, **kwargs: (VALIDATION, None))
+
+def _live_job(at: AppTest):
+    return at.session_state["validate_job"]
+
+
+def _live_done(trace, requests, levels, progress):             # stands in for minutes of the live engine
+    from dashboard import data
+    for step in range(data.live_validation_steps(levels)):
+        progress(f"step {step + 1}")
+    return VALIDATION, None
+
+
+def _live_endless(trace, requests, levels, progress):          # runs until cancelled, reporting as it goes
+    import time
+    while True:
+        progress("live run")
+        time.sleep(0.02)
+
+
+def test_live_validation_shows_progress_and_its_result(monkeypatch):
+    from dashboard import data
+
+    monkeypatch.setattr(data, "live_validation", _live_done)
+    at = _clean(_page("validate").run())
     at.button(key="validate_run").click()
     _clean(at.run())
-    assert _charts(at) == 1 and any("live run from this page" in c.value for c in at.caption)
+    assert _live_job(at).wait(60)
+    _clean(at.run())
+    assert at.success and "done" in at.success[0].value
+    assert any("live run from this page" in c.value for c in at.caption)
+
+
+def test_live_validation_can_be_cancelled(monkeypatch):
+    import time
+
+    from dashboard import data
+
+    monkeypatch.setattr(data, "live_validation", _live_endless)
+    at = _clean(_page("validate").run())
+    at.button(key="validate_run").click()
+    _clean(at.run())
+    deadline = time.monotonic() + 60
+    while not _live_job(at).messages and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _clean(at.run())
+    assert any("live run" in p.proto.text for p in at.get("progress"))      # progress shown while it runs
+    at.button(key="validate_cancel").click()
+    _clean(at.run())
+    assert _live_job(at).wait(10)
+    _clean(at.run())
+    assert any("cancelled" in info.value for info in at.info) and not at.success

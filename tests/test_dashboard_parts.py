@@ -1,12 +1,16 @@
-"""The dashboard's parts without a page: widgets take bounds, help and choices from the pydantic fields;
-chart builders are pure and draw what they are given; the fleet arithmetic; the `surgeplan dashboard`
-command line."""
+"""The dashboard's parts without a page: widgets take bounds, help and choices from the pydantic fields
+(and their kind from the field's type); chart builders are pure and draw what they are given; the
+fleet arithmetic; the background job behind the live validation (progress, result, failure, cancel);
+the page table; the `surgeplan dashboard` command line."""
 from __future__ import annotations
 
+import time
+
+import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from dashboard import charts, data
+from dashboard import charts, data, jobs, views
 from dashboard.cli import streamlit_command
 from engine.core.config import bounds
 from simulator.scenario import ClusterSpec, SchedulerSettings
@@ -31,12 +35,30 @@ def test_widgets_take_bounds_help_and_choices_from_the_fields():
     assert policy.help == SchedulerSettings.model_fields["policy"].description
 
 
+def test_field_picks_the_widget_from_the_field_type():
+    def script() -> None:
+        from dashboard import widgets as w
+        from simulator.scenario import SchedulerSettings
+        for name in ("batch_controller", "enable_prefix_caching", "batch_target_tpot_s", "max_num_batched_tokens"):
+            w.field(SchedulerSettings, name, getattr(SchedulerSettings(), name), name, name)
+
+    at = AppTest.from_function(script, default_timeout=60).run()
+    assert not at.exception
+    assert at.selectbox(key="batch_controller").options == ["fixed", "slo"]
+    assert at.toggle(key="enable_prefix_caching").value is True
+    assert at.number_input(key="batch_target_tpot_s").value == SchedulerSettings().batch_target_tpot_s
+    assert at.number_input(key="max_num_batched_tokens").max == bounds(SchedulerSettings, "max_num_batched_tokens")[1]
+
+
 def test_timeline_shades_each_cold_start_and_the_spike():
     result, error = data.run(data.default_whatif())
     assert error is None
     figure = charts.timeline(result)
     names = {trace.name for trace in figure.data}
-    assert {"offered", "served", "P99 TTFT", "waiting", "KV usage %", "serving", "starting (cold)"} <= names
+    assert {"offered", "served", "P99 TTFT", "waiting", "preemptions", "KV usage %", "serving",
+            "starting (cold)"} <= names
+    preemptions = next(trace for trace in figure.data if trace.name == "preemptions")
+    assert list(preemptions.y) == [row["preemptions"] for row in result.timeseries]
     cold = [r for r in result.replicas if r["ready_at_s"] > r["requested_at_s"]]
     shaded = [shape for shape in figure.layout.shapes if shape.type == "rect"]
     assert len(cold) >= 1                               # the default spike makes the autoscaler scale out
@@ -64,6 +86,86 @@ def test_other_builders_draw_what_they_are_given():
     assert curves["llama-2-7b@A100-80GB-tp1"]["label"] == "fitted"
     assert curves["llama-2-7b@A100-80GB-tp1"]["decode"][1] > curves["llama-2-7b@A100-80GB-tp1"]["decode"][0]
     assert len(charts.step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
+    level = {"measured": {"ttft_p50_s": 0.1, "ttft_mean_s": 0.12, "ttft_p99_s": 0.4, "tpot_mean_s": 0.02},
+             "simulated": {"ttft_p50_s": 0.11, "ttft_mean_s": 0.13, "ttft_p99_s": 0.5, "tpot_mean_s": 0.021}}
+    figure = charts.validation_distributions(level)
+    bars = {(trace.name.split()[0], trace.xaxis): list(trace.y) for trace in figure.data}
+    assert bars[("measured", "x")] == [100.0, 120.0, 400.0] and bars[("simulated", "x2")] == [21.0]
+    assert bars[("measured", "x3")] == []                                      # no E2E figures given
+    level["distributions"] = {"measured": {"ttft_s": [0.3, 0.1, 0.2]}, "simulated": {"ttft_s": [0.25, 0.15]}}
+    curves = {(trace.name.split()[0], trace.xaxis): trace for trace in charts.validation_distributions(level).data}
+    assert list(curves[("measured", "x")].x) == pytest.approx([100.0, 200.0, 300.0])          # sorted, in ms
+    assert list(curves[("measured", "x")].y) == pytest.approx([1 / 3, 2 / 3, 1.0])              # cumulative share
+    assert list(curves[("simulated", "x")].y) == pytest.approx([0.5, 1.0]) and len(curves[("simulated", "x2")].x) == 0
+
+
+def _counting(steps: int, progress):
+    """A task for the job: reports each step, then answers."""
+    for step in range(steps):
+        progress(f"step {step + 1}")
+    return {"steps": steps}, None
+
+
+def _endless(progress):
+    """A task for the job that never ends on its own."""
+    while True:
+        progress("working")
+        time.sleep(0.01)
+
+
+def _refusing(path: str, progress):
+    return None, f"{path}: no such file"
+
+
+def _crashing(progress):
+    return 1 / 0
+
+
+def test_job_reports_progress_and_its_result():
+    job = jobs.Job(_counting, (3,), steps=3)
+    assert job.wait(60) and job.state == jobs.DONE
+    assert job.messages == ["step 1", "step 2", "step 3"] and job.fraction == 1.0 and job.result == {"steps": 3}
+
+
+def test_job_cancel_stops_the_task_at_once():
+    job = jobs.Job(_endless)
+    deadline = time.monotonic() + 60
+    while not job.messages and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.messages and job.state == jobs.RUNNING
+    cancelled_at = time.monotonic()
+    job.cancel()
+    assert job.wait(10) and job.state == jobs.CANCELLED and job.result is None
+    assert time.monotonic() - cancelled_at < 5 and job._process.poll() is not None
+
+
+@pytest.mark.parametrize("task, args, message", [(_refusing, ("trace.csv",), "trace.csv: no such file"),
+                                                 (_crashing, (), "ZeroDivisionError")])
+def test_job_failure_is_a_message_not_an_exception(task, args, message):
+    job = jobs.Job(task, args)
+    assert job.wait(60) and job.state == jobs.FAILED and message in job.error and job.fraction is None
+
+
+def test_job_task_must_be_importable_by_name():
+    with pytest.raises(ValueError, match="expected a module-level function"):
+        jobs.Job(lambda progress: (None, None))
+
+
+def test_every_page_is_in_the_table_with_its_own_url():
+    def script() -> None:
+        import streamlit as st
+
+        from dashboard import views
+        for module in views.PAGES:
+            st.write(f"{module}={views.page(module).url_path}")
+
+    assert len({url for _, _, url in views.PAGES.values()}) == len(views.PAGES)
+    at = AppTest.from_function(script, default_timeout=60).run()
+    assert not at.exception
+    urls = dict(m.value.split("=") for m in at.markdown)
+    assert urls == {module: "" if module == "whatif" else url for module, (_, _, url) in views.PAGES.items()}
+    with pytest.raises(KeyError, match="expected one of whatif"):
+        views.page("pages")
 
 
 def test_dashboard_command_is_headless_on_loopback():

@@ -60,7 +60,8 @@ def test_comparisons_are_reported(cli_plan):
     error = data["uncertainty"]
     assert error["step_time_error"] == pytest.approx(rec["calibration"]["fit_error"])
     assert error["replicas_if_slower"] >= rec["replicas"] >= error["replicas_if_faster"]
-    assert f"{rec['replicas']} replicas; " in error["text"] and "slower than calibrated" in error["text"]
+    noun = "replica" if rec["replicas"] == 1 else "replicas"
+    assert f"{rec['replicas']} {noun}; " in error["text"] and "slower than calibrated" in error["text"]
     assert 1 <= scaled["warm_pool"] <= rec["replicas"] and scaled["cold_start_s"] > 0
 
 

@@ -44,11 +44,13 @@ def test_engine_and_simulated_replica_schedule_identically(num_blocks, expect_pr
     for i in range(n):
         engine.add_request(str(i), rng.integers(3, vocab, int(prompts[i])).tolist(),
                            SamplingParams(temperature=0, max_tokens=int(outputs[i]), ignore_eos=True), arrival_time=0.0)
-    finished = {}
+    finished, kv_weighted = {}, 0.0
     while engine.has_unfinished_requests():
+        before_s = clock.now_s
         for output in engine.step():
             if output.finished:
                 finished[int(output.request_id)] = output
+        kv_weighted += engine.kv_stats().utilization * (clock.now_s - before_s)   # as LiveEngine.run measures it
 
     config = cluster_config(model, num_blocks=num_blocks, block_size=16, max_num_seqs=8, max_num_batched_tokens=96,
                             max_model_len=256)
@@ -59,6 +61,10 @@ def test_engine_and_simulated_replica_schedule_identically(num_blocks, expect_pr
     replica = cluster.replicas[0]
 
     assert replica.step_shapes == clock.shapes
+    assert replica.busy_s == pytest.approx(clock.now_s, rel=1e-9)
+    # KV utilisation, the live engine's measure (a decode stretch is weighed by its start and end states)
+    live_utilization = kv_weighted / clock.now_s
+    assert cluster.monitor.kv_utilization == pytest.approx(live_utilization, abs=0.003)
     assert replica.scheduler.num_preemptions == engine.scheduler.num_preemptions
     assert (engine.scheduler.num_preemptions > 0) == expect_preemptions
     for i, record in enumerate(cluster.records):

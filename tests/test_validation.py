@@ -85,3 +85,28 @@ def test_bad_inputs_get_clear_errors(tmp_path, args, message):
             "--max-output-tokens", "2", "--profile", "none", "--repeats", "1", "--num-kv-blocks", "32"]
     done = _validate(*base, *args)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_error_sources_are_measured_from_the_step_log():
+    from engine.core.step_shape import StepShape
+    from sim_helpers import cost_model
+    from simulator.calibration.live_run import LiveRun, StepLog
+    from simulator.calibration.schema import ShapeRecord
+    from simulator.validation.error_sources import describe, error_sources
+
+    model = cost_model(0.010)                             # every step: 10 ms
+    shape = ShapeRecord.of(StepShape(decode_context_lens=(5, 9)))
+
+    def run(busy, step, gc_s):
+        log = StepLog(shapes=[shape] * len(step), step_s=step, busy_s=busy)
+        return LiveRun([], log, 1.0, 0.9, 0, gc_s=gc_s)
+
+    fast = run([0.012, 0.010, None], [0.011, 0.009, 0.010], gc_s=0.0016)        # busy 32 ms, step() 30 ms
+    slow = run([0.015, 0.012, None], [0.014, 0.011, 0.009], gc_s=0.0)           # busy 36 ms
+    sources = error_sources([fast, slow], model)
+    assert sources["host_overhead_share"][0] == pytest.approx(2 / 32)
+    assert sources["gc_share"] == [pytest.approx(0.05), 0.0]
+    assert sources["live_over_model_step_time"] == [pytest.approx(32 / 30), pytest.approx(36 / 30)]
+    assert sources["cpu_variance"] == pytest.approx(36 / 32 - 1)
+    assert "repeats differ by 12.5%" in describe(sources)
+    assert error_sources([run([], [], 0.0)], model) is None and "not measured" in describe(None)

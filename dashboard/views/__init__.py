@@ -1,5 +1,34 @@
-"""The dashboard's pages, one module each with a `render()` that draws it (see `dashboard.app`).
+"""The dashboard's pages, one module each with a `render()` that draws it, and the table that makes
+them Streamlit pages (`page`), used by the navigation in `dashboard.app` and by links between pages.
 
-Not named `pages/`: Streamlit treats a `pages/` folder beside the entry script as the old file-based
-page list and runs its modules as scripts, so a page opened by its URL would come up blank.
+Not named `pages/`: see `dashboard.app` for why.
 """
+from __future__ import annotations
+
+import importlib
+
+import streamlit as st
+
+# module -> (title, icon, url path); the first is the app's default page
+PAGES = {
+    "whatif": ("What-if spike", ":material/bolt:", "whatif"),
+    "paged": ("Traditional vs paged", ":material/compare_arrows:", "paged"),
+    "traffic": ("Traces", ":material/timeline:", "traces"),
+    "calibrations": ("Calibrations", ":material/speed:", "calibrations"),
+    "plan": ("Plan", ":material/calculate:", "plan"),
+    "validate": ("Validate", ":material/fact_check:", "validate"),
+}
+
+
+def page(module: str) -> st.Page:
+    """The Streamlit page of `dashboard.views.<module>`: for `st.navigation`, `st.page_link`, `st.switch_page`."""
+    if module not in PAGES:
+        raise KeyError(f"no dashboard page {module!r}; expected one of {', '.join(PAGES)}")
+    title, icon, url_path = PAGES[module]
+    render = importlib.import_module(f"dashboard.views.{module}").render
+    return st.Page(render, title=title, icon=icon, url_path=url_path, default=module == next(iter(PAGES)))
+
+
+def link(module: str, label: str, *, where=st, icon: str | None = None) -> None:
+    """A link to another page that keeps the session (its inputs and results)."""
+    where.page_link(page(module), label=label, icon=icon or PAGES[module][1])

@@ -1,11 +1,12 @@
 """Calibrations: where the simulator's step times come from. Every shipped calibration with its label
 (`measured`, `fitted`, `derived`) and fit error, predicted step times side by side, the terms of one
-calibration, and — for a measured file from `surgeplan profile` — its prediction against each point."""
+calibration, and — for a measured file from `surgeplan profile` — its prediction against each point,
+with a button that puts it to use on the What-if page at once."""
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, handoff, views
 from dashboard import widgets as w
 from simulator.scenario import HardwareChoice
 
@@ -64,7 +65,24 @@ def _uploaded():
         st.plotly_chart(charts.predicted_vs_measured(points, f"{calibration.name}: predicted vs measured step time"),
                         key="calibrations_pvm")
     st.caption(summary)
+    _use_it(calibration, upload.getvalue(), upload.name)
     return calibration
+
+
+def _use_it(calibration, content: bytes, filename: str) -> None:
+    """Send the uploaded calibration to the What-if page, with its model and GPU when they are known there."""
+    if st.button("Use this calibration on the What-if page", key=KEY + "use", icon=":material/send:"):
+        path = data.keep_upload(content, filename)
+        handoff.offer(handoff.CALIBRATION, {"path": str(path), "name": calibration.name, "label": calibration.label,
+                                            "model": calibration.model.name, "gpu": calibration.device.hardware,
+                                            "tensor_parallel": calibration.device.tensor_parallel})
+        st.session_state[KEY + "sent"] = calibration.name
+    if st.session_state.get(KEY + "sent") == calibration.name:
+        known = calibration.model.name in data.model_names()
+        st.success(f"The What-if page now simulates with **{calibration.name}** ({calibration.label})"
+                   + ("." if known else f", but it was made for {calibration.model.name!r}, which is not one of "
+                      "that page's models: the page will say it cannot use it."))
+        views.link("whatif", "Open the What-if page")
 
 
 def render() -> None:

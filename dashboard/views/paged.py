@@ -81,21 +81,40 @@ def _engine_measured() -> dict | None:
             "throughput": cont["output_tokens_per_s"] / static["output_tokens_per_s"], "latency": latency}
 
 
-def _claims(kv, latency_ratio, compare_load, throughput_ratio, per_100, facts, measured) -> str:
+def _spread(row: dict) -> float | None:
+    """TTFT variability: P99 over P50 time to first token."""
+    return row["ttft_p99_s"] / row["ttft_p50_s"] if row.get("ttft_p50_s") and row.get("ttft_p99_s") else None
+
+
+def _claims(cont: dict, static: dict, compare_load: float, throughput_ratio: float, per_100: int, fleet: dict,
+            facts: dict, measured: dict | None) -> str:
+    """The decision table: each row's claim, our simulated figure and what our own engine measured."""
     calibration = f"{facts['calibration']['name']}, {facts['calibration']['label']}"
     m = measured or {}
     kv_m = f"{m['kv'][0]:.0%} vs {m['kv'][1]:.0%}" if m else "—"
     lat_m = ", ".join(f"{ratio:.2f}x at {load}" for load, ratio in m.get("latency", [])) or "—"
     thr_m = f"{m['throughput']:.2f}x output tokens/s" if m else "—"
+    spread_text = "; ".join(f"{name} {row['ttft_p50_s']:.2f}–{row['ttft_p99_s']:.2f} s ({_spread(row):.1f}x)"
+                            if _spread(row) else f"{name} n/a" for name, row in (("continuous", cont),
+                                                                                  ("static", static)))
+    at = f"at {compare_load:g} req/s"
+    cost = " vs ".join("n/a" if fleet[p]["cost"] is None else f"${fleet[p]['cost']:,.0f}/h"
+                       for p in ("continuous", "static"))
     return "\n".join([
         f"| | claimed | simulated here ({calibration}) | measured on our engine (CPU) |",
         "| --- | --- | --- | --- |",
         (f"| KV cache holding tokens, paged vs reserved | near-full vs mostly wasted (vLLM paper: under 4% waste; "
-         f"20–38% used by earlier servers) | {kv[0]:.0%} vs {kv[1]:.0%} | {kv_m} |"),
-        (f"| mean latency, continuous / static | about 50% lower | {latency_ratio:.2f}x at {compare_load:g} req/s "
-         f"| {lat_m} |"),
+         f"20–38% used by earlier servers) | {cont['kv_utilization']:.0%} vs {static['kv_utilization']:.0%} "
+         f"| {kv_m} |"),
+        (f"| mean latency, continuous / static | about 50% lower | {cont['e2e_mean_s'] / static['e2e_mean_s']:.2f}x "
+         f"{at} | {lat_m} |"),
+        (f"| P99 latency, continuous / static | lower: no request waits for a whole batch | "
+         f"{cont['e2e_p99_s'] / static['e2e_p99_s']:.2f}x {at} | — |"),
         f"| throughput, continuous / static | 2–4x | {throughput_ratio:.2f}x requests/s at saturation | {thr_m} |",
+        (f"| TTFT variability, P50–P99 (P99 / P50) | steady first tokens vs a wait for the batch "
+         f"| {spread_text}, {at} | — |"),
         f"| GPUs for the same traffic | 100 → 40–50 A100s | 100 → {per_100} | — |",
+        f"| cost of the fleet for {fleet['rate']:g} req/s, continuous vs static | less than half | {cost} | — |",
     ])
 
 
@@ -131,33 +150,41 @@ def render() -> None:
     columns[0].metric("KV cache holding tokens", f"{kv[0]:.0%} vs {kv[1]:.0%}", "continuous vs static",
                       delta_color="off", delta_arrow="off", border=True,
                       help=f"tokens stored / slots reserved, at {compare:g} req/s")
-    columns[1].metric("Mean latency, continuous / static", f"{latency_ratio:.2f}x", f"at {compare:g} req/s",
+    columns[1].metric("Mean latency ratio", f"{latency_ratio:.2f}x", f"continuous / static at {compare:g} req/s",
                       delta_color="off", delta_arrow="off", border=True,
-                      help="the highest swept load static batching keeps up with")
+                      help="mean end-to-end latency, continuous over static, at the highest swept load static "
+                      "batching keeps up with")
     columns[2].metric("Throughput at saturation", f"{throughput_ratio:.2f}x",
                       f"{saturation['continuous']:.2f} vs {saturation['static']:.2f} req/s per replica",
                       delta_color="off", delta_arrow="off", border=True)
     columns[3].metric("100 static GPUs become", f"{per_100} GPUs", "with continuous batching", delta_color="off",
                       delta_arrow="off", border=True, help="the same traffic at each policy's saturation throughput")
+    calibration = facts["calibration"]
+    st.caption(f"Every simulated number on this page: calibration **{calibration['name']}** ({calibration['label']}), "
+               f"{facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} tokens, max_model_len "
+               f"{facts['max_model_len']:,} (what static batching reserves per request).")
     st.plotly_chart(charts.latency_vs_load(rows, base.slo.ttft_p99_s), key="paged_curves")
-    tp = base.hardware.tensor_parallel
-    fleet_rows = [{"policy": charts.POLICY_NAMES[p], "req/s per replica at saturation": saturation[p],
-                   "req/s per replica within the SLO": within_slo[p],
-                   "GPUs (saturation)": data.gpus_needed(fleet, saturation[p], tp),
-                   "GPUs (within the SLO)": data.gpus_needed(fleet, within_slo[p], tp)} for p in by_policy]
+    tp, price = base.hardware.tensor_parallel, facts["price_usd_per_gpu_hour"]
+    fleet_rows, fleet_cost = [], {"rate": fleet}
+    for bound, capacity in (("throughput at saturation", saturation),
+                            (f"within the SLO (P99 TTFT ≤ {base.slo.ttft_p99_s:g} s)", within_slo)):
+        for p in by_policy:
+            gpus = data.gpus_needed(fleet, capacity[p], tp)
+            fleet_rows.append({"policy": charts.POLICY_NAMES[p], "sized by": bound, "req/s per replica": capacity[p],
+                               "GPUs": gpus, "$ / hour": None if gpus is None else gpus * price})
+            if capacity is saturation:                  # the decision table compares fleets sized by throughput
+                fleet_cost[p] = {"cost": fleet_rows[-1]["$ / hour"]}
     st.subheader(f"Fleet for {fleet:g} requests/s")
     st.dataframe(fleet_rows, hide_index=True, column_config={
-        "req/s per replica at saturation": st.column_config.NumberColumn(format="%.2f"),
-        "req/s per replica within the SLO": st.column_config.NumberColumn(format="%.2f")})
+        "req/s per replica": st.column_config.NumberColumn(format="%.2f"),
+        "$ / hour": st.column_config.NumberColumn(format="dollar")})
+    st.caption(f"At ${price:.2f} per GPU-hour (the catalog's {base.hardware.gpu} price); empty where no swept load "
+               "met the bound.")
     if within_slo["static"] is None:
         st.caption(f"Static batching met the {base.slo.ttft_p99_s:g} s P99 TTFT SLO at no swept load: a request that "
                    "arrives during a batch waits for the whole batch to finish.")
-    st.subheader("Claims beside our numbers")
+    st.subheader("The decision table: claims beside our numbers")
     measured = _engine_measured()
-    st.markdown(_claims(kv, latency_ratio, compare, throughput_ratio, per_100, facts, measured))
+    st.markdown(_claims(cont, static, compare, throughput_ratio, per_100, fleet_cost, facts, measured))
     if measured:
         st.caption(f"Engine column: `benchmarks/engine_cpu.py` (cpu-small, {measured['machine']}).")
-    calibration = facts["calibration"]
-    st.caption(f"Every simulated number: calibration **{calibration['name']}** ({calibration['label']}), "
-               f"{facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} tokens, max_model_len "
-               f"{facts['max_model_len']:,} (what static batching reserves per request).")

@@ -1,20 +1,24 @@
 """Plan: the cheapest fleet and batch settings that hold the SLO through the What-if page's traffic,
-per GPU type and overall — cost per hour and per request, the binding constraint, the fleet with one
-replica fewer, error bars from the calibration, and the baselines it beats (static batching, an
-autoscaled fleet, the SLO-aware batch controller). All from `simulator.planner.plan`."""
+per GPU type and overall — cost per hour, per request and per 1M output tokens, the binding constraint
+(what the fleet with one replica fewer misses), the error band from the calibration, the fixed fleet
+against an autoscaled one and the other baselines it beats (static batching, the SLO-aware batch
+controller), the cost vs P99 Pareto chart, and every simulation behind it (the ledger, as CSV). All
+from `simulator.planner.plan`; a plan with no answer (an SLO no fleet in range meets) is explained."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 import yaml
 
-from dashboard import charts, data
+from dashboard import charts, data, handoff, views
 from dashboard import widgets as w
 from simulator.scenario import SLO, Scenario
 
 KEY = "plan_"
-SCENARIO_KEY = "whatif_scenario"     # written by the What-if page: the traffic this page plans for
+HIGHLIGHT = "background-color: #fef9c3; font-weight: 600"
 TERMS = {"slo_ttft": "P99 TTFT", "slo_tpot": "P99 TPOT", "timeouts": "abandon rate", "goodput": "goodput share",
          "kv_capacity": "KV capacity", "does_not_fit": "does not fit"}
 
@@ -25,20 +29,20 @@ def _inputs(scenario: Scenario):
     catalog = data.gpus()
     defaults = PlanSettings()
     side.subheader("Search")
-    st.session_state.setdefault(KEY + "gpus", [scenario.hardware.gpu] if scenario.hardware.gpu in catalog else [])
-    st.session_state.setdefault(KEY + "seqs", list(defaults.batch.max_num_seqs))
-    st.session_state.setdefault(KEY + "tokens", list(defaults.batch.max_num_batched_tokens))
-    gpus = side.multiselect("candidate GPUs", list(catalog), key=KEY + "gpus",
+    w.start(KEY + "gpus", [scenario.hardware.gpu] if scenario.hardware.gpu in catalog else [])
+    w.start(KEY + "seqs", list(defaults.batch.max_num_seqs))
+    w.start(KEY + "tokens", list(defaults.batch.max_num_batched_tokens))
+    gpus = side.multiselect("candidate GPUs", list(catalog), key=KEY + "gpus", persist_state=w.PERSIST,
                             help=w.field_help(Candidate, "gpu"),
                             format_func=lambda n: f"{n} (${catalog[n].price_usd_per_hour:.2f}/h)")
     settings = {"candidates": [{"gpu": gpu} for gpu in gpus]}
     settings["max_replicas"] = w.number(PlanSettings, "max_replicas", 16, KEY + "max_replicas",
                                         "largest fleet searched", where=side)
     seqs = side.multiselect("max_num_seqs values", sorted({32, 64, 128, 256, 512, *defaults.batch.max_num_seqs}),
-                            key=KEY + "seqs", help=w.field_help(BatchGrid, "max_num_seqs"))
+                            key=KEY + "seqs", help=w.field_help(BatchGrid, "max_num_seqs"), persist_state=w.PERSIST)
     tokens = side.multiselect("max_num_batched_tokens values",
                               sorted({1024, 2048, 4096, 8192, 16384, *defaults.batch.max_num_batched_tokens}),
-                              key=KEY + "tokens",
+                              key=KEY + "tokens", persist_state=w.PERSIST,
                               help=w.field_help(BatchGrid, "max_num_batched_tokens"))
     settings["batch"] = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
     side.subheader("SLO")
@@ -59,17 +63,18 @@ def _recommendation(answer: dict) -> None:
     st.success(r["sentence"])
     cols = st.columns(5)
     plural = "s" if r["replicas"] != 1 else ""
-    cols[0].metric("Fleet", f"{r['gpus']} GPUs",
-                   f"{r['replicas']} replica{plural} × {r['gpu']} (TP {r['tensor_parallel']})",
-                   delta_color="off", delta_arrow="off", border=True)
+    cols[0].metric("Fleet", f"{r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}", f"{r['replicas']} × {r['gpu']}",
+                   delta_color="off", delta_arrow="off", border=True,
+                   help=f"{r['replicas']} replica{plural} of {r['tensor_parallel']} × {r['gpu']} (tensor parallel)")
     cols[1].metric("Cost per hour", f"${r['cost_per_hour_usd']:,.2f}", border=True)
     cost = r.get("cost_per_request_usd")
     cols[2].metric("Cost / 1k requests", "n/a" if cost is None else f"${cost * 1000:.3f}", border=True)
     binding = r["binding_constraint"] or "—"
     cols[3].metric("Binding constraint", TERMS.get(binding, binding.split(":")[0]),
-                   "−1 replica misses it" if r.get("one_fewer_misses") else binding.partition(": ")[2] or None,
-                   delta_color="off", delta_arrow="off", border=True,
-                   help="the SLO term that a fleet one replica smaller misses")
+                   "−1 replica misses it" if r.get("one_fewer_misses") else "smallest fleet searched"
+                   if binding.startswith("none") else None, delta_color="off", delta_arrow="off", border=True,
+                   help="the SLO term that a fleet one replica smaller misses" + (f" ({binding})" if ":" in binding
+                                                                                  else ""))
     cols[4].metric("P99 TTFT", "n/a" if r.get("ttft_p99_s") is None else f"{r['ttft_p99_s']:.2f} s",
                    f"{r['headroom']:.0%} headroom" if r.get("headroom") is not None else None, delta_color="off",
                    delta_arrow="off", border=True,
@@ -77,13 +82,18 @@ def _recommendation(answer: dict) -> None:
                    "tightest SLO term is from its limit")
     calibration = r.get("calibration") or {}
     error = calibration.get("fit_error")
-    st.caption(f"Simulated with calibration **{calibration.get('name')}** ({calibration.get('label')}"
-               + (f", fit error {error:.1%}" if error is not None else "") + ")."
-               + (f" {answer['uncertainty']['text']}." if answer.get("uncertainty") else ""))
+    st.caption(f"Every figure on this page is simulated with calibration **{calibration.get('name')}** "
+               f"({calibration.get('label')}" + (f", fit error {error:.1%}" if error is not None else "") + ").")
+    band = answer.get("uncertainty")
+    if band:
+        st.info(f"**Error band** ({band['source']}): {band['text']}.", icon=":material/error_med:")
 
 
 def _comparisons(answer: dict) -> None:
-    rows = []
+    r = answer["recommendation"]
+    rows = [{"fleet": f"fixed: the recommendation ({r['replicas']} × {r['gpu']})", "GPUs": r["gpus"],
+             "cost per hour": r["cost_per_hour_usd"],
+             "cost per 1,000 requests": (r.get("cost_per_request_usd") or 0) * 1000 or None, "status": "meets"}]
     for key, label in (("static_baseline", "traditional server (static batching)"),
                        ("dynamic_batch", "SLO-aware batch size")):
         other = answer.get(key)
@@ -97,24 +107,50 @@ def _comparisons(answer: dict) -> None:
                      "GPUs": scaled.get("replicas_peak"), "cost per hour": scaled.get("cost_per_hour_usd"),
                      "cost per 1,000 requests": (scaled.get("cost_per_request_usd") or 0) * 1000 or None,
                      "status": "meets" if scaled["meets"] else "misses"})
-    if rows:
-        st.subheader("Against the alternatives")
+    if len(rows) > 1:
+        st.subheader("Fixed fleet against the alternatives")
         st.dataframe(rows, hide_index=True, column_config={
             "cost per hour": st.column_config.NumberColumn(format="$%.2f"),
             "cost per 1,000 requests": st.column_config.NumberColumn(format="$%.3f")})
 
 
+def _per_gpu(answer: dict) -> None:
+    """One row per candidate GPU type, the recommendation highlighted."""
+    r = answer["recommendation"]
+    rows = [{"": "★" if (row["gpu"], row["tensor_parallel"]) == (r["gpu"], r["tensor_parallel"]) else "",
+             "GPU (TP)": f"{row['gpu']} ({row['tensor_parallel']})", "replicas": row["replicas"],
+             "GPUs": row.get("gpus"),
+             "batch (seqs / tokens)": f"{row.get('max_num_seqs')} / {row.get('max_num_batched_tokens')}",
+             "$ / hour": row.get("cost_per_hour_usd"),
+             "$ / 1k requests": None if row.get("cost_per_request_usd") is None else row["cost_per_request_usd"] * 1000,
+             "$ / 1M output tokens": row.get("cost_per_million_output_tokens_usd"),
+             "P99 TTFT (s)": row.get("ttft_p99_s"),
+             "binding": TERMS.get(row.get("binding_constraint"), (row.get("binding_constraint") or "").split(":")[0]),
+             "calibration": f"{row['calibration']['name']} ({row['calibration']['label']})"
+             if row.get("calibration") else "—", "status": row["status"], "why": row.get("reason") or ""}
+            for row in answer["per_gpu_type"]]
+    table = pd.DataFrame(rows)
+    if not table["why"].any():                      # every candidate met the SLO: no reason to give
+        table = table.drop(columns="why")
+    styled = table.style.apply(lambda row: [HIGHLIGHT if row[""] else ""] * len(row), axis=1)
+    st.dataframe(styled, hide_index=True, column_config={
+        "": st.column_config.TextColumn(width="small", help="the recommendation: the cheapest per hour"),
+        "$ / hour": st.column_config.NumberColumn(format="$%.2f"),
+        "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
+        "$ / 1M output tokens": st.column_config.NumberColumn(format="$%.2f"),
+        "P99 TTFT (s)": st.column_config.NumberColumn(format="%.2f")})
+
+
 def render() -> None:
     st.title("Plan the fleet")
-    if not data.planner_available():
-        st.info("The capacity planner (`simulator.planner.plan`) is not part of this installation yet.")
-        return
-    stored = st.session_state.get(SCENARIO_KEY)
+    stored = st.session_state.get(handoff.SCENARIO)
     scenario = Scenario.model_validate_json(stored) if stored else data.default_whatif()
-    st.caption(f"Traffic from the What-if page{'' if stored else ' (its default)'}: **{scenario.name}**, "
-               f"{scenario.model.name}, {scenario.traffic.duration_s:g} s"
-               + (" with a spike" if getattr(scenario.traffic.arrivals, "kind", "") == "spike" else "")
-               + ". Change it there; search settings and the SLO are here.")
+    traffic = scenario.traffic
+    what = (f"the trace {Path(traffic.trace).name}" if traffic.trace else f"{traffic.duration_s:g} s of synthetic "
+            "traffic" + (" with a spike" if getattr(traffic.arrivals, "kind", "") == "spike" else ""))
+    st.caption(f"Traffic from the What-if page{'' if stored else ' (its default)'}: {what}, for "
+               f"{scenario.model.name}. Change it there; search settings and the SLO are here.")
+    views.link("whatif", "Change the traffic on the What-if page")
     settings, slo = _inputs(scenario)
     batch = settings["batch"]
     if not settings["candidates"] or not batch["max_num_seqs"] or not batch["max_num_batched_tokens"]:
@@ -140,22 +176,17 @@ def render() -> None:
     st.plotly_chart(charts.pareto(answer["pareto_points"], answer["pareto_front"], answer["recommendation"],
                                   scenario.slo.ttft_p99_s), key=KEY + "pareto")
     st.subheader("Per GPU type")
-    st.dataframe([{"GPU": row["gpu"], "TP": row["tensor_parallel"], "replicas": row["replicas"],
-                   "GPUs": row.get("gpus"), "max_num_seqs": row.get("max_num_seqs"),
-                   "max_num_batched_tokens": row.get("max_num_batched_tokens"),
-                   "cost per hour": row.get("cost_per_hour_usd"), "status": row["status"],
-                   "calibration": f"{row['calibration']['name']} ({row['calibration']['label']})"
-                   if row.get("calibration") else "—", "why": row.get("reason") or ""}
-                  for row in answer["per_gpu_type"]], hide_index=True,
-                 column_config={"cost per hour": st.column_config.NumberColumn(format="$%.2f")})
+    _per_gpu(answer)
     _comparisons(answer)
     simulations = answer.get("simulations", {})
     st.caption(f"{simulations.get('evaluated', '?')} candidate fleets evaluated ({simulations.get('simulated', '?')} "
                f"simulated) in {answer.get('elapsed_s', 0):.0f} s.")
-    left, right = st.columns(2)
-    plain = {key: value for key, value in answer.items() if not key.startswith("pareto")}
-    left.download_button("Download plan.json", json.dumps(plain, indent=1, default=str), file_name="plan.json",
-                         key=KEY + "json")
+    left, middle, right = st.columns(3)
+    plain = {key: value for key, value in answer.items() if not key.startswith(("pareto", "ledger"))}
+    left.download_button(f"Download the ledger ({answer['ledger_rows']} rows, CSV)", answer["ledger_csv"],
+                         file_name="ledger.csv", mime="text/csv", key=KEY + "ledger")
+    middle.download_button("Download plan.json", json.dumps(plain, indent=1, default=str), file_name="plan.json",
+                           key=KEY + "json")
     right.download_button("Download the recommended scenario",
                           yaml.safe_dump(answer["recommended_scenario"], sort_keys=False), file_name="recommended.yaml",
                           key=KEY + "yaml")

@@ -1,13 +1,14 @@
 """Traces: look at traffic before simulating it — a public production trace, a file of your own (any
 format `traces` reads, detected from its first line), or a synthetic spike: request rate over time,
-burstiness, and prompt/output length distributions with their lognormal fits."""
+burstiness, and prompt/output length distributions with their lognormal fits; then "use it" sends the
+traffic to the What-if page (and through it to the Plan page)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, handoff, views
 from dashboard import widgets as w
 from simulator.scenario import Scenario, TrafficSpec
 from traces.arrivals import PoissonArrivals, SpikeArrivals
@@ -16,9 +17,28 @@ KEY = "traces_"
 SOURCES = ("public trace", "your file", "synthetic spike")
 
 
+def _spike_inputs(side) -> dict:
+    """The synthetic spike's parameters, under the names the What-if page takes them by."""
+    return {
+        "rate": w.number(PoissonArrivals, "rate_per_s", 2.0, KEY + "rate", "baseline requests / s", where=side,
+                         step=0.5, fmt="%.2f"),
+        "multiplier": w.number(SpikeArrivals, "multiplier", 10.0, KEY + "multiplier", "spike multiplier", where=side,
+                               step=1.0, fmt="%.1f"),
+        "duration": w.number(TrafficSpec, "duration_s", 1200.0, KEY + "duration", "duration (s)", where=side,
+                             step=60.0, fmt="%.0f"),
+        "start": w.number(SpikeArrivals, "start_s", 300.0, KEY + "start", "spike starts at (s)", where=side, step=30.0,
+                          fmt="%.0f"),
+        "hold": w.number(SpikeArrivals, "hold_s", 300.0, KEY + "hold", "spike holds for (s)", where=side, step=30.0,
+                         fmt="%.0f"),
+        "ramp": w.number(SpikeArrivals, "ramp_up_s", 60.0, KEY + "ramp", "ramp up / down (s)", where=side, step=10.0,
+                         fmt="%.0f")}
+
+
 def _describe_source() -> tuple[dict | None, str | None]:
     side = st.sidebar
-    source = side.radio("traffic from", SOURCES, key=KEY + "source", help=w.field_help(TrafficSpec, "trace"))
+    w.start(KEY + "source", SOURCES[0])
+    source = side.radio("traffic from", SOURCES, key=KEY + "source", help=w.field_help(TrafficSpec, "trace"),
+                        persist_state=w.PERSIST)
     window = w.number(Scenario, "window_s", 60.0, KEY + "window", "rate window (s)", where=side, step=10.0, fmt="%.0f")
     if source == SOURCES[0]:
         files = data.shared_traces()
@@ -35,21 +55,26 @@ def _describe_source() -> tuple[dict | None, str | None]:
         if upload is None:
             return None, None
         return data.trace_upload(upload.getvalue(), upload.name, window)
-    rate = w.number(PoissonArrivals, "rate_per_s", 2.0, KEY + "rate", "baseline requests / s", where=side, step=0.5,
-                    fmt="%.2f")
-    multiplier = w.number(SpikeArrivals, "multiplier", 10.0, KEY + "multiplier", "spike multiplier", where=side,
-                          step=1.0, fmt="%.1f")
-    duration = w.number(TrafficSpec, "duration_s", 1200.0, KEY + "duration", "duration (s)", where=side, step=60.0,
-                        fmt="%.0f")
-    start = w.number(SpikeArrivals, "start_s", 300.0, KEY + "start", "spike starts at (s)", where=side, step=30.0,
-                     fmt="%.0f")
-    hold = w.number(SpikeArrivals, "hold_s", 300.0, KEY + "hold", "spike holds for (s)", where=side, step=30.0,
-                    fmt="%.0f")
-    ramp = w.number(SpikeArrivals, "ramp_up_s", 60.0, KEY + "ramp", "ramp up / down (s)", where=side, step=10.0,
-                    fmt="%.0f")
-    if None in (rate, multiplier, duration, start, hold, ramp, window):
+    spike = _spike_inputs(side)
+    if None in (*spike.values(), window):
         return None, "Every synthetic-spike input needs a value."
-    return data.trace_spike(rate, multiplier, duration, start, ramp, hold, window)
+    described, error = data.trace_spike(spike["rate"], spike["multiplier"], spike["duration"], spike["start"],
+                                        spike["ramp"], spike["hold"], window)
+    return (None, error) if error else ({**described, "spike": spike}, None)
+
+
+def _use_it(described: dict) -> None:
+    """Send this traffic to the What-if page (which the Plan page plans for)."""
+    name = described["stats"]["name"]
+    if st.button("Use this traffic on the What-if and Plan pages", key=KEY + "use", icon=":material/send:"):
+        if "spike" in described:
+            handoff.offer(handoff.SPIKE, described["spike"])
+        else:
+            handoff.offer(handoff.TRACE, {"path": described["path"], "name": name})
+        st.session_state[KEY + "sent"] = name
+    if st.session_state.get(KEY + "sent") == name:
+        st.success(f"The What-if page now simulates **{name}**.")
+        views.link("whatif", "Open the What-if page")
 
 
 def render() -> None:
@@ -64,6 +89,7 @@ def render() -> None:
         return
     stats = described["stats"]
     st.caption(f"**{stats['name']}** — format `{described['format']}`; " + "; ".join(stats["provenance"][:3]))
+    _use_it(described)
     columns = st.columns(5)
     columns[0].metric("Requests", f"{stats['requests']:,}", border=True)
     columns[1].metric("Duration", f"{stats['duration_s'] / 60:.1f} min", border=True)

@@ -1,19 +1,23 @@
 """Validate: how far the simulator is from the live engine on the same requests. Per load level and
 metric, measured vs simulated, the simulator's relative error, and the live engine's own noise floor
-(two live runs of the same requests) beside it. Reads `benchmarks/results/validate.json` (written by
-`surgeplan validate`); a short live run can be started here when the validation module is present."""
+(two live runs of the same requests) beside it; measured and simulated latency distributions side by
+side. Reads `benchmarks/results/validate.json` (written by `surgeplan validate`), and runs a short live
+validation on this machine on request, in a background process (`dashboard.jobs`): progress shown,
+cancellable at any moment."""
 from __future__ import annotations
 
 import json
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import charts, data, jobs
 
 KEY = "validate_"
 SHOWN = ("throughput_rps", "output_tokens_per_s", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s",
          "e2e_mean_s", "e2e_p99_s", "queue_mean_s", "preemptions", "kv_utilization")
 LIVE_REQUESTS = 16
+LIVE_LEVELS = (0.5, 0.9)
+POLL_S = 1.0
 COMMAND = ("surgeplan validate --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv "
            "--out benchmarks/results/validate.json")
 
@@ -49,7 +53,7 @@ def _level_table(level: dict) -> list[dict]:
              "verdict": verdict.get(key, "")} for key in SHOWN if key in measured or key in simulated]
 
 
-def _show(result: dict, source: str) -> None:
+def _show(result: dict, source: str, key: str) -> None:
     levels = result.get("levels") or []
     if not levels:
         st.warning(f"{source} holds no load levels.")
@@ -61,46 +65,74 @@ def _show(result: dict, source: str) -> None:
     columns = st.columns(len(levels))
     for column, level in zip(columns, levels):
         errors = [abs(v) for k, v in (level.get("relative_error") or {}).items() if k in SHOWN and v is not None]
-        quiet = sum(1 for v in (level.get("verdict") or {}).values() if v == "below noise")
+        quiet = sum(1 for k, v in (level.get("verdict") or {}).items() if k in SHOWN and v == "below noise")
         errors.sort()
         median = errors[len(errors) // 2] if errors else None
         column.metric(f"{level['load']:.0%} load, median |error|", "n/a" if median is None else f"{median:.1%}",
                       f"{quiet} of {len(errors)} metrics within the live noise", delta_color="off",
                       delta_arrow="off", border=True, help=f"calibration {_calibrations(result, level)}")
-    st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}chart_{source[:12]}")
-    tabs = st.tabs([f"{level['load']:.0%} load" for level in levels])
-    for tab, level in zip(tabs, levels):
+    st.subheader("Error per metric against the live noise floor")
+    st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
+    st.subheader("Measured and simulated distributions")
+    tabs = st.tabs([f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)" for level in levels])
+    for i, (tab, level) in enumerate(zip(tabs, levels)):
         with tab:
-            st.caption(f"{level['rate_rps']:.2f} requests/s; simulated with calibration {_calibrations(result, level)}")
-            st.dataframe(_level_table(level), hide_index=True)
+            st.caption(f"Simulated with calibration {_calibrations(result, level)}. Each distribution drawn by the "
+                       "P50, mean and P99 the validation keeps of it.")
+            st.plotly_chart(charts.validation_distributions(level), key=f"{KEY}{key}_distributions_{i}")
+            st.dataframe(_level_table(level), hide_index=True, height="content")
 
 
-def _live_button() -> None:
-    if not data.live_validation_available():
-        st.caption(f"Validation results come from `{COMMAND}`.")
-        return
-    traces = [p for p in data.shared_traces() if "conv" in p.name] or data.shared_traces()
+def _start(trace: str) -> jobs.Job:
+    return jobs.Job(data.live_validation, (trace, LIVE_REQUESTS, LIVE_LEVELS),
+                    steps=data.live_validation_steps(LIVE_LEVELS))
+
+
+def _watch() -> None:
+    """The running job's progress and its Cancel button; reruns the page once the job has ended."""
+    job: jobs.Job = st.session_state[KEY + "job"]
+    if job.state not in (jobs.RUNNING, jobs.CANCELLING):
+        st.rerun()
+    last = job.messages[-1] if job.messages else "starting the live engine"
+    st.progress(job.fraction or 0.0, text=f"{last} ({job.elapsed_s:.0f} s so far)")
+    with st.status("Validating: live engine and simulator on the same requests…", expanded=True,
+                   state="running"):
+        for message in job.messages:
+            st.write(message)
+    if job.state == jobs.RUNNING and st.button("Cancel", key=KEY + "cancel", icon=":material/stop_circle:"):
+        job.cancel()
+    if job.state == jobs.CANCELLING:
+        st.caption("Cancelling…")
+
+
+def _live_section() -> None:
     st.subheader("A short live validation on this machine")
     st.caption(f"The live engine (`cpu-small`, dummy weights, on the CPU) serves the first {LIVE_REQUESTS} requests "
-               "of the trace at 50% and 90% of its measured capacity, in real time and twice each for the noise "
-               "floor; the simulator runs the same requests with a calibration fitted on the engine's own steps. "
-               "It takes a few minutes.")
+               f"of the trace at {' and '.join(f'{x:.0%}' for x in LIVE_LEVELS)} of its measured capacity, in real "
+               "time and twice each for the noise floor; the simulator runs the same requests with a calibration "
+               "fitted on the engine's own steps. It takes a few minutes and can be cancelled.")
+    traces = [p for p in data.shared_traces() if "conv" in p.name] or data.shared_traces()
     if not traces:
         st.warning(f"No trace found in {data.SHARED_TRACES} to validate on.")
         return
+    job: jobs.Job | None = st.session_state.get(KEY + "job")
+    if job is not None and job.state in (jobs.RUNNING, jobs.CANCELLING):
+        st.fragment(_watch, run_every=POLL_S)()
+        return
     if st.button("Run a short live validation", key=KEY + "run", type="primary"):
-        with st.status("Validating: live engine and simulator on the same requests…", expanded=True) as status:
-            result, error = data.live_validation(str(traces[0]), LIVE_REQUESTS, (0.5, 0.9), progress=status.write)
-            status.update(label="Validation failed" if error else "Validation done",
-                          state="error" if error else "complete")
-        if error:
-            st.error(error)
-        else:
-            st.session_state[KEY + "live"] = result
-    if KEY + "live" in st.session_state:
-        result = st.session_state[KEY + "live"]
-        _show(result, "live run from this page")
-        st.download_button("Download the results JSON", json.dumps(result, indent=1), file_name="validate.json",
+        st.session_state[KEY + "job"] = _start(str(traces[0]))
+        st.rerun()
+    if job is None:
+        return
+    if job.state == jobs.CANCELLED:
+        st.info(f"Live validation cancelled after {job.elapsed_s:.0f} s, during: "
+                f"{job.messages[-1] if job.messages else 'start-up'}.")
+    elif job.state == jobs.FAILED:
+        st.error(f"Live validation failed: {job.error}")
+    else:
+        st.success(f"Live validation done in {job.elapsed_s:.0f} s.")
+        _show(job.result, "live run from this page", "live")
+        st.download_button("Download the results JSON", json.dumps(job.result, indent=1), file_name="validate.json",
                            mime="application/json", key=KEY + "download")
 
 
@@ -115,5 +147,5 @@ def render() -> None:
         st.info(f"No validation results yet: `{data.VALIDATE_JSON.relative_to(data.ROOT)}` is absent. "
                 f"Write them with `{COMMAND}`.")
     else:
-        _show(saved, f"`{data.VALIDATE_JSON.relative_to(data.ROOT)}`")
-    _live_button()
+        _show(saved, f"`{data.VALIDATE_JSON.relative_to(data.ROOT)}`", "saved")
+    _live_section()

@@ -1,12 +1,15 @@
-"""What-if spike: the planner's nightmare on one screen — traffic jumps N-fold, what happens to P99
-latency, how many GPUs does the autoscaler bring (and how late, behind its cold starts), and what does a
-request cost? Every input is a `Scenario` field; every number is simulated with a named calibration."""
+"""What-if spike: the planner's nightmare on one screen — traffic jumps N-fold (or a real trace arrives),
+what happens to P99 latency, how many GPUs does the autoscaler bring (and how late, behind its cold
+starts), and what does a request cost? Every input is a `Scenario` field (the scheduler's are listed by
+name and drawn from their own definitions); every number is simulated with a named calibration."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 import yaml
 
-from dashboard import charts, data
+from dashboard import charts, data, handoff, views
 from dashboard import widgets as w
 from simulator.scenario import (
     SLO,
@@ -23,13 +26,56 @@ from simulator.scenario import (
 from traces.arrivals import PoissonArrivals, SpikeArrivals
 
 KEY = "whatif_"
+SOURCES = ("synthetic spike", "trace file")
+TRACE_REQUESTS = 3000          # a trace's first requests, by default: a re-render stays within seconds
+# the engine's scheduler settings shown, by field name (each widget built from the field's definition)
+SCHEDULER = (("policy", "batching policy"), ("max_num_seqs", "max running requests per replica"),
+             ("max_num_batched_tokens", "token budget per step"), ("batch_controller", "batch size controller"),
+             ("batch_target_tpot_s", "controller's target TPOT (s)"), ("block_size", "KV block (tokens)"),
+             ("gpu_memory_utilization", "GPU memory share"))
 
 
-def _inputs(base: dict) -> dict:
-    """Sidebar widgets, each bound to its scenario field; returns the scenario as nested data."""
-    side = st.sidebar
-    spike, cluster, scaler = base["traffic"]["arrivals"], base["cluster"], base["cluster"]["autoscaler"]
+def _take_offers() -> None:
+    """Preset the widgets from what the Traces and Calibrations pages handed over ("use it here")."""
+    offer = handoff.take(handoff.TRACE, "whatif")
+    if offer:
+        st.session_state[KEY + "source"], st.session_state[KEY + "trace"] = SOURCES[1], offer["path"]
+    offer = handoff.take(handoff.SPIKE, "whatif")
+    if offer:
+        st.session_state[KEY + "source"] = SOURCES[0]
+        for name in ("rate", "multiplier", "start", "hold", "ramp", "duration"):
+            st.session_state[KEY + name] = float(offer[name])
+    offer = handoff.take(handoff.CALIBRATION, "whatif")
+    if offer:
+        st.session_state[KEY + "calibration"] = offer["path"]
+        if offer["model"] in data.model_names():
+            st.session_state[KEY + "model"] = offer["model"]
+        if offer.get("gpu") in data.gpus():
+            st.session_state[KEY + "gpu"] = offer["gpu"]
+        st.session_state[KEY + "tp"] = int(offer.get("tensor_parallel") or 1)
+
+
+def _traffic(side, traffic: dict) -> None:
     side.subheader("Traffic")
+    source = side.radio("traffic from", SOURCES, key=KEY + "source", horizontal=True, persist_state=w.PERSIST,
+                        help="a synthetic spike over Poisson arrivals, or a trace file (the Traces page can send one)")
+    spike = traffic["arrivals"]
+    if source == SOURCES[1]:
+        offered = handoff.offered(handoff.TRACE)
+        files = [str(p) for p in data.shared_traces()] + ([offered["path"]] if offered else [])
+        if not files:
+            side.warning(f"No trace in {data.SHARED_TRACES}: upload one on the Traces page and use it here.")
+            return
+        traffic["trace"] = w.select(TrafficSpec, "trace", files[-1] if offered else files[0], KEY + "trace",
+                                    "trace file", where=side, options=list(dict.fromkeys(files)),
+                                    format_func=lambda p: Path(p).name)
+        left, right = side.columns(2)
+        traffic["rate_scale"] = w.number(TrafficSpec, "rate_scale", 1.0, KEY + "rate_scale", "rate × (speed-up)",
+                                         where=left, step=0.5, fmt="%.2f")
+        traffic["max_requests"] = w.number(TrafficSpec, "max_requests", TRACE_REQUESTS, KEY + "max_requests",
+                                           "first N requests", where=right, step=500, placeholder="all")
+        del traffic["arrivals"]
+        return
     spike["base"]["rate_per_s"] = w.number(PoissonArrivals, "rate_per_s", spike["base"]["rate_per_s"], KEY + "rate",
                                            "baseline requests / s", where=side, step=0.1, fmt="%.2f",
                                            help_extra="(Poisson arrivals before and after the spike)")
@@ -41,24 +87,33 @@ def _inputs(base: dict) -> dict:
                                 where=left, step=10.0, fmt="%.0f")
     spike["hold_s"] = w.number(SpikeArrivals, "hold_s", spike["hold_s"], KEY + "hold", "spike holds for (s)",
                                where=right, step=10.0, fmt="%.0f")
-    ramp = w.number(SpikeArrivals, "ramp_up_s", spike["ramp_up_s"], KEY + "ramp", "ramp up / down (s)", where=left,
-                    step=5.0, fmt="%.0f", help_extra="(the same ramp is used on the way down)")
+    ramp = w.number(SpikeArrivals, "ramp_up_s", spike["ramp_up_s"], KEY + "ramp", "ramp (s)", where=left,
+                    step=5.0, fmt="%.0f", help_extra="(up, and the same down)")
     spike["ramp_up_s"] = spike["ramp_down_s"] = ramp
-    base["traffic"]["duration_s"] = w.number(TrafficSpec, "duration_s", base["traffic"]["duration_s"],
-                                             KEY + "duration", "traffic lasts (s)", where=right, step=60.0, fmt="%.0f")
+    traffic["duration_s"] = w.number(TrafficSpec, "duration_s", traffic["duration_s"], KEY + "duration",
+                                     "traffic lasts (s)", where=right, step=60.0, fmt="%.0f")
+
+
+def _fleet(side, base: dict) -> None:
+    cluster, scaler, hardware = base["cluster"], base["cluster"]["autoscaler"], base["hardware"]
     side.subheader("Fleet")
     catalog = data.gpus()
-    base["hardware"]["gpu"] = w.select(HardwareChoice, "gpu", base["hardware"]["gpu"], KEY + "gpu", "GPU", where=side,
-                                       options=list(catalog),
-                                       format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)")
+    hardware["gpu"] = w.select(HardwareChoice, "gpu", hardware["gpu"], KEY + "gpu", "GPU", where=side,
+                               options=list(catalog),
+                               format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)")
     base["model"]["name"] = w.select(ModelChoice, "name", base["model"]["name"], KEY + "model", "model", where=side,
                                      options=data.model_names())
+    uploaded = handoff.offered(handoff.CALIBRATION)
+    if uploaded:
+        hardware["calibration"] = w.select(
+            HardwareChoice, "calibration", None, KEY + "calibration", "calibration", where=side,
+            options=[None, uploaded["path"]], format_func=lambda p: "best shipped for this model and GPU" if p is None
+            else f"{uploaded['name']} ({uploaded['label']}, uploaded)")
     left, right = side.columns(2)
     cluster["replicas"] = w.number(ClusterSpec, "replicas", cluster["replicas"], KEY + "replicas", "replicas at start",
                                    where=left)
-    base["hardware"]["tensor_parallel"] = w.number(HardwareChoice, "tensor_parallel",
-                                                   base["hardware"]["tensor_parallel"], KEY + "tp", "GPUs per replica",
-                                                   where=right)
+    hardware["tensor_parallel"] = w.number(HardwareChoice, "tensor_parallel", hardware["tensor_parallel"], KEY + "tp",
+                                           "GPUs per replica", where=right)
     scaler["enabled"] = w.toggle(AutoscalerSpec, "enabled", scaler["enabled"], KEY + "autoscale", "autoscaler",
                                  where=side, help_extra="Scale out at KV usage ≥ 0.8 or ≥ 5 waiting per replica, "
                                  "after a cold start.")
@@ -69,50 +124,72 @@ def _inputs(base: dict) -> dict:
     cold = scaler["cold_start"]
     cold["provisioning_s"] = w.number(ColdStart, "provisioning_s", cold["provisioning_s"], KEY + "provisioning",
                                       "provisioning (s)", where=right, step=10.0, fmt="%.0f")
-    with side.expander("Engine, clients, SLO and price"):
-        base["scheduler"]["policy"] = w.select(SchedulerSettings, "policy", base["scheduler"]["policy"], KEY + "policy",
-                                               "batching policy")
-        engine = base["scheduler"]
-        engine["max_num_seqs"] = w.number(SchedulerSettings, "max_num_seqs", engine["max_num_seqs"],
-                                          KEY + "max_num_seqs", "max running requests per replica")
+    views.link("plan", "Plan it: cheapest fleet", where=side)
+
+
+def _engine_and_slo(side, base: dict) -> None:
+    engine = base["scheduler"]
+    with side.expander("Scheduler settings"):
+        for name, label in SCHEDULER:
+            options = {"disabled": engine["batch_controller"] != "slo"} if name == "batch_target_tpot_s" else {}
+            engine[name] = w.field(SchedulerSettings, name, engine[name], KEY + name, label, **options)
+    with side.expander("Clients, SLO and price"):
         base["clients"]["ttft_timeout_s"] = w.number(ClientSpec, "ttft_timeout_s", base["clients"]["ttft_timeout_s"],
                                                      KEY + "timeout", "client gives up after (s)", fmt="%.1f",
                                                      placeholder="never")
+        left, right = st.columns(2)
         base["slo"]["ttft_p99_s"] = w.number(SLO, "ttft_p99_s", base["slo"]["ttft_p99_s"], KEY + "slo",
-                                             "SLO: P99 TTFT (s)", step=0.5, fmt="%.2f")
-        gpu = catalog.get(base["hardware"]["gpu"])
+                                             "SLO P99 TTFT (s)", where=left, step=0.5, fmt="%.2f")
+        base["slo"]["tpot_p99_s"] = w.number(SLO, "tpot_p99_s", base["slo"]["tpot_p99_s"], KEY + "slo_tpot",
+                                             "SLO P99 TPOT (s)", where=right, step=0.01, fmt="%.3f")
+        gpu = data.gpus().get(base["hardware"]["gpu"])
         base["prices"]["gpu_usd_per_hour"] = w.number(
             Prices, "gpu_usd_per_hour", base["prices"]["gpu_usd_per_hour"], KEY + "price", "price per GPU-hour ($)",
             fmt="%.2f", step=0.1, placeholder=f"catalog: {gpu.price_usd_per_hour:.2f}" if gpu else "catalog",
             help_extra=f"Empty: the catalog's {gpu.price_usd_per_hour:.2f} $/h ({gpu.price_source}, {gpu.price_date})."
             if gpu else "")
+
+
+def _inputs(base: dict) -> dict:
+    """Sidebar widgets, each bound to its scenario field; returns the scenario as nested data."""
+    _take_offers()
+    side = st.sidebar
+    _traffic(side, base["traffic"])
+    _fleet(side, base)
+    _engine_and_slo(side, base)
     return base
 
 
 def _metrics(result) -> None:
     summary, scenario = result.summary, result.scenario
-    slo, tp = scenario.slo.ttft_p99_s, scenario.hardware.tensor_parallel
-    p99 = summary["ttft_p99_s"]
+    slo, tp = scenario.slo, scenario.hardware.tensor_parallel
+    ttft, tpot = summary["ttft_p99_s"], summary["tpot_p99_s"]
     start_gpus = scenario.cluster.replicas * tp
     peak_gpus = summary["replicas_peak"] * tp
     cost = summary["cost_per_request_usd"]
     info = {"delta_color": "off", "delta_arrow": "off", "border": True}
-    columns = st.columns(5)
-    columns[0].metric("P99 time to first token", "n/a" if p99 is None else f"{p99:.2f} s",
-                      None if p99 is None else f"{p99 - slo:+.2f} s vs SLO", delta_color="inverse", border=True,
-                      help=f"99th percentile of arrival → first token over completed requests; SLO {slo:g} s")
-    columns[1].metric("GPUs at peak", f"{peak_gpus}", f"+{peak_gpus - start_gpus} by autoscaling"
+    columns = st.columns(6)
+    columns[0].metric("P99 TTFT", "n/a" if ttft is None else f"{ttft:.2f} s",
+                      None if ttft is None else f"{ttft - slo.ttft_p99_s:+.2f} s vs SLO", delta_color="inverse",
+                      border=True, help="P99 time to first token: 99th percentile of arrival → first token over "
+                      f"completed requests; SLO {slo.ttft_p99_s:g} s")
+    columns[1].metric("P99 TPOT", "n/a" if tpot is None else f"{tpot * 1e3:.0f} ms",
+                      None if tpot is None else f"{(tpot - slo.tpot_p99_s) * 1e3:+.0f} ms vs SLO",
+                      delta_color="inverse", border=True,
+                      help="P99 time per output token: 99th percentile of the time between output tokens after "
+                      f"the first; SLO {slo.tpot_p99_s * 1e3:g} ms")
+    columns[2].metric("GPUs at peak", f"{peak_gpus}", f"+{peak_gpus - start_gpus} by autoscaling"
                       if peak_gpus > start_gpus else "no scale-out", **info,
                       help="replicas serving or starting at the busiest window, times GPUs per replica")
-    columns[2].metric("Cost / 1k requests", "n/a" if cost is None else f"${cost * 1000:.3f}",
+    columns[3].metric("Cost / 1k req", "n/a" if cost is None else f"${cost * 1000:.3f}",
                       f"${summary['cost_usd']:.2f} in all", **info,
-                      help=f"GPU-hours × ${result.facts['price_usd_per_gpu_hour']:.2f} per GPU-hour, over completed "
-                      "requests")
-    columns[3].metric("Abandoned", f"{summary['abandon_rate']:.1%}",
-                      f"{summary['timed_out']:,} timed out" + (f", {summary['rejected']:,} rejected"
-                                                              if summary["rejected"] else ""), **info,
+                      help="cost per 1,000 completed requests: GPU-hours × "
+                      f"${result.facts['price_usd_per_gpu_hour']:.2f} per GPU-hour, over completed requests")
+    columns[4].metric("Timed out", f"{summary['abandon_rate']:.1%}",
+                      f"{summary['timed_out']:,} gave up" + (f", {summary['rejected']:,} rejected"
+                                                            if summary["rejected"] else ""), **info,
                       help="requests whose clients gave up (no first token in time) or were turned away")
-    columns[4].metric("SLO", "met" if summary["meets_slo"] else "missed",
+    columns[5].metric("SLO", "met" if summary["meets_slo"] else "missed",
                       f"{summary['slo_attainment']:.1%} within", border=True, delta_arrow="off",
                       delta_color="normal" if summary["meets_slo"] else "inverse",
                       help="P99 TTFT and TPOT within bounds and abandonment under the SLO's limit; the delta is "
@@ -124,36 +201,52 @@ def _facts(result) -> str:
     calibration = facts["calibration"]
     error = calibration["fit_error"]
     fit = f", fit error {error:.1%}" if error is not None else ""
-    return (f"Step times from calibration **{calibration['name']}** ({calibration['label']}{fit}); "
-            f"{facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} tokens per replica; "
-            f"cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per GPU-hour; "
-            f"{result.summary['requests']:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
+    return (f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
+            f"({calibration['label']}{fit}); {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
+            f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
+            f"GPU-hour; {result.summary['requests']:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
+
+
+def _describe(scenario, values: dict) -> tuple[str, str]:
+    """(the page title, a one-line description of the scenario)."""
+    scaler, fleet = scenario.cluster.autoscaler, (f"{scenario.model.name} on {scenario.hardware.gpu} × "
+                                                  f"{scenario.hardware.tensor_parallel}, {scenario.cluster.replicas} "
+                                                  "replicas")
+    fleet += f", autoscaler up to {scaler.max_replicas}" if scaler.enabled else ", no autoscaler"
+    engine = scenario.scheduler
+    fleet += (f"; {engine.policy} batching, {engine.batch_controller} batch size"
+              + (f" (target TPOT {engine.batch_target_tpot_s:g} s)" if engine.batch_controller == "slo" else ""))
+    traffic = scenario.traffic
+    if traffic.trace:
+        first = f"first {traffic.max_requests:,}" if traffic.max_requests else "all"
+        faster = f", {traffic.rate_scale:g}× faster" if traffic.rate_scale != 1 else ""
+        return (f"What does {Path(traffic.trace).name} do to the fleet?",
+                f"{fleet}; the trace's {first} requests{faster}.")
+    spike = values["traffic"]["arrivals"]
+    rate = spike["base"]["rate_per_s"]
+    return (f"What if traffic spikes {spike['multiplier']:g}x?",
+            f"{fleet}; {rate:g} requests/s rising to {rate * spike['multiplier']:g} for {spike['hold_s']:g} s.")
 
 
 def render() -> None:
-    default = data.default_whatif()
-    values = _inputs(default.model_dump(mode="json"))
+    values = _inputs(data.default_whatif().model_dump(mode="json"))
     scenario, error = data.build_scenario(values)
-    spike = values["traffic"]["arrivals"]
-    st.title(f"What if traffic spikes {spike['multiplier']:g}x?")
     if error:
+        st.title("What if traffic spikes?")
         st.error(f"These inputs do not make a valid scenario: {error}")
         return
-    st.session_state["whatif_scenario"] = scenario.model_dump_json()     # the Plan page plans for this traffic
-    scaler, rate = scenario.cluster.autoscaler, spike["base"]["rate_per_s"]
-    st.caption(f"{scenario.model.name} on {scenario.hardware.gpu} × {scenario.hardware.tensor_parallel}, "
-               f"{scenario.cluster.replicas} replicas"
-               + (f", autoscaler up to {scaler.max_replicas}" if scaler.enabled else ", no autoscaler")
-               + f"; {rate:g} requests/s rising to {rate * spike['multiplier']:g} for {spike['hold_s']:g} s; "
-               f"{scenario.scheduler.policy} batching.")
+    title, line = _describe(scenario, values)
+    st.title(title)
+    st.session_state[handoff.SCENARIO] = scenario.model_dump_json()     # the Plan page plans for this traffic
+    st.caption(line)
     with st.spinner("Simulating the cluster…"):
         result, error = data.run(scenario)
     if error:
         st.error(error)
         return
     _metrics(result)
-    st.plotly_chart(charts.timeline(result), key="whatif_timeline")
     st.caption(_facts(result))
+    st.plotly_chart(charts.timeline(result), key="whatif_timeline")
     with st.expander("This scenario as YAML (run it with `surgeplan simulate`)"):
         text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
         st.code(text, language="yaml")

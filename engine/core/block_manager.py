@@ -6,12 +6,14 @@ request with the same prefix shares them. Free blocks are handed out in LRU orde
 findable until a fresh allocation evicts it, and blocks holding nothing reusable go first, the last one
 freed first. So the free list is two parts: a stack of the uncached free blocks, then the cached ones in
 LRU order; a block never changes part while it is free. Every count the scheduler reads per step is a
-length or a counter kept up to date, O(1).
+length or a counter kept up to date, O(1). Static batching's contiguous reservations search the free
+blocks as runs of adjacent blocks (`FreeRuns`), kept up to date once the first one is asked for.
 """
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from itertools import chain
 
+from engine.core.free_runs import FreeRuns
 from engine.core.request import Request
 
 
@@ -32,6 +34,9 @@ class BlockManager:
         self.block_hash: list[int | None] = [None] * num_blocks
         self._free_uncached = list(range(num_blocks - 1, -1, -1))   # a stack: the next one out is last
         self._free_cached: OrderedDict[int, None] = OrderedDict()    # least recently used first
+        # the free blocks as runs, for contiguous reservations: built when one is first asked for, kept up
+        # to date by frees and reservations, dropped when blocks go out one by one (rebuilt when next needed)
+        self._runs: FreeRuns | None = None
         self.hash_to_block: dict[int, int] = {}
         self.tenant_blocks: Counter[str] = Counter()
         self.num_allocations = 0            # fresh blocks handed out since start (allocation rate)
@@ -131,6 +136,7 @@ class BlockManager:
         for block in cached_blocks:
             if self.ref_counts[block] == 0:
                 del self._free_cached[block]          # a hit is a cached block
+                self._runs = None
             self.ref_counts[block] += 1
         request.block_table.extend(cached_blocks)
         request.num_hashed_blocks += len(cached_blocks)
@@ -142,6 +148,7 @@ class BlockManager:
         """Hand the `count` least recently used free blocks to the end of the request's table (evicting
         what they cached); the caller has checked the pool and the tenant's quota."""
         uncached, ref_counts, table = self._free_uncached, self.ref_counts, request.block_table
+        self._runs = None
         for _ in range(count):
             if uncached:
                 block = uncached.pop()
@@ -161,13 +168,15 @@ class BlockManager:
         """Static batching's reservation: one run of adjacent blocks for the longest possible sequence."""
         start = self._find_run(num_blocks)
         assert start is not None and not request.block_table, f"{request} cannot reserve {num_blocks} contiguous blocks"
-        run = range(start, start + num_blocks)
+        end = start + num_blocks
+        run = range(start, end)
         for block in run:
             if self.block_hash[block] is not None:
                 del self._free_cached[block]
                 self._evict(block)
             self.ref_counts[block] = 1
-        self._free_uncached = [block for block in self._free_uncached if block not in run]
+        self._runs.take(start, num_blocks)      # built by `_find_run`
+        self._free_uncached = [block for block in self._free_uncached if not start <= block < end]
         request.block_table.extend(run)
         self.num_allocations += num_blocks
         self.tenant_blocks[request.tenant] += num_blocks
@@ -175,7 +184,7 @@ class BlockManager:
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first, so shared prefixes outlive private suffixes."""
         ref_counts, block_hash = self.ref_counts, self.block_hash
-        uncached, cached = self._free_uncached, self._free_cached
+        uncached, cached, runs = self._free_uncached, self._free_cached, self._runs
         for block in reversed(request.block_table):
             ref_counts[block] -= 1
             if ref_counts[block] == 0:
@@ -183,6 +192,8 @@ class BlockManager:
                     uncached.append(block)            # nothing to reuse: hand it out first
                 else:
                     cached[block] = None
+                if runs is not None:
+                    runs.add(block)
         self.tenant_blocks[request.tenant] -= len(request.block_table)
         request.block_table = []
         request.num_hashed_blocks = 0
@@ -195,12 +206,7 @@ class BlockManager:
             self.block_hash[block] = None
 
     def _find_run(self, num_blocks: int) -> int | None:
-        run_start, run_len = None, 0
-        for block in sorted(chain(self._free_uncached, self._free_cached)):
-            if run_len and block == run_start + run_len:
-                run_len += 1
-            else:
-                run_start, run_len = block, 1
-            if run_len >= num_blocks:
-                return run_start
-        return None
+        """First fit: the first block of the lowest-numbered run of `num_blocks` free adjacent blocks."""
+        if self._runs is None:
+            self._runs = FreeRuns(self.iter_free_blocks(), self.num_blocks)
+        return self._runs.first_fit(num_blocks)

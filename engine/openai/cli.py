@@ -54,6 +54,8 @@ def serve(
     max_num_batched_tokens: int = cli_option(EngineConfig, "max_num_batched_tokens"),
     max_model_len: Optional[int] = cli_option(EngineConfig, "max_model_len"),
     policy: str = cli_option(EngineConfig, "policy"),
+    batch_controller: str = cli_option(EngineConfig, "batch_controller"),
+    batch_target_tpot: float = cli_option(EngineConfig, "batch_target_tpot_s", flag="--batch-target-tpot"),
     enable_prefix_caching: bool = cli_option(EngineConfig, "enable_prefix_caching"),
     tenant_kv_quota: list[str] = typer.Option([], "--tenant-kv-quota", help="TENANT=BLOCKS (repeatable); with "
                                               "quotas, a tenant without its own gets default=BLOCKS, which is "
@@ -85,6 +87,7 @@ def serve(
             num_kv_blocks=num_kv_blocks, kv_cache_memory_bytes=parse_bytes(kv_cache_memory) if kv_cache_memory else None,
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len, policy=policy,
+            batch_controller=batch_controller, batch_target_tpot_s=batch_target_tpot,
             enable_prefix_caching=enable_prefix_caching, tenant_block_quota=parse_quotas(tenant_kv_quota))
         server_config = ServerConfig(
             served_model_names=served_model_name, api_keys=api_key, tenant_keys=tenant_keys,

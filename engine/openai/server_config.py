@@ -12,16 +12,19 @@ A limit a tenant does not set is the `default` tenant's. Once any tenant has a l
 tenant must have it too, and a tenant the configuration does not name is served as `default`: no
 tenant is unlimited by accident, and naming an unknown tenant does not dodge a limit.
 """
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from engine.settings_file import read_mapping
+
 DEFAULT_TENANT = "default"
 LIMITS = ("kv_blocks", "requests_per_s", "prompt_tokens_per_s", "max_concurrent")
 MAX_KEY_CHARS = 512
+TENANT_KEYS_FILE = ("a mapping with 'keys' and 'tenants' (JSON or YAML), as "      # what its errors expect
+                    '{"keys": {KEY: TENANT}, "tenants": {TENANT: {limits}}}')
 
 
 class TenantLimits(BaseModel):
@@ -70,35 +73,15 @@ class TenantKeys(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> "TenantKeys":
-        """Reads a JSON or YAML file; errors name the file and the entry at fault."""
-        path = Path(path)
+        """Reads a JSON or YAML file; errors name the file and the entry at fault, never a key."""
         try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ValueError(f"--tenant-keys {path}: cannot be read ({exc.strerror})") from None
-        try:
-            data = json.loads(text) if path.suffix == ".json" or text.lstrip().startswith("{") else _yaml(text)
+            data = read_mapping(path, TENANT_KEYS_FILE, allow_empty=False)
         except ValueError as exc:
-            raise ValueError(f"--tenant-keys {path}: not valid JSON or YAML ({exc}); expected "
-                             '{"keys": {KEY: TENANT}, "tenants": {TENANT: {limits}}}') from None
-        if not isinstance(data, dict):
-            raise ValueError(f"--tenant-keys {path}: holds a {type(data).__name__}; expected a mapping with "
-                             "'keys' and 'tenants'")
+            raise ValueError(f"--tenant-keys {exc}") from None
         try:
             return cls.model_validate(data)
         except ValueError as exc:
             raise ValueError(f"--tenant-keys {path}: {exc}") from None
-
-
-def _yaml(text: str) -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise ValueError("a YAML file needs PyYAML installed; write the file as JSON instead") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(str(exc).replace("\n", " ")) from None
 
 
 class ServerConfig(BaseModel):

@@ -71,6 +71,13 @@ class CostModel:
 
     def __init__(self, fit: CostModelFit):
         self.fit = fit
+        # the terms grouped by name, in order of first appearance: what `explain` reports and `step_time`
+        # adds up, read once here so the per-step path builds no dict (the fit is not changed after this)
+        groups: dict[str, list[tuple[Feature, float]]] = {}
+        for term in fit.terms:
+            groups.setdefault(term.name, []).append((term.feature, term.seconds_per_unit))
+        self._names = tuple(groups)
+        self._groups = tuple(tuple(group) for group in groups.values())
 
     @classmethod
     def from_calibration(cls, calibration: Calibration) -> "CostModel":
@@ -84,16 +91,24 @@ class CostModel:
         return self.fit.knee_tokens
 
     def step_time(self, shape: StepShape) -> float:
+        """The simulator's hot path: once per step (twice per decode stretch)."""
         if shape.is_empty:
             return 0.0
-        return sum(self.explain(shape).values())
+        return sum(self._seconds_by_name(shape))
 
     def explain(self, shape: StepShape) -> dict[str, float]:
-        """Seconds each term contributes to this step (terms sharing a name are summed)."""
-        parts: dict[str, float] = {}
-        for term in self.fit.terms:
-            seconds = term.seconds_per_unit * feature_value(term.feature, shape, self.fit)
-            parts[term.name] = parts.get(term.name, 0.0) + seconds
+        """Seconds each term contributes to this step (terms sharing a name are summed); for display,
+        never per simulated step."""
+        return dict(zip(self._names, self._seconds_by_name(shape)))
+
+    def _seconds_by_name(self, shape: StepShape) -> list[float]:
+        """Seconds per term name, in `explain`'s order; they sum to `step_time`."""
+        fit, parts = self.fit, []
+        for group in self._groups:
+            seconds = 0.0
+            for feature, seconds_per_unit in group:
+                seconds += seconds_per_unit * feature_value(feature, shape, fit)
+            parts.append(seconds)
         return parts
 
     def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
@@ -147,8 +162,10 @@ def profile_design(params: tuple, stats: np.ndarray) -> np.ndarray:
 
 def fit_cost_model(shapes: Sequence[StepShape], measured_s: Sequence[float], folds: int = 5, seed: int = 0,
                    target: str = "engine step time (median of repeats)", tiles: Sequence[int] = (1,),
-                   switches: Sequence[int] = (2, 3, 4, 5)) -> CostModelFit:
+                   switches: Sequence[int] = (2, 3, 4, 5), objective: str = "relative") -> CostModelFit:
     """Fit the nine profile terms to measured step times and report train and k-fold held-out error.
+    `objective`: relative (grid points, medians of repeats) or absolute (single samples of a workload;
+    see `fitting.fit_relative`).
     `tiles`: GEMM tile sizes to try (GPUs quantise tokens into tiles; a CPU does not: keep (1,));
     `switches`: token counts at which BLAS may move from matrix-vector to matrix-matrix kernels."""
     if len(shapes) != len(measured_s) or len(shapes) < 8:
@@ -162,14 +179,15 @@ def fit_cost_model(shapes: Sequence[StepShape], measured_s: Sequence[float], fol
     spills = [tokens for tokens in knee_candidates(stats[:, 1].max(), 12)[:-1] if tokens >= MIN_SPILL_TOKENS]
     candidates = [params + (float(switch),) for params in roofline_candidates(stats[:, 1].max(), tiles, spills=spills)
                   for switch in switches]
-    fit = fit_relative(profile_design, stats, measured, candidates)
+    fit = fit_relative(profile_design, stats, measured, candidates, objective)
     held_out = cross_validated_errors(profile_design, stats, measured, candidates, folds=min(folds, len(shapes)),
-                                      seed=seed, strata=[step_regime(shape) for shape in shapes])
+                                      seed=seed, strata=[step_regime(shape) for shape in shapes],
+                                      objective=objective)
     terms = [CostTerm(name=name, feature=feature, seconds_per_unit=float(value), bound=bound, label="fitted")
              for (feature, (name, bound)), value in zip(PROFILE_TERMS.items(), fit.coefficients)]
     error = FitError(target=target, num_points=len(measured), mape_train=fit.mape, max_ape=fit.max_ape,
                      mape_cross_validated=float(held_out.mean()), folds=min(folds, len(shapes)),
-                     note=f"non-negative least squares on relative error; (knee, tile, spill, GEMM switch) searched over "
+                     note=f"non-negative least squares on {objective} error; (knee, tile, spill, GEMM switch) searched over "
                           f"{len(candidates)} choices; folds stratified by kind of step")
     knee, tile, spill, switch = fit.params
     return CostModelFit(knee_tokens=knee, knee_label="fitted", tile_tokens=int(tile), terms=terms, fit_errors=[error],

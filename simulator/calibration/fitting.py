@@ -76,20 +76,29 @@ class RelativeFit:
         return float(np.max(self.relative_errors))
 
 
-def fit_relative(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candidates: Candidates) -> RelativeFit:
-    """Minimise the squared *relative* error over non-negative coefficients, for each candidate
-    parameter tuple, and keep the one with the lowest mean absolute percentage error."""
+def fit_relative(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candidates: Candidates,
+                 objective: str = "relative") -> RelativeFit:
+    """Minimise the squared error over non-negative coefficients, for each candidate parameter tuple,
+    and keep the one with the lowest mean error. `objective` "relative" (every point counts alike: for
+    profile grids whose points are medians of repeats) weights each residual by 1 / measured; "absolute"
+    (seconds: for single noisy samples of a workload, where relative least squares under-predicts the
+    mean, since it favours the fast draws of each shape; and what a simulation sums is time) does not."""
     measured = np.asarray(measured, dtype=float)
     if (measured <= 0).any():
         raise ValueError("fit_relative: every measured time must be > 0 seconds")
-    weights = 1.0 / measured  # [rows]: turns absolute residuals into relative ones
+    if objective not in ("relative", "absolute"):
+        raise ValueError(f"fit_relative: objective {objective!r}; expected relative or absolute")
+    relative = 1.0 / measured  # [rows]: turns absolute residuals into relative ones
+    weights = relative if objective == "relative" else np.full_like(measured, 1.0 / measured.mean())
     best: RelativeFit | None = None
+    best_score = np.inf
     for params in candidates:
         matrix = design(params, rows)  # [rows, features]
-        coefficients = nnls(matrix * weights[:, None], np.ones_like(measured))
-        errors = np.abs(matrix @ coefficients - measured) * weights
-        if best is None or errors.mean() < best.mape:
-            best = RelativeFit(tuple(params), coefficients, errors)
+        coefficients = nnls(matrix * weights[:, None], measured * weights)
+        residuals = np.abs(matrix @ coefficients - measured)
+        score = (residuals * weights).mean()
+        if score < best_score:
+            best, best_score = RelativeFit(tuple(params), coefficients, residuals * relative), score
     return best
 
 
@@ -111,13 +120,14 @@ def kfold_indices(num_rows: int, folds: int, seed: int, strata: Sequence[str] | 
 
 
 def cross_validated_errors(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candidates: Candidates,
-                           folds: int = 5, seed: int = 0, strata: Sequence[str] | None = None) -> np.ndarray:
-    """Relative error of each row when predicted by a fit that never saw it."""
+                           folds: int = 5, seed: int = 0, strata: Sequence[str] | None = None,
+                           objective: str = "relative") -> np.ndarray:
+    """Relative error of each row when predicted by a fit (with `objective`) that never saw it."""
     measured = np.asarray(measured, dtype=float)
     errors = np.empty(len(measured))
     for held_out in kfold_indices(len(measured), folds, seed, strata):
         train = np.setdiff1d(np.arange(len(measured)), held_out)
-        fit = fit_relative(design, rows[train], measured[train], candidates)
+        fit = fit_relative(design, rows[train], measured[train], candidates, objective)
         predicted = design(fit.params, rows[held_out]) @ fit.coefficients
         errors[held_out] = np.abs(predicted - measured[held_out]) / measured[held_out]
     return errors

@@ -9,6 +9,7 @@ steps is in it (it is what the simulator's step must cost for its clock to keep 
 """
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ class StepLog:
     shapes: list[ShapeRecord] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     busy_s: list[float | None] = field(default_factory=list)
+    kv_weighted: float = 0.0     # Σ KV utilisation × step time, for the time-weighted mean
+    kv_time: float = 0.0
 
     def save(self, path: str | Path, model: str, settings: EngineSettings, num_kv_blocks: int, device: str) -> Path:
         path = Path(path)
@@ -55,8 +58,9 @@ class LiveRun:
     records: list[RequestRecord]
     steps: StepLog
     duration_s: float
-    kv_utilization: float
+    kv_utilization: float | None
     num_preemptions: int
+    gc_s: float = 0.0            # wall time in Python's garbage collector during the run (engine path only)
 
 
 class LiveEngine:
@@ -78,8 +82,6 @@ class LiveEngine:
         return str(self.engine.device)
 
     def run(self, requests: LiveRequests, seed: int = 0, progress=None) -> LiveRun:
-        from engine.core.sampling_params import SamplingParams
-
         engine = self.engine
         self._runs += 1
         rng = np.random.default_rng(seed)
@@ -89,10 +91,25 @@ class LiveEngine:
         records = [RequestRecord(index=i, tenant="default", arrival_s=float(offsets[i]), sent_s=float(offsets[i]),
                                  prompt_tokens=int(requests.prompt_tokens[i]),
                                  expected_output_tokens=int(requests.output_tokens[i])) for i in range(n)]
-        log, util_weighted, util_time = StepLog(), 0.0, 0.0
+        log = StepLog()
         preempted_before = engine.scheduler.num_preemptions
-        done, next_index, last_start = 0, 0, None
+        gc_timer = _GcTimer()
+        gc.callbacks.append(gc_timer)
         start = time.perf_counter()
+        try:
+            self._loop(requests, prompts, offsets, records, log, start, progress)
+        finally:
+            gc.callbacks.remove(gc_timer)
+        duration = max((r.arrival_s + r.e2e_s for r in records), default=0.0)
+        return LiveRun(records, log, duration, log.kv_weighted / log.kv_time if log.kv_time else 1.0,
+                       engine.scheduler.num_preemptions - preempted_before, gc_timer.total_s)
+
+    def _loop(self, requests: LiveRequests, prompts: list, offsets: np.ndarray, records: list, log: StepLog,
+              start: float, progress) -> None:
+        from engine.core.sampling_params import SamplingParams
+
+        engine, n = self.engine, len(offsets)
+        done, next_index, last_start = 0, 0, None
         while done < n:
             now = time.perf_counter()
             while next_index < n and start + offsets[next_index] <= now:
@@ -114,17 +131,14 @@ class LiveEngine:
             log.step_s.append(stats.total_s)
             log.busy_s.append(None)
             kv = engine.kv_stats()
-            util_weighted += kv.utilization * stats.total_s
-            util_time += stats.total_s
+            log.kv_weighted += kv.utilization * stats.total_s
+            log.kv_time += stats.total_s
             for output in outputs:
                 if output.finished:
                     done += 1
                     self._record(records[int(output.request_id.rsplit("-", 1)[1])], output, start)
                     if progress is not None:
                         progress(done / n)
-        duration = max((r.arrival_s + r.e2e_s for r in records), default=0.0)
-        return LiveRun(records, log, duration, util_weighted / util_time if util_time else 1.0,
-                       engine.scheduler.num_preemptions - preempted_before)
 
     @staticmethod
     def _record(record: RequestRecord, output, start: float) -> None:
@@ -135,3 +149,17 @@ class LiveEngine:
         record.e2e_s = metrics.e2e_latency
         record.queue_s = metrics.queue_time
         record.num_preemptions = output.num_preemptions
+
+
+class _GcTimer:
+    """A `gc.callbacks` hook that adds up the collector's wall time (a named source of live-run noise)."""
+
+    def __init__(self) -> None:
+        self.total_s, self._started = 0.0, None
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.total_s += time.perf_counter() - self._started
+            self._started = None

@@ -76,10 +76,11 @@ class Cluster:
         scheduler = Scheduler(config.scheduler_config, config.cache_config)
         replica = Replica(self.env, len(self.replicas), scheduler, config.cost_model, self.env.now + cold_start_s,
                           self._on_progress, self.next_observation_s, config.max_stretch_steps,
-                          on_stopped=self.monitor.on_replica_stopped)
+                          on_stopped=self.monitor.on_replica_stopped,
+                          on_load_change=self.router.observe if self.router.index is not None else None)
         self.replicas.append(replica)
         if replica.state == SERVING:
-            self.serving.append(replica)
+            self._enlist(replica)
         else:
             self.env.process(self._enlist_when_ready(replica))
         return replica
@@ -87,11 +88,16 @@ class Cluster:
     def _enlist_when_ready(self, replica: Replica):
         yield self.env.timeout(replica.ready_at_s - self.env.now)
         if replica.state == SERVING:
-            self.serving.append(replica)
+            self._enlist(replica)
+
+    def _enlist(self, replica: Replica) -> None:
+        self.serving.append(replica)
+        self.router.enlist(replica)
 
     def drain_replica(self, replica: Replica) -> None:
         if replica in self.serving:
             self.serving.remove(replica)
+            self.router.retire(replica)
         replica.drain()
 
     def next_observation_s(self, now: float) -> float:

@@ -29,7 +29,8 @@ class Replica:
     def __init__(self, env: simpy.Environment, replica_id: int, scheduler: Scheduler, cost_model: CostModel,
                  ready_at_s: float, on_progress: Callable[[Request], None],
                  next_observation_s: Callable[[float], float], max_stretch_steps: int = 256,
-                 on_stopped: Callable[["Replica"], None] | None = None):
+                 on_stopped: Callable[["Replica"], None] | None = None,
+                 on_load_change: Callable[["Replica"], None] | None = None):
         self.env = env
         self.replica_id = replica_id
         self.scheduler = scheduler
@@ -42,8 +43,10 @@ class Replica:
         self.next_observation_s = next_observation_s
         self.max_stretch_steps = max_stretch_steps
         self.on_stopped = on_stopped
+        self.on_load_change = on_load_change    # after anything that may change what a router reads
         self.num_steps = 0
         self.busy_s = 0.0
+        self.kv_utilization_busy_s = 0.0      # Σ KV utilisation after a step × its time: the live engine's measure
         self.step_shapes: list | None = None     # set to [] to record every step's shape (fidelity tests)
         self._wake: simpy.Event | None = None      # set while idle or inside a stretch
         # the state as of the last completed step, which observers (metrics, autoscaler) read
@@ -61,11 +64,17 @@ class Replica:
 
     def add_request(self, request: Request) -> None:
         self.scheduler.add_request(request)
+        self._load_changed()
         self._poke()
 
     def abort_request(self, request: Request) -> None:
         self.scheduler.abort_request(request, self.env.now)
+        self._load_changed()
         self._poke()
+
+    def _load_changed(self) -> None:
+        if self.on_load_change is not None:
+            self.on_load_change(self)
 
     def drain(self) -> None:
         """Take no new requests; stop once the last one is done."""
@@ -116,6 +125,7 @@ class Replica:
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
         arrives or is aborted meanwhile, after the step in progress."""
         start = self.env.now
+        start_utilization = self.scheduler.kv_stats().utilization
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
         ends, elapsed = [], 0.0
         horizon = self.next_observation_s(start)
@@ -137,15 +147,22 @@ class Replica:
         progressed = self.scheduler.advance_decodes(out, len(ends), ends, SIM_TOKEN_ID)
         if self.step_shapes is not None:
             self.step_shapes.extend(_decode_shapes(shape, len(ends)))
-        self._after_steps(len(ends), ends[-1] - start, progressed, None)
+        self._after_steps(len(ends), ends[-1] - start, progressed, None, start_utilization)
 
-    def _after_steps(self, num_steps: int, busy_s: float, progressed: list[Request], shape) -> None:
+    def _after_steps(self, num_steps: int, busy_s: float, progressed: list[Request], shape,
+                     start_utilization: float | None = None) -> None:
+        """`start_utilization`: a stretch's KV utilisation before its first step; its steps are weighed
+        by the mean of that and the end state (one step: the end state, as the live engine measures)."""
         self.num_steps += num_steps
         self.busy_s += busy_s
+        end_utilization = self.scheduler.kv_stats().utilization
+        mean = end_utilization if start_utilization is None else (start_utilization + end_utilization) / 2
+        self.kv_utilization_busy_s += mean * busy_s
         if shape is not None and self.step_shapes is not None:
             self.step_shapes.append(shape)
         scheduler = self.scheduler
         self.snapshot = (len(scheduler.waiting), len(scheduler.running), scheduler.block_manager.num_used_blocks)
+        self._load_changed()
         now = self.env.now
         for request in progressed:                 # a first token or a finish is news to the client
             if request.first_token_time == now or request.is_finished:

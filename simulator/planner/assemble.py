@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulator.planner.search import Answer, Fleet, drive
+from simulator.planner.search import Answer, Fleet, checked_by, drive, simulated_replicas
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import describe_recheck, error_of
 from simulator.scenario import Scenario
@@ -31,7 +31,7 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
     recommendation["one_fewer_misses"] = None if below is None else not below["meets"]
     if below is not None:
         recommendation["binding_constraint"] = below["binding"]
-        recommendation["binding_checked_by"] = "full fleet"
+        recommendation["binding_checked_by"] = checked_by(below)
     data = {"recommendation": recommendation,
             "recommended_scenario": fleet.scenario(n, answer.batch).model_dump(mode="json"),
             "one_fewer_scenario": fleet.scenario(n - 1, answer.batch).model_dump(mode="json") if n > 1 else None,
@@ -83,7 +83,8 @@ def _fleet_summary(answer: Answer, tensor_parallel: int) -> dict:
 
 def _autoscaled(result: tuple, answer: Answer, fleet: Fleet) -> dict:
     pool, outcome = result
-    fixed, scaled = answer.outcome["summary"], outcome["summary"]
+    fixed, scaled = dict(answer.outcome["summary"]), outcome["summary"]
+    fixed["cost_usd"] *= answer.replicas / simulated_replicas(answer.outcome, answer.replicas)   # the whole fixed fleet
     hours = (scaled.get("simulated_s") or 0.0) / 3600.0
     saved = fixed["cost_usd"] - scaled["cost_usd"] if pool is not None and scaled.get("cost_usd") is not None else None
     return {"warm_pool": pool, "max_replicas": max(fleet.high, answer.replicas), "meets": pool is not None,

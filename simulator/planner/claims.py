@@ -8,8 +8,9 @@ a share of the static server's own offline capacity. The fleet example sizes a s
 requests/s as 10,000 / the largest per-replica rate that holds the SLO (a fixed fleet's replicas
 are near independent: the planner's share argument). The verdict says whether our interval lies
 inside the article's band (confirms), beyond it on the good side (exceeds) or the bad side
-(contradicts). Claims not reproduced here are listed as such. All rows are `simulated`; the live
-engine's own measurements are in benchmarks/engine_cpu.py.
+(contradicts). A full KV pool (long-context requests, tenant quotas) is simulated in
+`claims_scenarios`; the live engine confirms chosen points with repeats in `claims_live` (rows labelled
+`measured`, skipped with `live_repeats=0`); every other row is `simulated`.
 """
 from __future__ import annotations
 
@@ -18,46 +19,15 @@ import statistics
 from pathlib import Path
 
 from simulator.planner.backends import Runner, make_backend
-from simulator.planner.evaluate import make_job
+from simulator.planner.claims_base import all_at_once, base, interval, job, verdict
+from simulator.planner.claims_live import live_rows, run_live
+from simulator.planner.claims_scenarios import long_context_row, pool_searches, quota_row
 from simulator.planner.search import drive
 from simulator.scenario import Scenario
 
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}   # df -> t(0.975)
 LOADS = (0.05, 0.3, 0.6, 0.9, 1.2)
 FLEET_RATE_PER_S = 10000.0
 _STEADY_S = 180.0            # a steady rate is judged over at least this much traffic, not a short burst
-
-
-def base(policy: str, seed: int, traffic: dict, name: str) -> Scenario:
-    return Scenario.model_validate({
-        "name": name, "seed": seed, "model": {"name": "llama-2-7b"}, "hardware": {"gpu": "A100-80GB"},
-        "traffic": {"too_long": "clip", **traffic}, "cluster": {"replicas": 1},
-        "scheduler": {"policy": policy, "max_num_seqs": 256, "max_num_batched_tokens": 4096},
-        "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.15, "max_abandon_rate": 0.01}})
-
-
-def interval(values: list[float]) -> tuple[float, float, float]:
-    """(mean, low, high): 95% Student-t interval of the mean."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, mean, mean
-    half = _T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
-def verdict(low: float, high: float, band: tuple[float, float], higher_is_better: bool) -> str:
-    if high >= band[0] and low <= band[1]:
-        return "confirms"
-    beyond_top = low > band[1]
-    return "exceeds" if beyond_top == higher_is_better else "contradicts"
-
-
-def _job(scenario: Scenario, context: dict) -> tuple[dict, dict]:
-    return make_job(scenario, early_stop=False), context
-
-
-def _all_at_once(pairs):
-    return (yield pairs)
 
 
 def _max_rate(policy: str, requests: int, low: float, high: float, steps: int):
@@ -68,7 +38,7 @@ def _max_rate(policy: str, requests: int, low: float, high: float, steps: int):
         rate = (low + high) / 2
         scenario = base(policy, 0, {"arrivals": {"kind": "poisson", "rate_per_s": rate},
                                     "duration_s": max(requests / rate, _STEADY_S)}, f"claims-rate-{policy}")
-        outcome = (yield [_job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]
+        outcome = (yield [job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]
         if outcome["meets"]:
             best, low = rate, rate
         else:
@@ -76,20 +46,26 @@ def _max_rate(policy: str, requests: int, low: float, high: float, steps: int):
     if best is None:
         scenario = base(policy, 0, {"arrivals": {"kind": "poisson", "rate_per_s": low},
                                     "duration_s": max(requests / low, _STEADY_S)}, f"claims-rate-{policy}")
-        best = low if (yield [_job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]["meets"] else None
+        best = low if (yield [job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]["meets"] else None
     return best
 
 
-def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None, progress: bool | None = None) -> dict:
-    """Simulate every claim; returns {"rows": [...], "series": {...}} (see `write_claims`)."""
+def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None, progress: bool | None = None,
+               live_repeats: int = 3, live_requests: int = 48, live_loads: tuple[float, ...] = (0.9,)) -> dict:
+    """Simulate every claim, then (unless `live_repeats` is 0: it takes minutes) confirm chosen points on the
+    live engine; returns {"rows": [...], "series": {...}, ...} (see `write_claims`)."""
     runner = Runner(make_backend("local", workers), progress=progress)
     try:
         offline = {(p, s): base(p, s, {"arrivals": {"kind": "constant", "rate_per_s": 1e5},
                                        "duration_s": requests / 1e5}, f"claims-offline-{p}")
                    for p in ("continuous", "static") for s in range(repeats)}
-        done = drive(runner, {"offline": _all_at_once([_job(sc, {"phase": "claims: offline"}) for sc in offline.values()])})
+        done = drive(runner, {"offline": all_at_once([job(sc, {"phase": "claims: offline"}) for sc in offline.values()])})
         outcomes = dict(zip(offline, done["offline"]))
         static_rps = statistics.fmean(outcomes[("static", s)]["summary"]["throughput_rps"] for s in range(repeats))
+        continuous_rps = statistics.fmean(outcomes[("continuous", s)]["summary"]["throughput_rps"] for s in range(repeats))
+        # a replica busy at 60% of what the static server sustains; each tenant at 15% of continuous capacity,
+        # so the noisy tenant's 10x spike brings the replica to 165% of it
+        pool, pool_keys = pool_searches(repeats, 0.6 * static_rps, 0.15 * continuous_rps)
         sweep = {(load, p, s): base(p, s, {"arrivals": {"kind": "poisson", "rate_per_s": load * static_rps},
                                            "duration_s": requests / (load * static_rps)}, f"claims-load-{p}")
                  for load in LOADS for p in ("continuous", "static") for s in range(repeats)}
@@ -98,10 +74,10 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
                                              "ramp_down_s": 20}, "duration_s": 240}, f"claims-spike-{p}")
                  .model_copy(update={"clients": Scenario().clients.model_copy(update={"ttft_timeout_s": 10.0})})
                  for p in ("continuous", "static")}
-        searches = {"sweep": _all_at_once([_job(sc, {"phase": "claims: load sweep"}) for sc in sweep.values()]),
-                    "spike": _all_at_once([_job(sc, {"phase": "claims: spike"}) for sc in spike.values()]),
+        searches = {"sweep": all_at_once([job(sc, {"phase": "claims: load sweep"}) for sc in sweep.values()]),
+                    "spike": all_at_once([job(sc, {"phase": "claims: spike"}) for sc in spike.values()]),
                     "rate continuous": _max_rate("continuous", requests, 0.05 * static_rps, 20 * static_rps, 8),
-                    "rate static": _max_rate("static", requests, 0.01 * static_rps, 2 * static_rps, 8)}
+                    "rate static": _max_rate("static", requests, 0.01 * static_rps, 2 * static_rps, 8)} | pool
         done = drive(runner, searches)
     finally:
         runner.close()
@@ -110,8 +86,20 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
     calibration = outcomes[("continuous", 0)]["facts"]["calibration"]
     label = f"simulated ({calibration['name']}, {calibration['label']}, fit error " + (
         f"{calibration['fit_error']:.1%})" if calibration.get("fit_error") else "n/a)")
-    return _rows(outcomes, sweep_out, spike_out, done["rate continuous"], done["rate static"], static_rps,
-                 repeats, label, outcomes[("continuous", 0)]["facts"])
+    report = _rows(outcomes, sweep_out, spike_out, done["rate continuous"], done["rate static"], static_rps,
+                   repeats, label, outcomes[("continuous", 0)]["facts"])
+    long_row, report["long_context"] = long_context_row(dict(zip(pool_keys["long context"], done["long context"])),
+                                                        repeats, label)
+    quota, report["quotas"] = quota_row(dict(zip(pool_keys["quotas"], done["quotas"])), repeats, label)
+    report["rows"] += [long_row, quota]
+    if live_repeats:
+        report["live"] = run_live(live_repeats, live_requests, live_loads, progress=bool(progress))
+        report["rows"] += live_rows(report["live"], live_requests)
+    else:
+        report["rows"].append({"claim": "live engine confirmation of chosen points with repeats", "article": "",
+                               "ours": "skipped (live_repeats=0; `surgeplan report claims --live-repeats 3` runs it, "
+                                       "a few minutes)", "verdict": "not run", "label": ""})
+    return report
 
 
 def _ratio(outcomes: dict, key: str, repeats: int, numerator: tuple, denominator: tuple) -> tuple[float, float, float]:
@@ -180,10 +168,6 @@ def _rows(offline, sweep, spike, rate_cont, rate_static, static_rps, repeats, la
                  "verdict": "exceeds" if not rate_static or (by_slo["static"] / by_slo["continuous"] > 2.5) else
                  verdict(by_slo["static"] / by_slo["continuous"], by_slo["static"] / by_slo["continuous"], (2.0, 2.5), True),
                  "label": label})
-    for claim in ("long-context requests on a full pool (OOM vs preemption)", "multi-tenant KV quotas under a spike",
-                  "live engine confirmation of chosen points with repeats"):
-        rows.append({"claim": claim, "article": "", "ours": "not reproduced by this report yet", "verdict": "not run",
-                     "label": ""})
     return {"rows": rows, "series": series, "static_capacity_rps": static_rps, "repeats": repeats}
 
 

@@ -137,11 +137,16 @@ def claims_command(
     repeats: int = typer.Option(5, "--repeats", min=1, max=10, help="seeds per ratio (for its 95% interval)"),
     requests: int = typer.Option(400, "--requests", min=20, help="requests per simulation"),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="simulations in parallel"),
+    live_repeats: int = typer.Option(3, "--live-repeats", min=0, max=10, help="repeats of the live engine's "
+                                     "confirmation (cpu-small on this CPU, a few minutes); 0 skips it"),
+    live_requests: int = typer.Option(48, "--live-requests", min=8, help="requests per live run"),
 ) -> None:
-    """The source article's claims (KV use, latency, throughput, low load, spike, fleet), with our numbers."""
+    """The source article's claims (KV use, latency, throughput, low load, spike, fleet, long context, tenant
+    quotas), simulated, with chosen points confirmed on the live engine."""
     from simulator.planner.claims import run_claims, write_claims
 
-    report = run_claims(repeats=repeats, requests=requests, workers=workers)
+    report = run_claims(repeats=repeats, requests=requests, workers=workers, live_repeats=live_repeats,
+                        live_requests=live_requests)
     width = max(len(row["claim"]) for row in report["rows"])
     for row in report["rows"]:
         typer.echo(f"{row['claim']:<{width}}  {row['verdict']:<11} {row['ours']}")

@@ -3,11 +3,14 @@ judged against its SLO, and reduced to a small JSON-able outcome. The unit every
 
 A job is a plain dict (picklable for worker processes and Ray): the scenario as JSON, `share` (None:
 the whole fleet; N: every N-th request on one replica, which round-robin-like routing makes a near
-independent slice of an N-replica fleet), `step_scale` (step times × this: the calibration-error
-re-check) and the goodput share. It runs `load_traffic` / `build_cluster` / `summarize`, the pieces
-`simulate` is made of, because the planner also needs the cluster while it runs: with `early_stop`
-it stops a simulation as soon as its miss is certain (more than 1% of all requests already past the
-TTFT or TPOT target, or more abandoned than the SLO allows), which makes overloaded probes cheap.
+independent slice of an N-replica fleet), `share_replicas` (k > 1: the requests whose index modulo N
+is below k, on k replicas: exactly what round robin sends k of the N replicas, retries apart),
+`step_scale` (step times × this: the calibration-error re-check) and the goodput share. Outcomes of
+runs with several tenants carry each tenant's summary too. It runs `load_traffic` / `build_cluster` /
+`summarize`, the pieces `simulate` is made of, because the planner also needs the cluster while it
+runs: with `early_stop` it stops a simulation as soon as its miss is certain (more than 1% of all
+requests already past the TTFT or TPOT target, or more abandoned than the SLO allows), which makes
+overloaded probes cheap.
 The outcome is the same for the same job whoever runs it, so results are cached by the job's hash.
 """
 from __future__ import annotations
@@ -16,10 +19,12 @@ import hashlib
 import json
 import time
 
+import numpy as np
+
 from simulator.scenario import Scenario
 
 # Bump when what an outcome holds or how it is judged changes: disk caches keyed on older code go stale.
-OUTCOME_VERSION = 1
+OUTCOME_VERSION = 2
 SUMMARY_KEYS = ("requests", "completed", "timed_out", "rejected", "in_flight", "retries", "preemptions",
                 "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
                 "abandon_rate", "slo_attainment", "meets_slo", "replicas_peak", "gpu_hours", "cost_usd",
@@ -33,15 +38,18 @@ NEVER = 1e9
 
 
 def make_job(scenario: Scenario, share: int | None = None, step_scale: float = 1.0,
-             goodput_share: float | None = None, early_stop: bool = True) -> dict:
+             goodput_share: float | None = None, early_stop: bool = True, share_replicas: int = 1) -> dict:
     if share is not None and share < 1:
         raise ValueError(f"share={share}; expected None (the whole fleet) or N ≥ 1 (one replica's 1/N share)")
-    if share is not None:      # one replica, no autoscaler: the share is what one of N fixed replicas sees
+    if share_replicas < 1 or (share_replicas > 1 and (share is None or share_replicas > share)):
+        raise ValueError(f"share_replicas={share_replicas} with share={share}; expected 1, or k ≤ N with a share N")
+    if share is not None:      # k replicas, no autoscaler: the share is what k of N fixed replicas see
         cluster = scenario.cluster.model_copy(update={
-            "replicas": 1, "autoscaler": scenario.cluster.autoscaler.model_copy(update={"enabled": False})})
+            "replicas": share_replicas,
+            "autoscaler": scenario.cluster.autoscaler.model_copy(update={"enabled": False})})
         scenario = scenario.model_copy(update={"cluster": cluster})
-    return {"scenario": scenario.model_dump(mode="json"), "share": share, "step_scale": float(step_scale),
-            "goodput_share": goodput_share, "early_stop": bool(early_stop)}
+    return {"scenario": scenario.model_dump(mode="json"), "share": share, "share_replicas": share_replicas,
+            "step_scale": float(step_scale), "goodput_share": goodput_share, "early_stop": bool(early_stop)}
 
 
 def job_key(job: dict) -> str:
@@ -64,12 +72,15 @@ def evaluate_job(job: dict) -> dict:
 
     started = time.process_time()
     scenario = Scenario.model_validate(job["scenario"])
-    share = job["share"]
-    outcome = {"key": job_key(job), "share": share, "step_scale": job["step_scale"], "early_stop_s": None}
+    share, share_replicas = job["share"], job["share_replicas"]
+    outcome = {"key": job_key(job), "share": share, "share_replicas": share_replicas, "step_scale": job["step_scale"],
+               "early_stop_s": None}
     try:
         trace = load_traffic(scenario)
         if share is not None and share > 1:
-            trace = trace.select(slice(0, None, share), step=f"every {share}th request: one replica's share of {share}")
+            keep = np.arange(len(trace)) % share < share_replicas
+            trace = trace.select(keep, step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
+                                 f"replicas' share of {share}")
         calibration: Calibration = resolve_calibration_for(scenario)
         if job["step_scale"] != 1.0:
             from simulator.planner.uncertainty import scaled_calibration
@@ -88,13 +99,16 @@ def evaluate_job(job: dict) -> dict:
                           "binding": max(doomed.reasons, key=lambda r: ratios.get(r, 0.0)), "error": None,
                           "ratios": ratios, "summary": {"requests": len(cluster.records)}, "facts": _facts(facts),
                           "early_stop_s": doomed.at_s, "cpu_s": time.process_time() - started}
-    summary = summarize(scenario, cluster, end_s, facts).summary
+    result = summarize(scenario, cluster, end_s, facts)
+    summary = result.summary
     ratios = slo_ratios(summary, scenario, job["goodput_share"])
     reasons = [reason for reason, ratio in ratios.items() if ratio > 1.0]
+    tenants = {tenant: {key: row.get(key) for key in SUMMARY_KEYS if key in row}
+               for tenant, row in result.tenants.items()} if len(result.tenants) > 1 else {}
     return outcome | {"status": "misses" if reasons else "meets", "meets": not reasons, "reasons": reasons,
                       "binding": max(ratios, key=ratios.get) if ratios else None, "error": None, "ratios": ratios,
-                      "summary": {key: summary.get(key) for key in SUMMARY_KEYS}, "facts": _facts(facts),
-                      "cpu_s": time.process_time() - started}
+                      "summary": {key: summary.get(key) for key in SUMMARY_KEYS}, "tenants": tenants,
+                      "facts": _facts(facts), "cpu_s": time.process_time() - started}
 
 
 def slo_ratios(summary: dict, scenario: Scenario, goodput_share: float | None) -> dict[str, float]:

@@ -1,6 +1,8 @@
 """The ledger: every candidate the planner evaluated, in the order it asked, with its status and the
 reason it was rejected (`slo_ttft`, `slo_tpot`, `timeouts`, `goodput`, `kv_capacity`, `does_not_fit`),
-written as CSV and JSON so any answer can be traced back to the simulations behind it."""
+written as CSV and JSON so any answer can be traced back to the simulations behind it. `share` and
+`share_replicas` say what each simulated: the whole fleet (empty), one replica's 1/N share, or a sample
+of k replicas with their share (large fleets' confirmations)."""
 from __future__ import annotations
 
 import json
@@ -8,8 +10,8 @@ from pathlib import Path
 
 from simulator.result import _write_csv
 
-COLUMNS = ("search", "phase", "gpu", "tensor_parallel", "replicas", "share", "max_num_seqs", "max_num_batched_tokens",
-           "policy", "batch_controller", "warm_pool", "step_scale", "status", "reason", "reasons",
+COLUMNS = ("search", "phase", "gpu", "tensor_parallel", "replicas", "share", "share_replicas", "max_num_seqs",
+           "max_num_batched_tokens", "policy", "batch_controller", "warm_pool", "step_scale", "status", "reason", "reasons",
            "ttft_p99_s", "tpot_p99_s", "abandon_rate", "slo_attainment", "cost_per_hour_usd",
            "cost_per_request_usd", "gpu_hours", "requests", "early_stop_s", "cpu_s", "cached", "error", "key")
 
@@ -25,7 +27,8 @@ class Ledger:
         row = dict.fromkeys(COLUMNS)
         row.update({key: value for key, value in context.items() if key in row})
         row.update({
-            "share": outcome.get("share"), "step_scale": outcome.get("step_scale", 1.0), "status": status,
+            "share": outcome.get("share"), "share_replicas": outcome.get("share_replicas") if outcome.get("share") else None,
+            "step_scale": outcome.get("step_scale", 1.0), "status": status,
             "reason": "" if status == "meets" else (outcome.get("binding") or ""),
             "reasons": " ".join(outcome.get("reasons", [])),
             "ttft_p99_s": summary.get("ttft_p99_s"), "tpot_p99_s": summary.get("tpot_p99_s"),

@@ -8,14 +8,16 @@ planner writes back (`recommended_scenario`, `one_fewer_scenario`) re-runs with 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.config import SchedulerConfig
+from engine.settings_file import read_mapping
 from simulator.scenario import Scenario, describe_errors
+
+PLAN_FILE = "a scenario YAML or JSON file (a mapping of scenario fields), with an optional plan: section"
 
 
 class PlanError(ValueError):
@@ -98,33 +100,18 @@ def load_plan(path: str | Path) -> tuple[Scenario, PlanSettings]:
     """A scenario file, with an optional `plan:` section; a bad field is named with its path."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise PlanError(f"{path}: cannot read the plan ({error.strerror}); expected a scenario YAML or JSON file") from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-            data = yaml.safe_load(text)
-    except Exception as error:  # yaml.YAMLError, json.JSONDecodeError
-        raise PlanError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {error}") from None
-    if data is not None and not isinstance(data, dict):
-        raise PlanError(f"{path}: top level is {type(data).__name__}; expected a mapping of scenario fields")
-    data = dict(data or {})
+        data = read_mapping(path, PLAN_FILE)
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     plan_data = data.pop("plan", None) or {}
     try:
         settings = PlanSettings.model_validate(plan_data)
     except ValidationError as error:
         raise PlanError(f"{path}: {_describe_plan_errors(error)}") from None
     try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as error:
-        raise PlanError(f"{path}: {describe_errors(error)}") from None
-    trace = scenario.traffic.trace
-    if trace and not Path(trace).is_absolute() and (path.parent / trace).exists():   # as Scenario.load resolves it
-        scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(
-            update={"trace": str((path.parent / trace).resolve())})})
+        scenario = Scenario.from_file_data(data, path)
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     return scenario, settings
 
 

@@ -38,5 +38,6 @@ def describe_recheck(replicas: int, error: float, slower: int | None, faster: in
     up to `high` replicas holds the SLO)."""
     def count(value: int | None) -> str:
         return str(value) if value is not None else f"more than {high}"
-    return (f"{replicas} replicas; {count(slower)} if step times are {error:.1%} slower than calibrated, "
+    noun = "replica" if replicas == 1 else "replicas"
+    return (f"{replicas} {noun}; {count(slower)} if step times are {error:.1%} slower than calibrated, "
             f"{count(faster)} if {error:.1%} faster")

@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from simulator.validation.error_sources import describe
+
 SHOWN = ("throughput_rps", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
          "queue_mean_s", "preemptions", "kv_utilization")
 
@@ -41,6 +43,7 @@ def format_result(result: dict) -> str:
             lines.append(f"{key:<20}{_value(key, level['measured'][key]):>12}{_value(key, level['simulated'][key]):>12}"
                          f"{'n/a' if error is None else f'{error:+.1%}':>10}{'n/a' if floor is None else f'{floor:.1%}':>9}"
                          f"  {other}{note}{'  below noise' if level['verdict'][key] == 'below noise' else ''}")
+        lines.append(describe(level.get("error_sources")))
     return "\n".join(lines)
 
 

@@ -54,3 +54,11 @@ def verdicts(errors: dict, floor: dict | None) -> dict:
         else:
             out[key] = f"{error:+.1%}"
     return out
+
+
+def latencies(records: list[RequestRecord]) -> dict:
+    """Per completed request, in seconds: the distributions behind the summary (for overlaid plots)."""
+    ok = [r for r in records if r.ok]
+    return {"ttft_s": [r.ttft_s for r in ok if r.ttft_s is not None],
+            "tpot_s": [r.tpot_s for r in ok if r.tpot_s is not None],
+            "e2e_s": [r.e2e_s for r in ok if r.e2e_s is not None]}

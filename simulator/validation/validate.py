@@ -7,8 +7,8 @@ simulator's error and the live engine's noise floor side by side.
    the ones validated.
 3. Per load level: arrivals rescaled to that share of capacity; the live engine serves them in real
    time (repeated for the noise floor); the simulator runs the same requests on one replica with the
-   live engine's exact settings and KV block count, under each calibration (grid-fitted when given or
-   profiled, and workload-fitted); summaries, relative errors, absolute errors under 50 ms.
+   live engine's exact settings and KV block count, under each calibration: `given` (--calibration,
+   made elsewhere: the honest test) or `grid` (profiled now), and `workload` (fitted on step 2's steps); summaries, relative errors, absolute errors under 50 ms.
 """
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ from simulator.calibration.from_steps import calibration_from_steps
 from simulator.calibration.live_run import LiveEngine, LiveRequests
 from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
 from simulator.cluster.cluster import Cluster, ClusterConfig
-from simulator.validation.compare import (absolute_errors_ms, noise_floor, relative_errors, summary_of, verdicts)
+from simulator.validation.compare import (absolute_errors_ms, latencies, noise_floor, relative_errors, summary_of,
+                                          verdicts)
+from simulator.validation.error_sources import error_sources
 from traces import load_trace
 
 
@@ -124,7 +126,7 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
         offline.steps.save(steps_path, model, settings, num_kv_blocks, live.device)
         calibrations["workload"] = calibration_from_steps(steps_path)
     if grid is not None:
-        calibrations["grid"] = grid
+        calibrations["given" if calibration is not None else "grid"] = grid
     levels = []
     for load in load_levels:
         offsets, rate = at_load(arrival, capacity_rps, load)
@@ -137,14 +139,18 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
         floor = noise_floor(measured, summary_of(runs[1].records, runs[1].duration_s, runs[1].kv_utilization)) \
             if repeats > 1 else None
         level = {"load": load, "rate_rps": rate, "measured": measured, "noise_floor": floor, "by_calibration": {}}
+        simulated_records = {}
         for name, chosen in calibrations.items():
             records, end, kv = simulate_like(live, chosen, requests)
+            simulated_records[name] = records
             simulated = summary_of(records, end, kv)
             errors = relative_errors(measured, simulated)
             level["by_calibration"][name] = {"simulated": simulated, "relative_error": errors,
                                              "absolute_error_ms": absolute_errors_ms(measured, simulated),
                                              "verdict": verdicts(errors, floor)}
-        used = "grid" if "grid" in calibrations and (calibration is not None or via == "http") else "workload"
+        used = "given" if "given" in calibrations else "grid" if via == "http" else "workload"
+        level["distributions"] = {"measured": latencies(runs[0].records), "simulated": latencies(simulated_records[used])}
+        level["error_sources"] = error_sources(runs, CostModel.from_calibration(calibrations[used]))
         level.update(used_calibration=used, **{key: level["by_calibration"][used][key]
                                                 for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")})
         levels.append(level)
