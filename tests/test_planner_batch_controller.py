@@ -95,3 +95,18 @@ def test_scenario_setting_reaches_the_scheduler():
     assert controller is not None and controller.target_tpot_s == 0.07
     with pytest.raises(ValueError, match="batch_controller"):
         spike_scenario(scheduler={"batch_controller": "pid"})
+
+
+def test_the_live_engine_and_serve_take_the_controller_setting():
+    from engine import LLM
+    from engine.core.batch_controller import make_controller
+    from engine.openai.cli import serve
+
+    llm = LLM("tiny", load_format="dummy", num_kv_blocks=16, max_model_len=64, batch_controller="slo",
+              batch_target_tpot_s=0.05)
+    config = llm.engine.scheduler_config
+    assert config.batch_controller == "slo" and config.batch_target_tpot_s == 0.05
+    assert llm.engine.scheduler.controller is not None and make_controller(config) is not None
+    assert LLM("tiny", load_format="dummy", num_kv_blocks=16, max_model_len=64).engine.scheduler.controller is None
+    import inspect
+    assert {"batch_controller", "batch_target_tpot"} <= set(inspect.signature(serve).parameters)

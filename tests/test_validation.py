@@ -68,6 +68,8 @@ def test_validate_runs_end_to_end_and_writes_its_json(tmp_path):
     assert set(level["relative_error"]) == set(level["noise_floor"]) and "ttft_p99_s" in level["relative_error"]
     assert result["calibration"]["workload"]["label"] == "measured" and result["machine"]["python"]
     assert "load 50%" in done.stdout
+    assert len(level["distributions"]["measured"]["e2e_s"]) == len(level["distributions"]["simulated"]["e2e_s"]) == 16
+    assert len(level["error_sources"]["live_over_model_step_time"]) == 2 and "error sources:" in done.stdout
     fitted = subprocess.run([sys.executable, "-m", "surgeplan_cli", "profile", "--from-steps", str(tmp_path / "steps.json"),
                              "--out", str(tmp_path / "c.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert fitted.returncode == 0, fitted.stderr
