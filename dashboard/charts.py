@@ -251,7 +251,8 @@ def pareto(points: list[dict], front: list[dict], recommendation: dict, slo_ttft
 
 def validation_errors(levels: list[dict], metrics: list[str], height: int = 440) -> go.Figure:
     """The simulator's relative error per metric, one panel per load level: a bar per metric (grey when
-    inside the live engine's own noise floor, so it cannot be told from a repeat), the floor as ± ticks."""
+    inside the live engine's own noise floor, so it cannot be told from a repeat), the floor as ± ticks,
+    and the error at the run's measured host speed as a diamond where the results hold it."""
     figure = make_subplots(rows=1, cols=max(1, len(levels)), shared_yaxes=True, horizontal_spacing=0.03,
                            subplot_titles=[f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)"
                                            for level in levels])
@@ -270,6 +271,13 @@ def validation_errors(levels: list[dict], metrics: list[str], height: int = 440)
                                name="live noise floor (±)", showlegend=col == 1 and sign == 1, legendgroup="floor",
                                marker={"symbol": "line-ew-open", "size": 16, "color": COLORS["measured"],
                                        "line": {"width": 2.5}}, hoverinfo="skip", row=1, col=col)
+        at_speed = (level.get("at_run_speed") or {}).get("relative_error") or {}
+        sped = [k for k in keys if at_speed.get(k) is not None]
+        if sped:
+            figure.add_scatter(x=sped, y=[100 * at_speed[k] for k in sped], mode="markers", name="at run speed",
+                               showlegend=col == 1, legendgroup="speed",
+                               marker={"symbol": "diamond", "size": 9, "color": COLORS["starting"]},
+                               hovertemplate="%{x} at run speed: %{y:+.1f}%<extra></extra>", row=1, col=col)
         figure.add_hline(y=0, line={"color": COLORS["slo"], "width": 1}, row=1, col=col)
     # the range follows the errors: a noise floor far beyond them (a noisy metric) runs off the chart
     # rather than squash every bar; the table beside the chart gives each floor

@@ -308,8 +308,8 @@ LIVE_REPEATS = 2          # live runs per load level: two, for the noise floor
 
 
 def live_validation_steps(load_levels: tuple[float, ...]) -> int:
-    """Progress messages a live validation sends: the capacity run, then each live run."""
-    return 1 + LIVE_REPEATS * len(load_levels)
+    """Progress messages a live validation sends: the capacity run, the batch ladder, then each live run."""
+    return 2 + LIVE_REPEATS * len(load_levels)
 
 
 def live_validation(trace: str, num_requests: int, load_levels: tuple[float, ...],

@@ -265,7 +265,9 @@ VALIDATION = {
                                    "kv_utilization": 0.022},
                 "noise_floor": {"throughput_rps": 0.03, "ttft_mean_s": 0.1, "e2e_mean_s": 0.02, "kv_utilization": 0.01},
                 "verdict": {"throughput_rps": "below noise", "ttft_mean_s": "+25.0%", "e2e_mean_s": "+5.0%",
-                            "kv_utilization": "+2.2%"}} for load in (0.5, 0.9)],
+                            "kv_utilization": "+2.2%"},
+                "at_run_speed": {"speed_factors": [1.1, 1.0], "relative_error": {"ttft_mean_s": 0.03}}}
+               for load in (0.5, 0.9)],
     "calibration": {"workload": {"name": "cpu-small@steps", "label": "measured", "method": "steps", "fit_error": 0.04}},
     "trace": {"name": "AzureLLMInferenceTrace_conv", "requests": 32}, "engine": {"model": "cpu-small", "device": "cpu"},
     "machine": {"processor": "x86_64", "date": "2026-12-02"}}
@@ -287,6 +289,7 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
     assert any("cpu-small@steps (measured" in c.value for c in at.caption)
     table = at.dataframe[0].value.set_index("metric")
     assert table.loc["ttft_mean_s", "measured"] == "200.0 ms" and table.loc["output_tokens_per_s", "measured"] == "50"
+    assert table.loc["ttft_mean_s", "error at run speed"] == "+3.0%" and table.loc["e2e_mean_s", "error at run speed"] == "n/a"
 
     (tmp_path / "validate.json").write_text("{not json")
     at = _clean(_page("validate").run())

@@ -18,7 +18,8 @@ from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
 from simulator.planner.search import Batch, fleet_scenario
-from simulator.planner.uncertainty import error_of, scaled_calibration
+from simulator.calibration.cost_model import scaled_calibration
+from simulator.planner.uncertainty import error_of
 from surgeplan_cli import app
 from test_planner_helpers import QUICK, spike_scenario
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from simulator.validation.compare import absolute_errors_ms, noise_floor, relative_errors, summary_of, verdicts
-from simulator.validation.validate import at_load
+from simulator.validation.validate import LADDER, at_load, ladder_requests
 from traces import Trace
 from traces.replay import RequestRecord
 
@@ -68,8 +68,16 @@ def test_validate_runs_end_to_end_and_writes_its_json(tmp_path):
     assert set(level["relative_error"]) == set(level["noise_floor"]) and "ttft_p99_s" in level["relative_error"]
     assert result["calibration"]["workload"]["label"] == "measured" and result["machine"]["python"]
     assert "load 50%" in done.stdout
-    assert len(level["distributions"]["measured"]["e2e_s"]) == len(level["distributions"]["simulated"]["e2e_s"]) == 16
+    assert len(level["measured_repeats"]) == 2 and level["measured"]["ttft_mean_s"] == pytest.approx(
+        sum(repeat["ttft_mean_s"] for repeat in level["measured_repeats"]) / 2)
+    # both repeats pooled against one simulated run
+    assert len(level["distributions"]["measured"]["e2e_s"]) == 2 * len(level["distributions"]["simulated"]["e2e_s"]) == 32
     assert len(level["error_sources"]["live_over_model_step_time"]) == 2 and "error sources:" in done.stdout
+    speed = level["at_run_speed"]
+    assert speed["speed_factors"] == level["error_sources"]["live_over_model_step_time"]
+    assert set(speed["relative_error"]) == set(level["relative_error"]) and "at speed" in done.stdout
+    steps = json.loads((tmp_path / "steps.json").read_text())["steps"]   # a first prefill-only step per run:
+    assert sum(1 for step in steps if not step["shape"]["decode_context_lens"]) >= 1 + len(LADDER)  # capacity + ladder
     fitted = subprocess.run([sys.executable, "-m", "surgeplan_cli", "profile", "--from-steps", str(tmp_path / "steps.json"),
                              "--out", str(tmp_path / "c.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert fitted.returncode == 0, fitted.stderr
@@ -112,3 +120,51 @@ def test_error_sources_are_measured_from_the_step_log():
     assert sources["cpu_variance"] == pytest.approx(36 / 32 - 1)
     assert "repeats differ by 12.5%" in describe(sources)
     assert error_sources([run([], [], 0.0)], model) is None and "not measured" in describe(None)
+
+
+def test_batch_ladder_sends_groups_of_growing_size_all_at_once_wrapping_around_the_trace():
+    prompt, output = np.arange(10, 15), np.arange(1, 6)
+    groups = ladder_requests(prompt, output, (1, 2, 4))
+    assert [len(group.arrival_s) for group in groups] == [1, 2, 4]
+    assert all(not any(group.arrival_s) for group in groups)
+    assert list(groups[2].prompt_tokens) == [13, 14, 10, 11] and list(groups[2].output_tokens) == [4, 5, 1, 2]
+    assert LADDER == tuple(sorted(LADDER))
+
+
+def test_mean_by_key_averages_repeats_and_keeps_unknowns_unknown():
+    from simulator.validation.compare import mean_by_key
+    assert mean_by_key([{"a": 1.0, "b": None}, {"a": 3.0, "b": 2.0}]) == {"a": 2.0, "b": None}
+
+
+def test_at_run_speed_removes_a_uniform_host_slowdown_exactly():
+    """A 'live' run that is the simulator at 1.15x step times: plain error large, error at run speed zero."""
+    from types import SimpleNamespace
+
+    from simulator.calibration.cost_model import scaled_calibration
+    from simulator.calibration.live_run import LiveRequests
+    from simulator.calibration.schema import EngineSettings, resolve_calibration
+    from simulator.validation.validate import at_run_speed, simulate_like
+
+    calibration = resolve_calibration("llama-2-7b@A100-80GB-tp1")
+    live = SimpleNamespace(settings=EngineSettings(block_size=16, max_num_seqs=8, max_num_batched_tokens=256,
+                                                   max_model_len=512, enable_prefix_caching=False), num_kv_blocks=64)
+    rng = np.random.default_rng(3)
+    requests = LiveRequests(np.sort(rng.uniform(0, 0.3, 24)), rng.integers(20, 200, 24), rng.integers(5, 60, 24))
+    slow = summary_of(*simulate_like(live, scaled_calibration(calibration, 1.15), requests))
+    plain = relative_errors(slow, summary_of(*simulate_like(live, calibration, requests)))
+    speed = at_run_speed(live, calibration, requests, [slow], {"live_over_model_step_time": [1.15]}, None)
+    assert plain["e2e_mean_s"] < -0.1
+    assert all(error is None or abs(error) < 1e-9 for error in speed["relative_error"].values())
+    assert at_run_speed(live, calibration, requests, [slow], None, None) is None     # the HTTP path: no step log
+
+
+def test_speed_range_within_a_run_comes_from_time_windows():
+    from simulator.validation.error_sources import MIN_WINDOW_STEPS, WINDOW_S, window_speed_range
+
+    n = MIN_WINDOW_STEPS
+    starts = [i * WINDOW_S / n for i in range(3 * n)]                 # three windows of n steps
+    busy = [0.010] * n + [0.015] * n + [0.012] * n
+    assert window_speed_range(starts, busy, [0.010] * (3 * n)) == [pytest.approx(1.0), pytest.approx(1.5)]
+    assert window_speed_range(starts[:n], busy[:n], [0.010] * n) is None          # one window: no range
+    assert window_speed_range(starts[: n + 3], busy[: n + 3], [0.010] * (n + 3)) is None   # a 3-step window is ignored
+    assert window_speed_range([], busy, busy) is None                            # a log without start times

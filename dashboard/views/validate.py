@@ -1,6 +1,7 @@
 """Validate: how far the simulator is from the live engine on the same requests. Per load level and
 metric, measured vs simulated, the simulator's relative error, and the live engine's own noise floor
-(two live runs of the same requests) beside it; measured and simulated latency distributions side by
+(two live runs of the same requests) beside it, and the error left once each run is simulated at the
+host speed measured during it (this shared CPU's speed drifts between runs); measured and simulated latency distributions side by
 side. Reads `benchmarks/results/validate.json` (written by `surgeplan validate`), and runs a short live
 validation on this machine on request, in a background process (`dashboard.jobs`): progress shown,
 cancellable at any moment."""
@@ -43,12 +44,18 @@ def _calibrations(result: dict, level: dict) -> str:
     return f"{used}: {info.get('name', '?')} ({info.get('label', 'label unknown')}{fit})"
 
 
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
 def _level_table(level: dict) -> list[dict]:
     measured, simulated = level.get("measured") or {}, level.get("simulated") or {}
     errors, floor = level.get("relative_error") or {}, level.get("noise_floor") or {}
     verdict = level.get("verdict") or {}
+    at_speed = (level.get("at_run_speed") or {}).get("relative_error") or {}
     return [{"metric": key, "measured": _value(key, measured.get(key)), "simulated": _value(key, simulated.get(key)),
              "error": "n/a" if errors.get(key) is None else f"{errors[key]:+.1%}",
+             "error at run speed": "n/a" if at_speed.get(key) is None else f"{at_speed[key]:+.1%}",
              "live noise floor": "n/a" if floor.get(key) is None else f"±{floor[key]:.1%}",
              "verdict": verdict.get(key, "")} for key in SHOWN if key in measured or key in simulated]
 
@@ -66,10 +73,12 @@ def _show(result: dict, source: str, key: str) -> None:
     for column, level in zip(columns, levels):
         errors = [abs(v) for k, v in (level.get("relative_error") or {}).items() if k in SHOWN and v is not None]
         quiet = sum(1 for k, v in (level.get("verdict") or {}).items() if k in SHOWN and v == "below noise")
-        errors.sort()
-        median = errors[len(errors) // 2] if errors else None
+        median = _median(errors)
+        at_speed = _median([abs(v) for k, v in ((level.get("at_run_speed") or {}).get("relative_error") or {}).items()
+                            if k in SHOWN and v is not None])
+        speed_text = "" if at_speed is None else f"; {at_speed:.1%} at run speed"
         column.metric(f"{level['load']:.0%} load, median |error|", "n/a" if median is None else f"{median:.1%}",
-                      f"{quiet} of {len(errors)} metrics within the live noise", delta_color="off",
+                      f"{quiet} of {len(errors)} metrics within the live noise{speed_text}", delta_color="off",
                       delta_arrow="off", border=True, help=f"calibration {_calibrations(result, level)}")
     st.subheader("Error per metric against the live noise floor")
     st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")

@@ -213,3 +213,15 @@ def fit_calibration(calibration: Calibration, folds: int = 5, seed: int = 0, sta
 def predicted_vs_measured(calibration: Calibration) -> list[tuple[ProfilePoint, float]]:
     model = CostModel.from_calibration(calibration)
     return [(point, model.step_time(point.shape.to_shape())) for point in calibration.points]
+
+
+def scaled_calibration(calibration: Calibration, factor: float) -> Calibration:
+    """A copy whose every step takes `factor` times as long (factor > 0)."""
+    if not factor > 0:
+        raise ValueError(f"step-time factor {factor!r}; expected a positive number (1.04: 4% slower)")
+    fit = calibration.cost_model
+    if fit is None:
+        raise ValueError(f"calibration {calibration.name!r} has no fitted cost model; expected one to scale")
+    terms = [term.model_copy(update={"seconds_per_unit": term.seconds_per_unit * factor}) for term in fit.terms]
+    return calibration.model_copy(update={"name": f"{calibration.name} x{factor:.4g}",
+                                          "cost_model": fit.model_copy(update={"terms": terms})})

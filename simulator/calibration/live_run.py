@@ -41,8 +41,22 @@ class StepLog:
     shapes: list[ShapeRecord] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     busy_s: list[float | None] = field(default_factory=list)
+    start_s: list[float] = field(default_factory=list)    # when each step began, from the run's start
     kv_weighted: float = 0.0     # Σ KV utilisation × step time, for the time-weighted mean
     kv_time: float = 0.0
+
+    @classmethod
+    def joined(cls, logs: Sequence["StepLog"]) -> "StepLog":
+        """The steps of several runs in one log (each run's last step ended in idleness)."""
+        joined = cls()
+        for log in logs:
+            joined.shapes += log.shapes
+            joined.step_s += log.step_s
+            joined.busy_s += log.busy_s
+            joined.start_s += log.start_s
+            joined.kv_weighted += log.kv_weighted
+            joined.kv_time += log.kv_time
+        return joined
 
     def save(self, path: str | Path, model: str, settings: EngineSettings, num_kv_blocks: int, device: str) -> Path:
         path = Path(path)
@@ -130,6 +144,7 @@ class LiveEngine:
             log.shapes.append(ShapeRecord.of(stats.shape))
             log.step_s.append(stats.total_s)
             log.busy_s.append(None)
+            log.start_s.append(step_start - start)
             kv = engine.kv_stats()
             log.kv_weighted += kv.utilization * stats.total_s
             log.kv_time += stats.total_s

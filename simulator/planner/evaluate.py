@@ -83,7 +83,7 @@ def evaluate_job(job: dict) -> dict:
                                  f"replicas' share of {share}")
         calibration: Calibration = resolve_calibration_for(scenario)
         if job["step_scale"] != 1.0:
-            from simulator.planner.uncertainty import scaled_calibration
+            from simulator.calibration.cost_model import scaled_calibration
             calibration = scaled_calibration(calibration, job["step_scale"])
         cluster, facts = build_cluster(scenario, trace, calibration)
     except ValueError as error:

@@ -4,24 +4,11 @@ re-checks the answer with every step time shifted by ± that error.
 The error is the calibration's own held-out fit error (mean absolute percentage error of its step
 times, `fit_error` in the simulation's facts). A calibration with no measured error (a roofline
 estimate from datasheets) gets `PlanSettings.assumed_error`, labelled `assumed`. Shifting the step
-cost scales every cost-model term by the same factor, so a simulated step takes exactly (1 ± error)
-times as long; nothing else about the calibration changes.
+cost scales every cost-model term by the same factor (`calibration.cost_model.scaled_calibration`), so a
+simulated step takes exactly (1 ± error) times as long; nothing else about the calibration changes.
 """
 from __future__ import annotations
 
-from simulator.calibration.schema import Calibration
-
-
-def scaled_calibration(calibration: Calibration, factor: float) -> Calibration:
-    """A copy whose every step takes `factor` times as long (factor > 0)."""
-    if not factor > 0:
-        raise ValueError(f"step-time factor {factor!r}; expected a positive number (1.04: 4% slower)")
-    fit = calibration.cost_model
-    if fit is None:
-        raise ValueError(f"calibration {calibration.name!r} has no fitted cost model; expected one to scale")
-    terms = [term.model_copy(update={"seconds_per_unit": term.seconds_per_unit * factor}) for term in fit.terms]
-    return calibration.model_copy(update={"name": f"{calibration.name} x{factor:.4g}",
-                                          "cost_model": fit.model_copy(update={"terms": terms})})
 
 
 def error_of(calibration_facts: dict, assumed_error: float) -> tuple[float, str]:

@@ -24,24 +24,31 @@ def _value(key: str, value) -> str:
 
 
 def format_result(result: dict) -> str:
-    lines = [f"trace {result['trace']['name']}: {result['trace']['requests']} requests, prompts "
+    lines = ["measured: mean of the live repeats; error: simulated vs measured; at speed: each repeat simulated at "
+             "the host speed measured in it (error sources, below); noise: live repeat vs live repeat",
+             f"trace {result['trace']['name']}: {result['trace']['requests']} requests, prompts "
              f"{result['trace']['mean_prompt_tokens']:.0f} / outputs {result['trace']['mean_output_tokens']:.0f} tokens "
              f"on average; capacity {result['capacity_rps']:.2f} requests/s (offline run)"]
     for level in result["levels"]:
         used = level["used_calibration"]
         lines.append(f"\nload {level['load']:.0%} ({level['rate_rps']:.2f} requests/s), calibration: {used} "
                      f"({result['calibration'][used]['name']})")
-        lines.append(f"{'metric':<20}{'measured':>12}{'simulated':>12}{'error':>10}{'noise':>9}  other calibration")
+        lines.append(f"{'metric':<20}{'measured':>12}{'simulated':>12}{'error':>10}{'at speed':>10}{'noise':>9}"
+                     "  other calibration")
         others = {name: entry for name, entry in level["by_calibration"].items() if name != used}
+        at_speed = (level.get("at_run_speed") or {}).get("relative_error", {})
         for key in SHOWN:
             error = level["relative_error"].get(key)
+            speed_error = at_speed.get(key)
             floor = (level["noise_floor"] or {}).get(key)
             other = "; ".join(f"{name} {entry['relative_error'][key]:+.1%}" for name, entry in others.items()
                               if entry["relative_error"].get(key) is not None)
             absolute = level["absolute_error_ms"].get(key)
             note = f" ({absolute:+.1f} ms)" if absolute is not None else ""
             lines.append(f"{key:<20}{_value(key, level['measured'][key]):>12}{_value(key, level['simulated'][key]):>12}"
-                         f"{'n/a' if error is None else f'{error:+.1%}':>10}{'n/a' if floor is None else f'{floor:.1%}':>9}"
+                         f"{'n/a' if error is None else f'{error:+.1%}':>10}"
+                         f"{'n/a' if speed_error is None else f'{speed_error:+.1%}':>10}"
+                         f"{'n/a' if floor is None else f'{floor:.1%}':>9}"
                          f"  {other}{note}{'  below noise' if level['verdict'][key] == 'below noise' else ''}")
         lines.append(describe(level.get("error_sources")))
     return "\n".join(lines)
@@ -56,7 +63,7 @@ def validate_command(
     length_scale: Optional[float] = typer.Option(None, "--length-scale", help="multiply lengths (then clip)"),
     load_levels: str = typer.Option("0.5,0.8,1.1", "--load-levels", help="shares of the measured capacity"),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="a calibration made elsewhere"),
-    profile: str = typer.Option("quick", "--profile", help="quick: profile the grid now; none: workload fit only"),
+    profile: str = typer.Option("quick", "--profile", help="quick: profile the CI grid now; full: a grid sized to the engine's limits; none: workload fit only"),
     repeats: int = typer.Option(2, "--repeats", min=1, help="live runs per level (2 gives the noise floor)"),
     num_kv_blocks: int = typer.Option(512, "--num-kv-blocks", min=1),
     seed: int = typer.Option(0, "--seed"),

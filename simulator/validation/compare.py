@@ -23,6 +23,12 @@ def summary_of(records: list[RequestRecord], duration_s: float, kv_utilization: 
     return {key: summary[key] for key in ("completed", *METRICS)}
 
 
+def mean_by_key(dicts: list[dict]) -> dict:
+    """Key by key, the mean of several runs' summaries or errors (None where any run has None)."""
+    return {key: None if any(d[key] is None for d in dicts) else sum(d[key] for d in dicts) / len(dicts)
+            for key in dicts[0]}
+
+
 def relative_errors(measured: dict, simulated: dict) -> dict:
     errors = {}
     for key in METRICS:

@@ -3,12 +3,21 @@ simulator's error and the live engine's noise floor side by side.
 
 1. Requests from any trace `traces` reads; lengths clipped (or scaled) to fit the small model.
 2. Capacity first: the requests all at once through the live engine; its request rate is 100%.
-   The steps of that run also fit the workload calibration (`from_steps`), on a workload other than
-   the ones validated.
+   Then a batch ladder: groups of 1, 2, 4, 8 and 16 requests, each all at once, so that every batch
+   size has steps (the capacity run is a full batch and its drain; fitted on it alone, the model
+   over-predicted small-batch decode steps by 15-30%). The steps of both fit the workload calibration
+   (`from_steps`), on workloads other than the ones validated.
 3. Per load level: arrivals rescaled to that share of capacity; the live engine serves them in real
    time (repeated for the noise floor); the simulator runs the same requests on one replica with the
    live engine's exact settings and KV block count, under each calibration: `given` (--calibration,
-   made elsewhere: the honest test) or `grid` (profiled now), and `workload` (fitted on step 2's steps); summaries, relative errors, absolute errors under 50 ms.
+   made elsewhere: the honest test) or `grid` (profiled now), and `workload` (fitted on step 2's
+   steps); summaries, relative errors against the mean of the repeats, absolute errors under 50 ms.
+4. The dominant error source modelled: this shared CPU runs identical runs minutes apart at speeds
+   10-20% apart (`error_sources`), and queueing near capacity amplifies that. Each repeat is simulated
+   again with every step scaled by the host speed measured in that repeat (its busy time over the
+   model's time for its own steps: one number per run) and compared with that repeat: the error "at
+   run speed", what remains of the simulator's own error (scheduling, queueing, how step time depends
+   on the shape) once the machine's speed of the moment is known.
 """
 from __future__ import annotations
 
@@ -20,15 +29,17 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.config import CacheConfig, SchedulerConfig
-from simulator.calibration.cost_model import CostModel
+from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.from_steps import calibration_from_steps
-from simulator.calibration.live_run import LiveEngine, LiveRequests
+from simulator.calibration.live_run import LiveEngine, LiveRequests, StepLog
 from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
 from simulator.cluster.cluster import Cluster, ClusterConfig
-from simulator.validation.compare import (absolute_errors_ms, latencies, noise_floor, relative_errors, summary_of,
-                                          verdicts)
+from simulator.validation.compare import (absolute_errors_ms, latencies, mean_by_key, noise_floor, relative_errors,
+                                          summary_of, verdicts)
 from simulator.validation.error_sources import error_sources
 from traces import load_trace
+
+LADDER = (1, 2, 4, 8, 16)      # group sizes of the calibration runs after the capacity run
 
 
 def prepare_requests(trace_path: str | Path, num_requests: int, max_prompt_tokens: int, max_output_tokens: int,
@@ -60,6 +71,16 @@ def at_load(arrival: np.ndarray, capacity_rps: float, load: float) -> tuple[np.n
     span = arrival[-1] if n > 1 and arrival[-1] > 0 else 1.0
     natural_rate = (n - 1) / span if n > 1 else rate
     return arrival * (natural_rate / rate), rate
+
+
+def ladder_requests(prompt: np.ndarray, output: np.ndarray, sizes=LADDER) -> list[LiveRequests]:
+    """Successive groups of the trace's requests (wrapping around), each group sent all at once."""
+    groups, start = [], 0
+    for size in sizes:
+        chosen = [(start + i) % len(prompt) for i in range(size)]
+        groups.append(LiveRequests(np.zeros(size), prompt[chosen], output[chosen]))
+        start += size
+    return groups
 
 
 def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests) -> tuple[list, float, float | None]:
@@ -97,7 +118,7 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
                                                            length_scale, settings.max_model_len)
     if via not in ("engine", "http"):
         raise ValueError(f"--via {via!r}; expected engine or http")
-    grid = _grid_calibration(model, calibration, profile, seed)
+    grid = _grid_calibration(model, calibration, profile, seed, settings)
     if via == "http" and grid is None:
         raise ValueError("--via http records no step log to fit on; expected --calibration FILE or --profile quick")
     say = progress or (lambda message: None)
@@ -122,8 +143,11 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
     capacity_rps = len(arrival) / offline.duration_s
     calibrations = {}
     if via == "engine":
+        say(f"calibration steps: groups of {', '.join(map(str, LADDER))} requests at once")
+        ladder = [live.run(group, seed=seed) for group in ladder_requests(prompt, output)]
         steps_path = Path(save_steps) if save_steps else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
-        offline.steps.save(steps_path, model, settings, num_kv_blocks, live.device)
+        StepLog.joined([offline.steps] + [run.steps for run in ladder]).save(steps_path, model, settings, num_kv_blocks,
+                                                                             live.device)
         calibrations["workload"] = calibration_from_steps(steps_path)
     if grid is not None:
         calibrations["given" if calibration is not None else "grid"] = grid
@@ -135,10 +159,11 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
         for repeat in range(repeats):
             say(f"load {load:.0%}: live run {repeat + 1} of {repeats} at {rate:.2f} requests/s")
             runs.append(live.run(requests, seed=seed))
-        measured = summary_of(runs[0].records, runs[0].duration_s, runs[0].kv_utilization)
-        floor = noise_floor(measured, summary_of(runs[1].records, runs[1].duration_s, runs[1].kv_utilization)) \
-            if repeats > 1 else None
-        level = {"load": load, "rate_rps": rate, "measured": measured, "noise_floor": floor, "by_calibration": {}}
+        summaries = [summary_of(run.records, run.duration_s, run.kv_utilization) for run in runs]
+        measured = mean_by_key(summaries)
+        floor = noise_floor(summaries[0], summaries[1]) if repeats > 1 else None
+        level = {"load": load, "rate_rps": rate, "measured": measured, "measured_repeats": summaries,
+                 "noise_floor": floor, "by_calibration": {}}
         simulated_records = {}
         for name, chosen in calibrations.items():
             records, end, kv = simulate_like(live, chosen, requests)
@@ -149,8 +174,10 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
                                              "absolute_error_ms": absolute_errors_ms(measured, simulated),
                                              "verdict": verdicts(errors, floor)}
         used = "given" if "given" in calibrations else "grid" if via == "http" else "workload"
-        level["distributions"] = {"measured": latencies(runs[0].records), "simulated": latencies(simulated_records[used])}
+        pooled = [record for run in runs for record in run.records]
+        level["distributions"] = {"measured": latencies(pooled), "simulated": latencies(simulated_records[used])}
         level["error_sources"] = error_sources(runs, CostModel.from_calibration(calibrations[used]))
+        level["at_run_speed"] = at_run_speed(live, calibrations[used], requests, summaries, level["error_sources"], floor)
         level.update(used_calibration=used, **{key: level["by_calibration"][used][key]
                                                 for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")})
         levels.append(level)
@@ -166,16 +193,36 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
                         "python": platform.python_version(), "date": dt.date.today().isoformat()}}
 
 
-def _grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int) -> Calibration | None:
+def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summaries: list[dict],
+                 sources: dict | None, floor: dict | None) -> dict | None:
+    """Each repeat simulated with its own measured host speed and compared with that repeat; the mean
+    error over repeats (step 4 of the module docstring). None without a step log (the HTTP path)."""
+    factors = (sources or {}).get("live_over_model_step_time") or []
+    if not factors or not all(factors):
+        return None
+    per_repeat = []
+    for factor, measured in zip(factors, summaries):
+        records, end, kv = simulate_like(live, scaled_calibration(calibration, factor), requests)
+        per_repeat.append(relative_errors(measured, summary_of(records, end, kv)))
+    errors = mean_by_key(per_repeat)
+    return {"speed_factors": factors, "relative_error": errors, "verdict": verdicts(errors, floor)}
+
+
+def _grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
+                      settings: EngineSettings) -> Calibration | None:
+    """--calibration as given; or a grid profiled now: `quick` (the CI grid, batches to 16, contexts to
+    128) or `full` (sized to the validated engine: batches, token budget and contexts to its limits)."""
     if calibration is not None:
         chosen = resolve_calibration(calibration)
         if chosen.model.name != model:
             raise ValueError(f"--calibration {calibration}: made for model {chosen.model.name!r}, not {model!r}; "
                              "expected a calibration of the validated model")
         return chosen
-    if profile == "quick":
-        from simulator.calibration.profile import profile as run_profile
-        return run_profile(model, quick=True, seed=seed, progress=False)
+    if profile in ("quick", "full"):
+        from simulator.calibration.profile import ProfileGrid, profile as run_profile
+        grid = ProfileGrid.quick() if profile == "quick" else ProfileGrid.full(
+            settings.max_num_seqs, settings.max_num_batched_tokens, settings.max_model_len)
+        return run_profile(model, seed=seed, progress=False, grid=grid)
     if profile != "none":
-        raise ValueError(f"--profile {profile!r}; expected quick or none")
+        raise ValueError(f"--profile {profile!r}; expected quick, full or none")
     return None
