@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from engine.llm_engine import LLMEngine
 from engine.metrics import ServingMetrics
+from engine.step_recorder import StepRecorder
 from engine.core.outputs import RequestOutput
 from engine.core.sampling_params import SamplingParams
 
@@ -82,8 +83,10 @@ class AsyncEngine:
     ~20% when the model was built on the main thread and stepped on this one."""
 
     def __init__(self, build_engine: Callable[[], LLMEngine], metrics: ServingMetrics,
-                 max_waiting_requests: int | None = None, idle_poll_s: float = 0.5):
+                 max_waiting_requests: int | None = None, idle_poll_s: float = 0.5,
+                 recorder: StepRecorder | None = None):
         self.metrics = metrics
+        self.recorder = recorder
         self.max_waiting_requests = max_waiting_requests
         self.idle_poll_s = idle_poll_s
         self._inbox: deque = deque()
@@ -199,6 +202,8 @@ class AsyncEngine:
                 if self.engine.has_unfinished_requests():
                     self._step()
                 else:
+                    if self.recorder is not None:
+                        self.recorder.idle()
                     self._wake.wait(self.idle_poll_s)
                 self._publish_counts()
         except Exception as exc:  # noqa: BLE001  (a bug outside a step: end cleanly, /health turns 503)
@@ -258,6 +263,7 @@ class AsyncEngine:
             heapq.heapify(self._deadlines)
 
     def _step(self) -> None:
+        start = time.perf_counter()
         try:
             outputs = self.engine.step()
         except Exception as exc:  # noqa: BLE001  (one bad step must not take the server down)
@@ -267,6 +273,8 @@ class AsyncEngine:
             self._fail_all(EngineStepError(f"the engine failed while running this request: {exc!r}"), "step_error")
             return
         now = time.perf_counter()
+        if self.recorder is not None and self.engine.last_step is not None and not self.engine.last_step.shape.is_empty:
+            self.recorder.stepped(start, self.engine.last_step.total_s, self.engine.last_step.shape)
         deliveries = []
         for out in outputs:
             stream = self._streams.get(out.request_id)

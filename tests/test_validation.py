@@ -168,3 +168,20 @@ def test_speed_range_within_a_run_comes_from_time_windows():
     assert window_speed_range(starts[:n], busy[:n], [0.010] * n) is None          # one window: no range
     assert window_speed_range(starts[: n + 3], busy[: n + 3], [0.010] * (n + 3)) is None   # a 3-step window is ignored
     assert window_speed_range([], busy, busy) is None                            # a log without start times
+
+
+def test_validate_over_http_measures_the_servers_steps(tmp_path):
+    """`--via http`: surgeplan serve + the replay client; the server's step window gives the workload
+    fit, the error sources (its engine thread's time between steps) and the error at run speed."""
+    out = tmp_path / "h.json"
+    done = _validate("--trace", str(_trace(tmp_path)), "--num-requests", "8", "--max-prompt-tokens", "24",
+                     "--max-output-tokens", "6", "--load-levels", "0.6", "--profile", "none", "--repeats", "2",
+                     "--num-kv-blocks", "64", "--via", "http", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    level = result["levels"][0]
+    assert result["engine"]["via"] == "http" and level["used_calibration"] == "workload"
+    assert level["measured"]["completed"] == level["simulated"]["completed"] == 8
+    sources = level["error_sources"]
+    assert len(sources["live_over_model_step_time"]) == 2 and all(sources["live_over_model_step_time"])
+    assert all(0 <= share < 1 for share in sources["host_overhead_share"]) and level["at_run_speed"]

@@ -25,6 +25,7 @@ from engine.openai.middleware import BodyCheckMiddleware, StatusCountMiddleware
 from engine.openai.protocol import APIError
 from engine.openai.server_config import ServerConfig, resolve_tenancy
 from engine.openai.serving import ServingContext, create_chat_completion, create_completion
+from engine.step_recorder import StepRecorder
 
 log = logging.getLogger("surgeplan.server")
 
@@ -41,7 +42,9 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
     engine_config = engine_config.model_copy(update={"tenant_block_quota": tenancy.kv_quota()})
     names = list(config.served_model_names or [engine_config.model])
     metrics = ServingMetrics(names[0])
-    async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests)
+    recorder = StepRecorder(config.record_steps) if config.record_steps else None
+    async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests,
+                               recorder=recorder)
     engine = async_engine.engine
     admission = Admission(config, tenancy, metrics)
     drainer = Drainer(admission, async_engine, config.drain_timeout_s)
@@ -63,6 +66,10 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
     app.add_middleware(StatusCountMiddleware, metrics=metrics)       # the last added runs first
     _add_error_handlers(app)
     _add_routes(app, ctx, metrics, engine_config.model, engine.model_config.vocab_size)
+    if recorder is not None:
+        @app.get("/debug/steps")
+        async def steps(since: int = 0) -> dict:
+            return recorder.since(since)
     return app
 
 

@@ -71,6 +71,7 @@ def serve(
     max_request_body_bytes: str = _size_option("max_request_body_bytes"),
     max_header_bytes: str = _size_option("max_header_bytes"),
     retry_after: int = cli_option(ServerConfig, "retry_after_s", flag="--retry-after"),
+    record_steps: int = cli_option(ServerConfig, "record_steps"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     uvicorn_log_level: str = typer.Option("info", "--uvicorn-log-level"),
@@ -93,7 +94,8 @@ def serve(
             served_model_names=served_model_name, api_keys=api_key, tenant_keys=tenant_keys,
             max_waiting_requests=max_waiting_requests, request_timeout_s=request_timeout,
             max_request_body_bytes=parse_bytes(max_request_body_bytes), max_header_bytes=parse_bytes(max_header_bytes),
-            retry_after_s=retry_after, rate_limit_burst_s=rate_limit_burst, drain_timeout_s=drain_timeout)
+            retry_after_s=retry_after, rate_limit_burst_s=rate_limit_burst, drain_timeout_s=drain_timeout,
+            record_steps=record_steps)
         app = build_app(config, server_config)
     except ValueError as exc:   # pydantic's ValidationError is a ValueError too
         typer.echo(f"error: {exc}", err=True)

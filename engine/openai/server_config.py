@@ -109,6 +109,8 @@ class ServerConfig(BaseModel):
                                       "tenant's token bucket holds: the burst it may send at once")
     drain_timeout_s: float = Field(30.0, ge=0, allow_inf_nan=False, description="on SIGTERM or Ctrl-C, "
                                    "seconds in-flight requests may take to finish before they are aborted")
+    record_steps: int = Field(0, ge=0, description="keep the last N engine steps (shape, step time, busy time) "
+                              "for GET /debug/steps, which `surgeplan validate --via http` reads; 0: off")
 
     @field_validator("tenant_keys", mode="before")
     @classmethod

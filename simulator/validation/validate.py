@@ -119,8 +119,6 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
     if via not in ("engine", "http"):
         raise ValueError(f"--via {via!r}; expected engine or http")
     grid = _grid_calibration(model, calibration, profile, seed, settings)
-    if via == "http" and grid is None:
-        raise ValueError("--via http records no step log to fit on; expected --calibration FILE or --profile quick")
     say = progress or (lambda message: None)
     if via == "http":
         from simulator.validation.http_run import HttpEngine
@@ -142,13 +140,12 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
     offline = live.run(LiveRequests(np.zeros(len(arrival)), prompt, output), seed=seed)
     capacity_rps = len(arrival) / offline.duration_s
     calibrations = {}
-    if via == "engine":
-        say(f"calibration steps: groups of {', '.join(map(str, LADDER))} requests at once")
-        ladder = [live.run(group, seed=seed) for group in ladder_requests(prompt, output)]
-        steps_path = Path(save_steps) if save_steps else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
-        StepLog.joined([offline.steps] + [run.steps for run in ladder]).save(steps_path, model, settings, num_kv_blocks,
-                                                                             live.device)
-        calibrations["workload"] = calibration_from_steps(steps_path)
+    say(f"calibration steps: groups of {', '.join(map(str, LADDER))} requests at once")
+    ladder = [live.run(group, seed=seed) for group in ladder_requests(prompt, output)]
+    steps_path = Path(save_steps) if save_steps else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
+    StepLog.joined([offline.steps] + [run.steps for run in ladder]).save(steps_path, model, settings, num_kv_blocks,
+                                                                         live.device)
+    calibrations["workload"] = calibration_from_steps(steps_path)
     if grid is not None:
         calibrations["given" if calibration is not None else "grid"] = grid
     levels = []
@@ -173,7 +170,7 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
             level["by_calibration"][name] = {"simulated": simulated, "relative_error": errors,
                                              "absolute_error_ms": absolute_errors_ms(measured, simulated),
                                              "verdict": verdicts(errors, floor)}
-        used = "given" if "given" in calibrations else "grid" if via == "http" else "workload"
+        used = "given" if "given" in calibrations else "workload"
         pooled = [record for run in runs for record in run.records]
         level["distributions"] = {"measured": latencies(pooled), "simulated": latencies(simulated_records[used])}
         level["error_sources"] = error_sources(runs, CostModel.from_calibration(calibrations[used]))

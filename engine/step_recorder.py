@@ -1,0 +1,48 @@
+"""The server's recent engine steps, for timing the HTTP path (`surgeplan validate --via http`).
+
+In-process validation records every step's shape and time itself; behind `surgeplan serve` the engine
+runs on its own thread, so that thread keeps the last `capacity` steps here and `GET /debug/steps`
+hands them out. Each entry: the step's shape, `step()`'s own time, its start (seconds on the server's
+monotonic clock) and its busy time: start to the next step's start while the engine stays busy, so the
+thread's work between steps (applying commands, handing outputs to the event loop, metrics) and any
+wait for the interpreter lock the event loop holds are in it; `busy_s` is None for a step after which
+the engine went idle. Off unless `--record-steps N` is given.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from engine.core.step_shape import StepShape
+
+
+class StepRecorder:
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"record_steps {capacity}; expected a positive number of steps to keep")
+        self._steps: deque[dict] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+        self.total = 0                    # steps recorded since start (older ones fall out of the window)
+        self._open = False                # the last step's busy time ends at the next step's start
+
+    def stepped(self, start_s: float, step_s: float, shape: StepShape) -> None:
+        """The engine thread, after each step that did work."""
+        entry = {"index": self.total, "start_s": start_s, "step_s": step_s, "busy_s": None,
+                 "shape": {"prefill_chunks": [list(chunk) for chunk in shape.prefill_chunks],
+                           "decode_context_lens": list(shape.decode_context_lens)}}
+        with self._lock:
+            if self._open and self._steps:
+                self._steps[-1]["busy_s"] = start_s - self._steps[-1]["start_s"]
+            self._steps.append(entry)
+            self.total += 1
+            self._open = True
+
+    def idle(self) -> None:
+        """The engine thread, when it finds nothing to do: the last step ended in idleness."""
+        with self._lock:
+            self._open = False
+
+    def since(self, index: int) -> dict:
+        """Steps with index ≥ `index` still held, for GET /debug/steps?since=N."""
+        with self._lock:
+            return {"total": self.total, "steps": [dict(step) for step in self._steps if step["index"] >= index]}
