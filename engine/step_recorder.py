@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import asdict
 
 from engine.core.step_shape import StepShape
 
@@ -26,10 +27,8 @@ class StepRecorder:
         self._open = False                # the last step's busy time ends at the next step's start
 
     def stepped(self, start_s: float, step_s: float, shape: StepShape) -> None:
-        """The engine thread, after each step that did work."""
-        entry = {"index": self.total, "start_s": start_s, "step_s": step_s, "busy_s": None,
-                 "shape": {"prefill_chunks": [list(chunk) for chunk in shape.prefill_chunks],
-                           "decode_context_lens": list(shape.decode_context_lens)}}
+        """The engine thread, after each step that did work (the shape is serialised only when read)."""
+        entry = {"index": self.total, "start_s": start_s, "step_s": step_s, "busy_s": None, "shape": shape}
         with self._lock:
             if self._open and self._steps:
                 self._steps[-1]["busy_s"] = start_s - self._steps[-1]["start_s"]
@@ -45,4 +44,7 @@ class StepRecorder:
     def since(self, index: int) -> dict:
         """Steps with index ≥ `index` still held, for GET /debug/steps?since=N."""
         with self._lock:
-            return {"total": self.total, "steps": [dict(step) for step in self._steps if step["index"] >= index]}
+            held = [dict(step) for step in self._steps if step["index"] >= index]
+        for step in held:
+            step["shape"] = asdict(step["shape"])
+        return {"total": self.total, "steps": held}

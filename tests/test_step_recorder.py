@@ -17,8 +17,8 @@ def test_busy_time_spans_start_to_next_start_and_idleness_closes_it():
     recorder.stepped(5.0, 0.1, DECODE)           # after idleness: the previous step's busy time stays unknown
     steps = recorder.since(0)["steps"]
     assert [step["busy_s"] for step in steps] == [pytest.approx(0.25), None, None]
-    assert steps[0]["shape"] == {"prefill_chunks": [[16, 0]], "decode_context_lens": []}
-    assert steps[1]["shape"]["decode_context_lens"] == [7, 9] and steps[2]["step_s"] == 0.1
+    assert steps[0]["shape"] == {"prefill_chunks": ((16, 0),), "decode_context_lens": ()}
+    assert steps[1]["shape"]["decode_context_lens"] == (7, 9) and steps[2]["step_s"] == 0.1
 
 
 def test_window_keeps_the_newest_steps_and_since_counts_from_the_start():

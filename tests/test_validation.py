@@ -168,6 +168,10 @@ def test_speed_range_within_a_run_comes_from_time_windows():
     assert window_speed_range(starts[:n], busy[:n], [0.010] * n) is None          # one window: no range
     assert window_speed_range(starts[: n + 3], busy[: n + 3], [0.010] * (n + 3)) is None   # a 3-step window is ignored
     assert window_speed_range([], busy, busy) is None                            # a log without start times
+    from simulator.validation.error_sources import describe
+    sources = {"host_overhead_share": [0.0], "gc_share": [0.0], "live_over_model_step_time": [1.2],
+               "cpu_variance": None, "window_speed_range": [window_speed_range(starts, busy, [0.010] * (3 * n))]}
+    assert "10-s windows within a run ranged 1.00x to 1.50x" in describe(sources)
 
 
 def test_validate_over_http_measures_the_servers_steps(tmp_path):
@@ -185,3 +189,18 @@ def test_validate_over_http_measures_the_servers_steps(tmp_path):
     sources = level["error_sources"]
     assert len(sources["live_over_model_step_time"]) == 2 and all(sources["live_over_model_step_time"])
     assert all(0 <= share < 1 for share in sources["host_overhead_share"]) and level["at_run_speed"]
+
+
+def test_full_profile_is_sized_to_the_validated_engine():
+    from simulator.calibration.schema import EngineSettings
+    from simulator.validation.validate import _grid_calibration
+
+    settings = EngineSettings(block_size=16, max_num_seqs=4, max_num_batched_tokens=64, max_model_len=128,
+                              enable_prefix_caching=False)
+    grid = _grid_calibration("cpu-small", None, "full", 0, settings)
+    shapes = [point.shape.to_shape() for point in grid.points]
+    assert max(shape.num_decode_seqs for shape in shapes) == settings.max_num_seqs
+    assert max(shape.num_prefill_tokens for shape in shapes) == settings.max_num_batched_tokens
+    assert grid.cost_model.fit_errors and grid.label == "measured"
+    with pytest.raises(ValueError, match="expected quick, full or none"):
+        _grid_calibration("cpu-small", None, "huge", 0, settings)

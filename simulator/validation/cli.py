@@ -68,7 +68,7 @@ def validate_command(
     num_kv_blocks: int = typer.Option(512, "--num-kv-blocks", min=1),
     seed: int = typer.Option(0, "--seed"),
     via: str = typer.Option("engine", "--via", help="engine: in-process LLMEngine; http: surgeplan serve + replay"),
-    save_steps: Optional[Path] = typer.Option(None, "--save-steps", help="write the capacity run's step log here"),
+    save_steps: Optional[Path] = typer.Option(None, "--save-steps", help="write the step log the workload calibration is fitted on (capacity run and batch ladder) here"),
     out: Optional[Path] = typer.Option(None, "--out", help="results JSON"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="plotly HTML of errors vs noise floor"),
 ) -> None:

@@ -25,7 +25,7 @@ MIN_WINDOW_STEPS = 20   # windows with fewer steps say little
 
 def error_sources(runs: list[LiveRun], cost_model: CostModel) -> dict | None:
     """Per repeat: host overhead share, GC share, live / modelled step time; None without a step log
-    (the HTTP path records none)."""
+    (the HTTP server keeps one only with `--record-steps`)."""
     if not runs or not all(run.steps.shapes for run in runs):
         return None
     host, collector, speed, ranges = [], [], [], []
@@ -61,7 +61,7 @@ def window_speed_range(start_s: list[float], busy_s: list[float], predicted_s) -
 def describe(sources: dict | None) -> str:
     """One line for the terminal table."""
     if not sources:
-        return "error sources: not measured (no step log on this path)"
+        return "error sources: not measured (no step log for this run)"
     ratios = " / ".join(f"{value:.2f}x" for value in sources["live_over_model_step_time"] if value)
     variance = sources["cpu_variance"]
     ranges = [r for r in sources.get("window_speed_range") or [] if r]

@@ -193,7 +193,7 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
 def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summaries: list[dict],
                  sources: dict | None, floor: dict | None) -> dict | None:
     """Each repeat simulated with its own measured host speed and compared with that repeat; the mean
-    error over repeats (step 4 of the module docstring). None without a step log (the HTTP path)."""
+    error over repeats (step 4 of the module docstring). None without a step log to measure the speed."""
     factors = (sources or {}).get("live_over_model_step_time") or []
     if not factors or not all(factors):
         return None
