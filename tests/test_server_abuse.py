@@ -1,0 +1,38 @@
+"""The abuse set, short (benchmarks/abuse.py runs the long one and prints the README's table): a real
+server process, each attack of issue 24 run for a couple of seconds beside a victim sending ordinary
+completions. Under every attack the victim's median latency stays within a bound of its idle latency
+measured just before in the same run (2x in the benchmark; here 3x plus 0.5 s, for a shared CI host
+whose other work the victim also meets), every answer the attackers get is an error in OpenAI's shape
+(never a 500 or a traceback), the server's RSS stays within 64 MiB of where it was, and a SIGTERM storm
+at the end (one every 10 ms through the drain and the teardown) still ends in exit status 0."""
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+
+from benchmarks.abuse import AbuseSettings, report_table, run_abuse  # noqa: E402
+from benchmarks.abuse_attacks import ATTACKS  # noqa: E402
+
+SHORT = AbuseSettings(attack_s=2.0, victims=3, ratio_bound=3.0, slack_s=0.5, header_timeout_s=0.5,
+                      attacks=[name for name in ATTACKS if name != "cpu_control"])
+
+
+@pytest.mark.soak
+def test_no_attack_slows_the_victim_past_its_bound():
+    report = run_abuse(SHORT)
+    table = report_table(report)
+    assert report["problems"] == [], table
+    rows = {row["attack"]: row for row in report["rows"]}
+    # each attack reached the defence it is meant to meet
+    assert rows["stop_token_ids"]["statuses"].get("413", 0) > 0, table
+    assert rows["stop_strings"]["statuses"].get("413", 0) + rows["stop_strings"]["statuses"].get("400", 0) > 0, table
+    assert rows["debug_steps"]["statuses"].keys() == {"401"}, table
+    assert rows["header_flood"]["statuses"].get("431", 0) > 0, table
+    assert rows["slowloris"]["statuses"].get("408", 0) > 0, table
+    assert rows["surrogates"]["statuses"].keys() == {"400"}, table
+    assert rows["long_prompt"]["statuses"].keys() == {"400"}, table
+    assert rows["tenant_names"]["metrics_bytes_after"] < 2 * rows["tenant_names"]["metrics_bytes_before"], table
