@@ -187,7 +187,7 @@ async def header_flood(target: Target, stop_at: float, connections: int = 10, si
                         break
             except ConnectionError:
                 pass
-            await _settle(answer, seen, 5.0)
+            await _settle(answer, seen, 2.0)
             writer.close()
     await asyncio.gather(*(one() for _ in range(connections)))
     return seen
