@@ -70,7 +70,8 @@ class AccessMiddleware:
                                       f"the limit of {self.max_header_bytes} (--max-header-bytes)")
         claimed = _header(scope, TENANT_HEADER)
         tenant = None
-        if self.keys.enabled and _guarded(scope["path"]):
+        guarded = self.keys.enabled and _guarded(scope["path"])
+        if guarded:
             problem, tenant = self._authenticate(_header(scope, b"authorization"))
             if problem is not None:
                 return await self._refuse(send, 401, "unauthorized", problem, {"WWW-Authenticate": "Bearer"})
@@ -78,7 +79,7 @@ class AccessMiddleware:
         if tenant is not None and claimed_name and claimed_name != tenant:
             return await self._refuse(send, 403, "forbidden", f"the API key belongs to tenant {tenant!r} but "
                                       f"X-Tenant names {_short(claimed)}; expected no X-Tenant header or {tenant!r}")
-        if (tenant is None and self.keys.enabled and claimed_name in self.keys.keyed_tenants
+        if (guarded and tenant is None and claimed_name in self.keys.keyed_tenants
                 and not self.open_keys_claim_tenants):
             return await self._refuse(send, 403, "forbidden", f"X-Tenant names {_short(claimed_name)}, a tenant "
                                       "with its own key; expected that tenant's key, or another X-Tenant with "

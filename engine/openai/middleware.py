@@ -69,7 +69,10 @@ class BodyCheckMiddleware:
         except _BodyRefused as refused:
             if self.metrics is not None:
                 self.metrics.observe_rejected(refused.reason)
-            return await refuse(send, refused.status, refused.message, {"Connection": "close"})
+            headers = {"Connection": "close"}
+            if refused.status == 503 and self.admission is not None:
+                headers["Retry-After"] = str(self.admission.retry_after_s)
+            return await refuse(send, refused.status, refused.message, headers)
         if body is None:
             return await refuse(send, 413, f"the body is over the limit of {self.max_bytes} bytes")
         problem = _utf8_problem(body)
