@@ -42,6 +42,7 @@ class AbuseSettings:
     attacks: list[str] = field(default_factory=lambda: list(ATTACKS))
     ratio_bound: float = 2.0                  # victim latency under attack / idle
     slack_s: float = 0.0                      # added to the bound (tests on a noisy host)
+    retries: int = 0                          # an attack over the bound is measured again (idle too)
     rss_growth_bound_bytes: int = 64 << 20    # server RSS peak during an attack over its RSS before it
     header_timeout_s: float = 2.0             # the server's --header-timeout and --body-timeout
     log_dir: str | None = None
@@ -109,6 +110,11 @@ def sigterm_storm(server: ServerProcess, every_s: float = 0.01, timeout_s: float
     return server.stop(), signals
 
 
+def _too_slow(row: dict, settings: AbuseSettings) -> bool:
+    bound_s = settings.ratio_bound * row["victim_idle_s"] + settings.slack_s
+    return row["attack"] != "cpu_control" and row["victim_under_attack_s"] > bound_s
+
+
 def run_abuse(settings: AbuseSettings) -> dict:
     with tempfile.TemporaryDirectory(prefix="surgeplan-abuse-") as tmp:
         workdir = Path(settings.log_dir or tmp)
@@ -123,7 +129,12 @@ def run_abuse(settings: AbuseSettings) -> dict:
             target = Target(server.url, server.port, KEY)
             asyncio.run(_victim(target, settings))                        # first-call allocations
             for name in settings.attacks:
-                rows.append(asyncio.run(_one_attack(name, target, server, settings, attackers)))
+                row = asyncio.run(_one_attack(name, target, server, settings, attackers))
+                for retry in range(settings.retries):
+                    if not _too_slow(row, settings):
+                        break
+                    row = asyncio.run(_one_attack(name, target, server, settings, attackers)) | {"tries": retry + 2}
+                rows.append(row)
             after = server.metrics()
         except BaseException:
             server.stop()
@@ -134,8 +145,7 @@ def run_abuse(settings: AbuseSettings) -> dict:
         log = server.log_path.read_text()
     problems = []
     for row in rows:
-        bound_s = settings.ratio_bound * row["victim_idle_s"] + settings.slack_s
-        if row["attack"] != "cpu_control" and row["victim_under_attack_s"] > bound_s:
+        if _too_slow(row, settings):
             problems.append(f"{row['attack']}: the victim took {row['ratio']:.2f}x its idle latency, over "
                             f"{settings.ratio_bound:g}x + {settings.slack_s:g} s")
         if row["rss_peak_bytes"] - row["rss_before_bytes"] > settings.rss_growth_bound_bytes:
@@ -171,7 +181,8 @@ def report_table(report: dict) -> str:
     for row in report["rows"]:
         lines.append(f"{row['attack']:<16}{row['victim_idle_s'] * 1e3:>14.0f} ms → {row['victim_under_attack_s'] * 1e3:>6.0f}"
                      f" ms{row['ratio']:>7.2f}x{row['attack_sent']:>7}  {row['rss_before_bytes'] / mib:>5.0f} → "
-                     f"{row['rss_peak_bytes'] / mib:>4.0f} MiB     {_statuses(row['statuses'])}")
+                     f"{row['rss_peak_bytes'] / mib:>4.0f} MiB     {_statuses(row['statuses'])}"
+                     + (f" (measured {row['tries']} times)" if "tries" in row else ""))
         if "metrics_bytes_after" in row:
             lines.append(f"{'':<16}/metrics {row['metrics_bytes_before'] / 1024:.0f} KiB before, "
                          f"{row['metrics_bytes_after'] / 1024:.0f} KiB after")

@@ -1,9 +1,10 @@
 """The abuse set, short (benchmarks/abuse.py runs the long one and prints the README's table): a real
 server process, each attack of issue 24 run for a couple of seconds beside a victim sending ordinary
 completions. Under every attack the victim's median latency stays within a bound of its idle latency
-measured just before in the same run (2x in the benchmark; here 4x plus 0.5 s, for a shared 2-core CI
-host, where a process merely busy on the CPU slowed the victim 2.7x in one measurement; the defects
-this guards against cost 10-77x), every answer the attackers get is an error in OpenAI's shape
+measured just before in the same run (2x in the benchmark; here 4x plus 1 s, an attack over it measured
+once more, for a shared 2-core CI host, where a process merely busy on the CPU slowed the victim 2.7x
+in one measurement and other jobs swung its idle latency 60-440 ms; the defects this guards against
+cost 10-77x, for as long as the attack lasted), every answer the attackers get is an error in OpenAI's shape
 (never a 500 or a traceback), the server's RSS stays within 64 MiB of where it was, and a SIGTERM storm
 at the end (one every 10 ms through the drain and the teardown) still ends in exit status 0."""
 import sys
@@ -18,7 +19,7 @@ if str(REPO) not in sys.path:
 from benchmarks.abuse import AbuseSettings, report_table, run_abuse  # noqa: E402
 from benchmarks.abuse_attacks import ATTACKS  # noqa: E402
 
-SHORT = AbuseSettings(attack_s=1.5, victims=3, ratio_bound=4.0, slack_s=0.5, header_timeout_s=0.8,
+SHORT = AbuseSettings(attack_s=1.2, victims=3, ratio_bound=4.0, slack_s=1.0, retries=1, header_timeout_s=0.6,
                       attacks=[name for name in ATTACKS if name != "cpu_control"])
 
 
