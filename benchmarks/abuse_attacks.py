@@ -1,11 +1,11 @@
-"""The abuse set's attacks on `surgeplan serve`: each is what one careless or hostile client did to slow
-everyone else (issue 24), run by a few concurrent workers until a deadline, bounded in count and time,
-on loopback only. Each returns what the attacker saw: HTTP statuses (or how a raw connection ended)
-and any answer that was not an error in OpenAI's shape.
+"""The abuse set's attacks on `surgeplan serve`: each is what one careless or hostile client did to
+slow everyone else (issue 24), run by a few concurrent workers until a deadline, bounded in count
+and time, on loopback only. Each returns what the attacker saw: HTTP statuses (or how a raw
+connection ended) and any answer that was not an error in OpenAI's shape.
 
-The server is expected to be `surgeplan serve --api-key KEY --record-steps N` with short head and body
-deadlines; `abuse.py` runs the attacks one at a time beside a victim and prints the table.
-"""
+The server is expected to be `surgeplan serve --api-key KEY --record-steps N` with short head and
+body deadlines; `abuse.py` runs the attacks one at a time beside a victim and prints the table."""
+
 import asyncio
 import json
 import time
@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 
 import httpx
 
-VOCAB_HIGH = 512                 # the tiny preset's vocabulary
-MAX_ATTACK_REQUESTS = 100_000    # per attack: the loop's bound in count (the deadline is the other)
+VOCAB_HIGH = 512  # the tiny preset's vocabulary
+MAX_ATTACK_REQUESTS = 100_000  # per attack: the loop's bound in count (the deadline is the other)
 
 
 @dataclass
 class Seen:
     """What the attackers saw."""
-    statuses: Counter = field(default_factory=Counter)      # "400", "431", "closed", ...
+
+    statuses: Counter = field(default_factory=Counter)  # "400", "431", "closed", ...
     not_openai_errors: list[str] = field(default_factory=list)
     sent: int = 0
     extra: dict = field(default_factory=dict)
@@ -48,26 +49,39 @@ class Target:
 
 
 def _ids_body(count: int) -> bytes:
-    """A completions body with `count` stop_token_ids, written directly (json.dumps of millions is slow)."""
+    """A completions body with `count` stop_token_ids (written directly: json.dumps is slow)."""
     ids = ",".join(["7"] * count)
     return f'{{"prompt":[5,6,7],"max_tokens":4,"stop_token_ids":[{ids}]}}'.encode()
 
 
-async def _post_loop(target: Target, seen: Seen, stop_at: float, bodies: list[bytes], workers: int,
-                     headers_of=lambda i: {}) -> None:
-    """`workers` clients posting `bodies` (in turn) to /v1/completions until `stop_at`."""
-    async with httpx.AsyncClient(base_url=target.url, timeout=60, limits=httpx.Limits(max_connections=workers)) as c:
+async def _post_loop(
+    target: Target,
+    seen: Seen,
+    stop_at: float,
+    bodies: list[bytes],
+    workers: int,
+    headers_of=lambda i: {},
+) -> None:
+    """`workers` clients posting `bodies` (in turn) to /v1/completions until `stop_at` (each
+    worker sends at least once, so a short attack still reaches the server)."""
+    async with httpx.AsyncClient(
+        base_url=target.url, timeout=60, limits=httpx.Limits(max_connections=workers)
+    ) as c:
+
         async def worker(w: int) -> None:
             i = w
-            while time.monotonic() < stop_at and seen.sent < MAX_ATTACK_REQUESTS:
+            while (i == w or time.monotonic() < stop_at) and seen.sent < MAX_ATTACK_REQUESTS:
                 seen.sent += 1
                 headers = target.auth | {"Content-Type": "application/json"} | headers_of(seen.sent)
                 try:
-                    response = await c.post("/v1/completions", content=bodies[i % len(bodies)], headers=headers)
+                    response = await c.post(
+                        "/v1/completions", content=bodies[i % len(bodies)], headers=headers
+                    )
                     seen.answer(response.status_code, response.content)
                 except httpx.HTTPError as exc:
                     seen.statuses[type(exc).__name__] += 1
                 i += workers
+
         await asyncio.gather(*(worker(w) for w in range(workers)))
 
 
@@ -93,7 +107,9 @@ async def tenant_names(target: Target, stop_at: float) -> Seen:
     body = json.dumps({"prompt": [5, 6, 7], "max_tokens": 1}).encode()
     seen = Seen()
     seen.extra["metrics_bytes_before"] = len(httpx.get(f"{target.url}/metrics", timeout=30).content)
-    await _post_loop(target, seen, stop_at, [body], workers=1, headers_of=lambda i: {"X-Tenant": f"tenant-{i}"})
+    await _post_loop(
+        target, seen, stop_at, [body], workers=1, headers_of=lambda i: {"X-Tenant": f"tenant-{i}"}
+    )
     seen.extra["metrics_bytes_after"] = len(httpx.get(f"{target.url}/metrics", timeout=30).content)
     return seen
 
@@ -107,7 +123,7 @@ async def long_prompt(target: Target, stop_at: float) -> Seen:
 
 
 async def cpu_control(target: Target, stop_at: float) -> Seen:
-    """Not an attack: one process busy on the CPU, never talking to the server. On a machine with few
+    """Not an attack: one process busy on the CPU, never talking to the server. With few
     cores this is the slowdown any busy neighbour causes, the floor for the rows above."""
     seen = Seen()
     while time.monotonic() < stop_at:
@@ -121,19 +137,24 @@ async def debug_steps(target: Target, stop_at: float) -> Seen:
     """Eight clients without a key polling GET /debug/steps."""
     seen = Seen()
     async with httpx.AsyncClient(base_url=target.url, timeout=60) as client:
+
         async def worker() -> None:
             while time.monotonic() < stop_at and seen.sent < MAX_ATTACK_REQUESTS:
                 seen.sent += 1
                 response = await client.get("/debug/steps")
                 seen.answer(response.status_code, response.content)
+
         await asyncio.gather(*(worker() for _ in range(8)))
     return seen
 
 
 async def surrogates(target: Target, stop_at: float) -> Seen:
     """Lone UTF-16 surrogates in a prompt, a model name, a stop string and a chat message."""
-    bodies = [b'{"prompt": "a\\ud800b", "max_tokens": 2}', b'{"model": "\\udc00", "prompt": [5], "max_tokens": 2}',
-              b'{"prompt": [5], "stop": ["\\ud83d"], "max_tokens": 2}']
+    bodies = [
+        b'{"prompt": "a\\ud800b", "max_tokens": 2}',
+        b'{"model": "\\udc00", "prompt": [5], "max_tokens": 2}',
+        b'{"prompt": [5], "stop": ["\\ud83d"], "max_tokens": 2}',
+    ]
     seen = Seen()
     await _post_loop(target, seen, stop_at, bodies, workers=4)
     return seen
@@ -168,7 +189,9 @@ async def _settle(answer: asyncio.Task, seen: Seen, timeout_s: float) -> None:
     seen.answer(int(head.split()[1]), body)
 
 
-async def header_flood(target: Target, stop_at: float, connections: int = 10, size_bytes: int = 32 << 20) -> Seen:
+async def header_flood(
+    target: Target, stop_at: float, connections: int = 10, size_bytes: int = 32 << 20
+) -> Seen:
     """Connections each sending up to 32 MiB of one header that never ends."""
     seen = Seen()
     chunk = b"p" * (64 << 10)
@@ -189,24 +212,35 @@ async def header_flood(target: Target, stop_at: float, connections: int = 10, si
                 pass
             await _settle(answer, seen, 2.0)
             writer.close()
+
     await asyncio.gather(*(one() for _ in range(connections)))
     return seen
 
 
-async def slowloris(target: Target, stop_at: float, connections: int = 200, byte_every_s: float = 0.5) -> Seen:
-    """Connections sending a request head (half of them: a body) one byte at a time, reopened when closed."""
+async def slowloris(
+    target: Target, stop_at: float, connections: int = 200, byte_every_s: float = 0.5
+) -> Seen:
+    """Connections sending a request head (half of them: a body) one byte at a time, reopened
+    when closed."""
     seen = Seen()
     head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
     async def one(i: int) -> None:
-        await asyncio.sleep(byte_every_s * i / connections)         # spread the connections out
+        await asyncio.sleep(byte_every_s * i / connections)  # spread the connections out
         while time.monotonic() < stop_at and seen.sent < MAX_ATTACK_REQUESTS:
             seen.sent += 1
             reader, writer = await asyncio.open_connection("127.0.0.1", target.port)
             answer = asyncio.create_task(_read_answer(reader))
-            if i % 2:       # a whole head, then the body slowly
-                writer.write(head + b"Authorization: Bearer " + target.key.encode() + b"\r\nContent-Length: 4000\r\n\r\n")
-            trickle = b"X-Slow: " + b"s" * 4000 if i % 2 == 0 else b'{"prompt": [5], "x": "' + b"s" * 4000
+            if i % 2:  # a whole head, then the body slowly
+                writer.write(
+                    head
+                    + b"Authorization: Bearer "
+                    + target.key.encode()
+                    + b"\r\nContent-Length: 4000\r\n\r\n"
+                )
+            trickle = (
+                b"X-Slow: " + b"s" * 4000 if i % 2 == 0 else b'{"prompt": [5], "x": "' + b"s" * 4000
+            )
             try:
                 for byte in trickle:
                     writer.write(bytes([byte]))
@@ -222,6 +256,7 @@ async def slowloris(target: Target, stop_at: float, connections: int = 200, byte
                 answer.cancel()
                 seen.statuses["open at the end"] += 1
             writer.close()
+
     await asyncio.gather(*(one(i) for i in range(connections)))
     return seen
 
@@ -233,6 +268,14 @@ def run_attack(name: str, target: Target, stop_at_wall: float) -> Seen:
     return asyncio.run(ATTACKS[name](target, stop_at))
 
 
-ATTACKS = {"stop_token_ids": stop_token_ids, "stop_strings": stop_strings, "tenant_names": tenant_names,
-           "debug_steps": debug_steps, "header_flood": header_flood, "slowloris": slowloris,
-           "surrogates": surrogates, "long_prompt": long_prompt, "cpu_control": cpu_control}
+ATTACKS = {
+    "stop_token_ids": stop_token_ids,
+    "stop_strings": stop_strings,
+    "tenant_names": tenant_names,
+    "debug_steps": debug_steps,
+    "header_flood": header_flood,
+    "slowloris": slowloris,
+    "surrogates": surrogates,
+    "long_prompt": long_prompt,
+    "cpu_control": cpu_control,
+}
