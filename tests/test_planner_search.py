@@ -68,7 +68,7 @@ class _FakeRunner:
         raise AssertionError("never waits: every fake outcome is ready")
 
     def outcome(self, key):
-        n, meets = self.calls[key], self.meets(self.calls[key])
+        meets = self.meets(self.calls[key])
         return Outcome(key=str(key), share=None, share_replicas=1, step_scale=1.0, status="meets" if meets else "misses",
                        meets=meets, reasons=[], binding=None)
 
