@@ -66,9 +66,9 @@ def tenant_keys(capacity_req_per_s: float) -> dict:
 
 
 class ServerProcess(Server):
-    """The soak's server: `SERVE` settings plus `options`, its output in `log_path`. One OpenMP thread:
-    the server shares the machine's cores with the clients, and two OpenMP threads per step spin against
-    them (steps of the tiny model measured 4x slower that way on 2 cores)."""
+    """The soak's server: `SERVE` settings plus `options`, its output in `log_path`. One OpenMP
+    thread: the server shares the machine's cores with the clients, and two OpenMP threads per step
+    spin against them (steps of the tiny model measured 4x slower that way on 2 cores)."""
 
     def __init__(self, options: list[str], log_path: Path):
         super().__init__([*SERVE, *options], log_path, env={"OMP_NUM_THREADS": "1"})

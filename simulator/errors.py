@@ -18,5 +18,5 @@ class PoolTooSmall(ScenarioError):
 
 
 class PlanError(ValueError):
-    """A user error the planner explains (no fleet in range meets the SLO, the model fits no GPU, ...):
-    the CLI prints it as `error: ...` and exits 2."""
+    """A user error the planner explains (no fleet in range meets the SLO, the model fits no GPU,
+    ...): the CLI prints it as `error: ...` and exits 2."""

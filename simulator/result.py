@@ -1,8 +1,8 @@
 """What a simulation returns: per-request records (the replay client's record type), per-window time
-series, the autoscaler's decisions, and a typed summary (`simulator.summary.SimSummary`) — the same
-metrics a live replay summarises (`traces.replay_summary.flat_summary`), plus KV, SLO and cost figures
-only a simulation knows — and the same request metrics per tenant, so a noisy tenant's effect on a
-quiet one can be read off. `summarize` is the one place a summary is built."""
+series, the autoscaler's decisions, and a typed summary (`simulator.summary.SimSummary`) — the
+same metrics a live replay summarises (`traces.replay_summary.flat_summary`), plus KV, SLO and cost
+figures only a simulation knows — and the same request metrics per tenant, so a noisy tenant's
+effect on a quiet one can be read off. `summarize` is the one place a summary is built."""
 from __future__ import annotations
 
 import csv
@@ -64,7 +64,8 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def tenant_summaries(records: list[RequestRecord], end_s: float, slo: SLO) -> dict[str, RequestSummary]:
+def tenant_summaries(records: list[RequestRecord], end_s: float,
+                     slo: SLO) -> dict[str, RequestSummary]:
     """Per tenant, in order of first appearance: its requests' summary (as the run's, abandon rate and SLO
     attainment included), so one tenant's P99 TTFT or abandon rate is read without the others'."""
     by_tenant: dict[str, list[RequestRecord]] = {}

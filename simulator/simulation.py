@@ -2,10 +2,11 @@
 
 Resolution is where bad scenarios are caught, one clear error each: an unknown GPU, a model that does
 not fit the GPU at that tensor-parallel degree, a calibration made for another model, a request
-longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The KV pool per replica comes
-from the simulator's memory math (`kv_blocks_available`: weights, an activation estimate and KV per
-token within `gpu_memory_utilization`); the live engine sizes its own pool from the device it runs on
-(`engine.worker.resources.resolve_num_kv_blocks`), so the two agree in method, not yet to the block.
+longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The KV pool per replica
+comes from the simulator's memory math (`kv_blocks_available`: weights, an activation estimate and
+KV per token within `gpu_memory_utilization`); the live engine sizes its own pool from the device
+it runs on (`engine.worker.resources.resolve_num_kv_blocks`), so the two agree in method, not yet
+to the block.
 The engine configs come from the scenario's settings through `engine_configs`, as the live engine's
 do. Prefix caching acts when the trace names its prompt blocks (hash ids, as Mooncake traces do):
 prompts are then made of `traces`' hash-consistent tokens; without hash ids no two prompts share a

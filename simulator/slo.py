@@ -12,8 +12,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The ratio of a term missed without any finite measure (no first token at all, nothing allowed): finite,
-# so outcomes stay valid JSON.
+# The ratio of a term missed without any finite measure (no first token at all, nothing allowed):
+# finite, so outcomes stay valid JSON.
 NEVER = 1e9
 # The SLO's terms, in the order ratios list them; `goodput` only when a goodput share is required.
 TERMS = ("slo_ttft", "slo_tpot", "timeouts", "goodput")
@@ -48,21 +48,24 @@ class SLO(BaseModel):
 
     # ---- one request ---------------------------------------------------------------------------
     def late(self, ttft_s: float | None, tpot_s: float | None) -> tuple[bool, bool]:
-        """(TTFT over its target, TPOT over its target) for one finished request; None is never late."""
+        """(TTFT over its target, TPOT over its target) for one finished request; None is never
+        late."""
         return (ttft_s is not None and ttft_s > self.ttft_p99_s,
                 tpot_s is not None and tpot_s > self.tpot_p99_s)
 
     def attainment(self, records: Iterable[_Record]) -> float:
-        """The share of requests that finished within both the TTFT and TPOT targets (1 with none)."""
+        """The share of requests that finished within both the TTFT and TPOT targets (1 with
+        none)."""
         records = list(records)
         within = sum(1 for r in records if r.ok and not any(self.late(r.ttft_s, r.tpot_s)))
         return within / len(records) if records else 1.0
 
     # ---- one run -------------------------------------------------------------------------------
     def ratios(self, summary: _Summary, goodput_share: float | None = None) -> dict[str, float]:
-        """Each term as observed / allowed (> 1: missed): a run with no first token at all misses TTFT,
-        one with requests still in flight at the horizon misses `timeouts`; `goodput` (the share of
-        requests outside the targets against 1 - `goodput_share`) only when a share is required."""
+        """Each term as observed / allowed (> 1: missed): a run with no first token at all misses
+        TTFT, one with requests still in flight at the horizon misses `timeouts`; `goodput` (the
+        share of requests outside the targets against 1 - `goodput_share`) only when a share is
+        required."""
         ttft, tpot = summary.ttft_p99_s, summary.tpot_p99_s
         ratios = {"slo_ttft": NEVER if ttft is None else ttft / self.ttft_p99_s,
                   "slo_tpot": 0.0 if tpot is None else tpot / self.tpot_p99_s,
@@ -82,16 +85,16 @@ class SLO(BaseModel):
 
     @staticmethod
     def binding(ratios: dict[str, float], among: Iterable[str] | None = None) -> str | None:
-        """The term closest to (or furthest past) its limit: the largest ratio, among `among` when given;
-        None when there is no ratio."""
+        """The term closest to (or furthest past) its limit: the largest ratio, among `among` when
+        given; None when there is no ratio."""
         terms = list(ratios) if among is None else list(among)
         return max(terms, key=lambda term: ratios.get(term, 0.0)) if terms else None
 
     # ---- early stop ----------------------------------------------------------------------------
     def miss_limits(self, total_requests: int, goodput_share: float | None = None) -> dict[str, float]:
         """Per term, how many requests may fail it before the miss is certain whatever the requests
-        still open do: for a P99, 1% of all requests (+2, for the percentile's interpolation); for the
-        abandon rate and goodput, the share they allow of all requests."""
+        still open do: for a P99, 1% of all requests (+2, for the percentile's interpolation); for
+        the abandon rate and goodput, the share they allow of all requests."""
         p99_limit = 0.01 * total_requests + 2
         limits = {"slo_ttft": p99_limit, "slo_tpot": p99_limit,
                   "timeouts": self.max_abandon_rate * total_requests}

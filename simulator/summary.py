@@ -1,5 +1,5 @@
-"""The simulation's summary as typed structs: `RequestSummary` (what a run's requests did, also kept per
-tenant) and `SimSummary` (that, plus the KV, SLO and cost figures only a simulation knows).
+"""The simulation's summary as typed structs: `RequestSummary` (what a run's requests did, also kept
+per tenant) and `SimSummary` (that, plus the KV, SLO and cost figures only a simulation knows).
 
 Every field carries its unit in its name, and its name is the JSON key it is written under
 (`as_dict()`), so files and the planner's outcomes keep the keys they always had while code reads
@@ -29,8 +29,8 @@ from traces.replay_summary import flat_summary
 
 @dataclass(kw_only=True)
 class RequestSummary:
-    """What a run's requests did (`traces.replay_summary.flat_summary`, shared with live replays) and
-    how they fared against the SLO. Seconds; None when no request had the value."""
+    """What a run's requests did (`traces.replay_summary.flat_summary`, shared with live replays)
+    and how they fared against the SLO. Seconds; None when no request had the value."""
     requests: int
     completed: int
     timed_out: int
@@ -58,7 +58,8 @@ class RequestSummary:
 
     @classmethod
     def of(cls, records: list[RequestRecord], end_s: float, slo: SLO, **fields: Any) -> RequestSummary:
-        """The summary of `records` over a run that ended at `end_s`, with `fields` (a subclass's own)."""
+        """The summary of `records` over a run that ended at `end_s`, with `fields` (a subclass's
+        own)."""
         flat = flat_summary(records, end_s)
         abandoned = flat["timed_out"] + flat["rejected"]
         return cls(**flat, abandon_rate=abandoned / len(records) if records else 0.0,
@@ -94,7 +95,8 @@ class RequestSummary:
 
 @dataclass(kw_only=True)
 class SimSummary(RequestSummary):
-    """A simulated run: its requests (as a live replay's), KV use, the SLO verdict, fleet and cost."""
+    """A simulated run: its requests (as a live replay's), KV use, the SLO verdict, fleet and
+    cost."""
     kv_utilization: float | None               # tokens stored / token slots reserved, time-weighted
     kv_usage_peak: float                       # highest share of KV blocks in use in any window
     block_allocations: int

@@ -37,7 +37,8 @@ def test_jsonl_trace_without_hash_ids_loads_without_prefix_sharing(tmp_path):
     assert len(trace) == 5 and trace.hash_ids is None and trace.hash_block_size is None
     assert trace.arrival_s.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert "no hash_ids" in trace.load_report.summary() and "no prefix sharing" in trace.load_report.notes[0]
-    # one record with hash ids among those without: the trace keeps none, and says how many lacked them
+    # one record with hash ids among those without: the trace keeps none, and says how many lacked
+    # them
     records[0]["hash_ids"] = [1]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     mixed = load_trace(path)

@@ -1,6 +1,6 @@
-"""The tree passes the linter and the formatter, as configured in pyproject.toml ([tool.ruff]): pyflakes,
-pycodestyle, import order and the Python 3.11 idioms; lines of at most 100 characters, formatted.
-ruff comes with the dev extra; the test is skipped only where it is not installed."""
+"""The tree passes the linter and the formatter, as configured in pyproject.toml ([tool.ruff]):
+pyflakes, pycodestyle, import order and the Python 3.11 idioms; lines of at most 100 characters,
+formatted. ruff comes with the dev extra; the test is skipped only where it is not installed."""
 import subprocess
 from pathlib import Path
 

@@ -1,6 +1,7 @@
-"""Each concept in one place: settings become engine configs through one function, the SLO verdict is
-the SLO's own, the simulation summary and the planner's outcome are typed (with their JSON keys kept),
-build errors are typed, one server launcher, and a simulated replica's step is its own method."""
+"""Each concept in one place: settings become engine configs through one function, the SLO verdict
+is the SLO's own, the simulation summary and the planner's outcome are typed (with their JSON keys
+kept), build errors are typed, one server launcher, and a simulated replica's step is its own
+method."""
 import dataclasses
 import json
 
@@ -34,7 +35,8 @@ def _scenario(**changes) -> Scenario:
     return Scenario.model_validate(data)
 
 
-# ---- 1. settings -> engine configs, each setting defined once -------------------------------------
+# ---- 1. settings -> engine configs, each setting defined once
+# -------------------------------------
 def test_engine_configs_take_every_setting_the_settings_hold():
     settings = SchedulerSettings(policy="static", static_reserve="request", max_num_seqs=7, block_size=32,
                                  gpu_memory_utilization=0.5, tenant_block_quota={"a": 3})

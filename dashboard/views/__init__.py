@@ -9,8 +9,9 @@ import importlib
 
 import streamlit as st
 
-# module -> (title, icon, url path); the first is the app's default page, served at the root and at its
-# own url path too (a hidden alias: `navigation_pages`), so `/whatif` works as the sidebar's name suggests
+# module -> (title, icon, url path); the first is the app's default page, served at the root and
+# at its own url path too (a hidden alias: `navigation_pages`), so `/whatif` works as the
+# sidebar's name suggests
 PAGES = {
     "whatif": ("What-if spike", ":material/bolt:", "whatif"),
     "paged": ("Traditional vs paged", ":material/compare_arrows:", "paged"),

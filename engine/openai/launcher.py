@@ -1,5 +1,5 @@
-"""`ServerProcess`: `surgeplan serve` in a child process on a free loopback port, for the soak benchmark,
-`surgeplan validate --via http` and anything else that needs a real server process.
+"""`ServerProcess`: `surgeplan serve` in a child process on a free loopback port, for the soak
+benchmark, `surgeplan validate --via http` and anything else that needs a real server process.
 
 The server's stdout and stderr go to a log file (a temporary one unless named), never to a pipe: a
 pipe nobody drains fills up after some 64 KiB of log lines and then stalls the server mid-run. The
@@ -29,10 +29,10 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`surgeplan serve OPTIONS --host 127.0.0.1 --port PORT`, its output in `log_path`; `env` is added to
-    the environment (e.g. OMP_NUM_THREADS=1 when clients share the cores). Use `wait_healthy` before
-    sending requests and `stop` (SIGTERM: the server drains and exits) or `close` when done; as a
-    context manager it waits for health on entry and stops on exit."""
+    """`surgeplan serve OPTIONS --host 127.0.0.1 --port PORT`, its output in `log_path`; `env` is
+    added to the environment (e.g. OMP_NUM_THREADS=1 when clients share the cores). Use
+    `wait_healthy` before sending requests and `stop` (SIGTERM: the server drains and exits) or
+    `close` when done; as a context manager it waits for health on entry and stops on exit."""
 
     def __init__(self, options: list[str], log_path: str | Path | None = None, env: dict[str, str] | None = None):
         self.port = free_port()
@@ -55,7 +55,8 @@ class ServerProcess:
             return ""
 
     def wait_healthy(self, timeout_s: float = 180.0) -> None:
-        """Until GET /health answers 200; a server that exits or stays silent is an error with its log."""
+        """Until GET /health answers 200; a server that exits or stays silent is an error with its
+        log."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -72,7 +73,8 @@ class ServerProcess:
                            f"{self.log_tail()}")
 
     def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGTERM: the server drains and exits; its exit status (killed if it outlasts `timeout_s`)."""
+        """SIGTERM: the server drains and exits; its exit status (killed if it outlasts
+        `timeout_s`)."""
         if self._log.closed:
             return self.process.wait()
         try:

@@ -1,7 +1,8 @@
 """One engine replica in simulated time: the engine's own `Scheduler`, timed by the cost model.
 
 `Replica.step()` reads line for line like `LLMEngine.step`: schedule, `yield
-env.timeout(step_time(shape))`, update; `Replica.run` around it only waits (cold start, idle, drain).
+env.timeout(step_time(shape))`, update; `Replica.run` around it only waits (cold start, idle,
+drain).
 Where the shared scheduler proves that the next steps are pure decodes of the same requests
 (`Scheduler.decode_stretch`), they are advanced at once (`Scheduler.advance_decodes`), with exactly
 the per-request results of stepping. A stretch ends before the next observation (metrics window,
@@ -89,8 +90,8 @@ class Replica:
 
     # ---- the loop ----------------------------------------------------------------------------------
     def run(self):
-        """The replica's life: cold start, then steps while there is work, idle waits while there is none,
-        and a stop once draining has emptied it. It only waits; each step is `step()`."""
+        """The replica's life: cold start, then steps while there is work, idle waits while there is
+        none, and a stop once draining has emptied it. It only waits; each step is `step()`."""
         if self.ready_at_s > self.env.now:
             yield self.env.timeout(self.ready_at_s - self.env.now)       # cold start
             if self.state == STARTING:
@@ -110,10 +111,10 @@ class Replica:
             self.on_stopped(self)
 
     def step(self):
-        """One engine step in simulated time, as `LLMEngine.step`: schedule, time (the cost model's step
-        time passes on the SimPy clock), update. A run of pure decode steps proven identical by the
-        scheduler is advanced at once (`_stretch`). Returns False, without waiting, when the scheduler
-        has nothing to run."""
+        """One engine step in simulated time, as `LLMEngine.step`: schedule, time (the cost model's
+        step time passes on the SimPy clock), update. A run of pure decode steps proven identical by
+        the scheduler is advanced at once (`_stretch`). Returns False, without waiting, when the
+        scheduler has nothing to run."""
         out = self.scheduler.schedule(now=self.env.now)
         if out.is_empty:
             return False

@@ -1,10 +1,11 @@
 """`Outcome`: what one planner evaluation found, as a typed struct, and its JSON form.
 
-An outcome crosses process boundaries (worker processes, Ray) as the dataclass and is cached on disk as
-JSON (`to_json` / `from_json`, the keys it always had). `OutcomeSummary` is the part of the simulation
-summary (`simulator.summary.SimSummary`) an outcome keeps: the figures the planner, its ledger and the
-claims report read. To carry another summary figure, add it to `OutcomeSummary` (with a None default,
-as an outcome cut short by early stop knows only `requests`) and bump `OUTCOME_VERSION`.
+An outcome crosses process boundaries (worker processes, Ray) as the dataclass and is cached on disk
+as JSON (`to_json` / `from_json`, the keys it always had). `OutcomeSummary` is the part of the
+simulation summary (`simulator.summary.SimSummary`) an outcome keeps: the figures the planner, its
+ledger and the claims report read. To carry another summary figure, add it to `OutcomeSummary` (with
+a None default, as an outcome cut short by early stop knows only `requests`) and bump
+`OUTCOME_VERSION`.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any, Literal
 
 from simulator.summary import RequestSummary
 
-# Bump when what an outcome holds or how it is judged changes: disk caches keyed on older code go stale.
+# Bump when what an outcome holds or how it is judged changes: disk caches keyed on older code go
+# stale.
 OUTCOME_VERSION = 3
 # Why a candidate is rejected: the SLO term it misses, or why it cannot run at all.
 REASONS = ("slo_ttft", "slo_tpot", "timeouts", "goodput", "kv_capacity", "does_not_fit", "invalid")
@@ -23,8 +25,8 @@ Status = Literal["meets", "misses", "invalid"]
 
 @dataclass(kw_only=True)
 class OutcomeSummary:
-    """The summary figures an outcome keeps; None where the run did not produce them (a tenant's row has
-    no fleet or cost figures; a run stopped early knows only `requests`)."""
+    """The summary figures an outcome keeps; None where the run did not produce them (a tenant's row
+    has no fleet or cost figures; a run stopped early knows only `requests`)."""
     requests: int | None = None
     completed: int | None = None
     timed_out: int | None = None
@@ -70,10 +72,11 @@ TENANT_KEYS = tuple(name for name in SUMMARY_KEYS if name in RequestSummary.keys
 
 @dataclass(kw_only=True)
 class Outcome:
-    """One evaluation: the job's key and what it simulated (`share`, `share_replicas`, `step_scale`),
-    the verdict (`status`, `meets`, the SLO terms missed in `reasons`, the `binding` one, every term's
-    observed / allowed `ratios`), the summary, per-tenant summaries (runs with several tenants),
-    resolved facts, and the CPU seconds it took. `error` says why an invalid candidate cannot run."""
+    """One evaluation: the job's key and what it simulated (`share`, `share_replicas`,
+    `step_scale`), the verdict (`status`, `meets`, the SLO terms missed in `reasons`, the `binding`
+    one, every term's observed / allowed `ratios`), the summary, per-tenant summaries (runs with
+    several tenants), resolved facts, and the CPU seconds it took. `error` says why an invalid
+    candidate cannot run."""
     key: str
     share: int | None
     share_replicas: int
@@ -91,7 +94,8 @@ class Outcome:
     cpu_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object: `summary` {} for a candidate that could not run, `tenants` only after a full run."""
+        """The JSON object: `summary` {} for a candidate that could not run, `tenants` only after
+        a full run."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["summary"] = {} if self.status == "invalid" else self.summary.as_dict()
         if self.tenants is None:

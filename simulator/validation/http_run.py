@@ -1,9 +1,10 @@
 """The live side of `surgeplan validate --via http`: `surgeplan serve` in a child process on a free
 loopback port (`engine.openai.launcher.ServerProcess`, its log in a file), driven by the replay
-client, so the HTTP path's own costs (request parsing, streaming, thread hand-offs between the event loop and the engine) are in what is measured. Gives the same
-`LiveRun` as the in-process engine; its step log comes from the server's `GET /debug/steps`
-(`--record-steps`), so the host's speed and the engine thread's time between steps are measured on
-this path too (garbage collection in the server is not)."""
+client, so the HTTP path's own costs (request parsing, streaming, thread hand-offs between the
+event loop and the engine) are in what is measured. Gives the same `LiveRun` as the in-process
+engine; its step log comes from the server's `GET /debug/steps` (`--record-steps`), so the host's
+speed and the engine thread's time between steps are measured on this path too (garbage
+collection in the server is not)."""
 from __future__ import annotations
 
 import asyncio
