@@ -241,15 +241,21 @@ def report_table(report: dict) -> str:
         idle_ms, under_ms = row["victim_idle_s"] * 1e3, row["victim_under_attack_s"] * 1e3
         rss = f"{row['rss_before_bytes'] / mib:>5.0f} → {row['rss_peak_bytes'] / mib:>4.0f} MiB"
         tries = f" (measured {row['tries']} times)" if "tries" in row else ""
-        lines.append(f"{row['attack']:<16}{idle_ms:>14.0f} ms → {under_ms:>6.0f} ms"
-                     f"{row['ratio']:>7.2f}x{row['attack_sent']:>7}  {rss}     "
-                     f"{_statuses(row['statuses'])}{tries}")
+        lines.append(
+            f"{row['attack']:<16}{idle_ms:>14.0f} ms → {under_ms:>6.0f} ms"
+            f"{row['ratio']:>7.2f}x{row['attack_sent']:>7}  {rss}     "
+            f"{_statuses(row['statuses'])}{tries}"
+        )
         if "metrics_bytes_after" in row:
-            lines.append(f"{'':<16}/metrics {row['metrics_bytes_before'] / 1024:.0f} KiB before, "
-                         f"{row['metrics_bytes_after'] / 1024:.0f} KiB after")
+            lines.append(
+                f"{'':<16}/metrics {row['metrics_bytes_before'] / 1024:.0f} KiB before, "
+                f"{row['metrics_bytes_after'] / 1024:.0f} KiB after"
+            )
     verdict = "all passed" if not report["problems"] else f"{len(report['problems'])} FAILED"
-    lines.append(f"SIGTERM every 10 ms afterwards ({report['sigterms']} sent): exit status "
-                 f"{report['exit_status']}; checks: {verdict}")
+    lines.append(
+        f"SIGTERM every 10 ms afterwards ({report['sigterms']} sent): exit status "
+        f"{report['exit_status']}; checks: {verdict}"
+    )
     return "\n".join(lines) + "".join(f"\n  problem: {p}" for p in report["problems"])
 
 

@@ -40,10 +40,22 @@ def test_no_attack_slows_the_victim_past_its_bound():
     rows = {row["attack"]: {code for code in row["statuses"]} for row in report["rows"]}
     # each attack reached the defence it is meant to meet (a 4 MB body may also meet the body
     # deadline, 408, on a busy host; valid requests at the caps get 200)
-    expected = {"stop_token_ids": "413", "stop_strings": "413", "debug_steps": "401",
-                "header_flood": "431", "slowloris": "408", "surrogates": "400", "long_prompt": "400"}
+    expected = {
+        "stop_token_ids": "413",
+        "stop_strings": "413",
+        "debug_steps": "401",
+        "header_flood": "431",
+        "slowloris": "408",
+        "surrogates": "400",
+        "long_prompt": "400",
+    }
     for attack, code in expected.items():
-        assert code in rows[attack] and rows[attack] <= {code, "200", "408", "closed",
-                                                         "open at the end"}, (attack, table)
+        assert code in rows[attack] and rows[attack] <= {
+            code,
+            "200",
+            "408",
+            "closed",
+            "open at the end",
+        }, (attack, table)
     tenant_row = next(row for row in report["rows"] if row["attack"] == "tenant_names")
     assert tenant_row["metrics_bytes_after"] < 2 * tenant_row["metrics_bytes_before"], table
