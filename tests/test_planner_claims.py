@@ -81,9 +81,11 @@ def test_live_rows_state_the_interval_and_verdict():
     throughput, latency = live_rows(found, 48)
     assert throughput["verdict"] == "confirms" and throughput["label"] == "measured (cpu-small on this CPU)"
     assert "2.50x" in throughput["ours"] and "3 repeats of 48 requests" in throughput["ours"]
-    assert latency["verdict"] == "contradicts" and "90% of static's capacity" in latency["claim"]
+    assert latency["verdict"] == "above" and "90% of static's capacity" in latency["claim"]
+    assert "worse than claimed" in latency["reason"]
     noisy = live_rows({"throughput": [1.0, 5.0], "latency": {}, "static_rps": [2.0, 2.0]}, 48)[0]
     assert noisy["verdict"] == "inconclusive"            # an interval wider than the 2-4x band on both sides
+    assert "straddles" in noisy["reason"]
 
 
 def test_sampled_confirmation_is_exact_under_round_robin():
