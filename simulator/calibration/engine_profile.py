@@ -32,12 +32,14 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "vllm-v1"
 OWN_ENGINE_PROFILE = "surgeplan"
 # What a host term's seconds multiply. `output_token`: one per decoding sequence (each emits a token).
-HostFeature = Literal["step", "sequence", "prefill_token", "output_token"]
+# `wake`: once, on the first step after the engine was idle (thread wake-up, cold caches).
+HostFeature = Literal["step", "sequence", "prefill_token", "output_token", "wake"]
 HOST_FEATURES: dict[str, str] = {
     "step": "per step (scheduling, input preparation, launch, synchronisation)",
     "sequence": "per scheduled sequence (block tables, sampling, output handling)",
     "prefill_token": "per prefill token (token ids in, position and slot mapping)",
     "output_token": "per output token (sampling, detokenisation, streaming)",
+    "wake": "first step after idleness (thread wake-up, cold caches), serial",
 }
 
 
@@ -72,20 +74,29 @@ class EngineProfile(_Strict):
     overlap_label: Label
     overlap_source: str
     terms: list[HostTerm] = []
+    kernel_scale: float = Field(1.0, gt=0, description="live kernel time / calibrated kernel time for the same "
+                                "shapes (1: the calibration's steps are the live engine's)")
+    kernel_scale_source: str = "none: the calibration's kernel time as it is"
     errors: list[ProfileError] = []
 
     def host_s(self, shape: StepShape) -> float:
-        """Host seconds of one step (before overlap)."""
+        """Host seconds of one step (before overlap; the wake-up term apart)."""
         seconds = 0.0
         for term in self.terms:
-            seconds += term.seconds_per_unit * _units(term.feature, shape)
+            if term.feature != "wake":
+                seconds += term.seconds_per_unit * _units(term.feature, shape)
         return seconds
 
+    @property
+    def wake_s(self) -> float:
+        return sum(term.seconds_per_unit for term in self.terms if term.feature == "wake")
+
     def step_s(self, gpu_s: float, shape: StepShape) -> float:
-        """The step's wall time: the GPU's time and the host's, with the overlapped share hidden."""
+        """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
+        share hidden."""
         host = self.host_s(shape)
         hidden = self.overlap * host
-        return max(gpu_s, hidden) + (host - hidden)
+        return max(gpu_s * self.kernel_scale, hidden) + (host - hidden)
 
     def held_out_error(self, gpu: str | None = None) -> float | None:
         """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
@@ -127,6 +138,8 @@ def _units(feature: str, shape: StepShape) -> float:
         return float(shape.num_prefill_tokens)
     if feature == "output_token":
         return float(shape.num_decode_seqs)
+    if feature == "wake":
+        return 0.0                    # not per step: `EngineProfile.wake_s`, paid after idleness
     raise ValueError(f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}")
 
 
@@ -165,6 +178,7 @@ class ProfiledCostModel:
         self.profile = profile
         self.scale = scale          # every step that many times as long (the planner's error band)
         self.fit = gpu.fit
+        self.wake_s = profile.wake_s * scale    # the replica adds it to its first step after idleness
 
     @property
     def knee_tokens(self) -> float:
@@ -178,8 +192,8 @@ class ProfiledCostModel:
     def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
         host = self.profile.host_s(shape)
         hidden = self.profile.overlap * host
-        scale = self.scale
-        return [(max(gpu_s, hidden) + (host - hidden)) * scale
+        scale, kernel = self.scale, self.profile.kernel_scale
+        return [(max(gpu_s * kernel, hidden) + (host - hidden)) * scale
                 for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)]
 
     def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:

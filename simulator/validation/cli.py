@@ -80,6 +80,10 @@ def validate_command(
     seed: int = typer.Option(0, "--seed"),
     via: str = typer.Option("engine", "--via", help="engine: in-process LLMEngine; http: surgeplan serve + replay"),
     save_steps: Optional[Path] = typer.Option(None, "--save-steps", help="write the step log the workload calibration is fitted on (capacity run and batch ladder) here"),
+    own_profile: str = typer.Option("shipped", "--own-profile", help="our engine's profile (the measured "
+                                    "live-vs-calibrated gap) on top of the calibration: shipped "
+                                    "(profiles/surgeplan.json), probe (measure it now on a 65%-load run over "
+                                    "the next requests of the trace, before the validated runs) or none"),
     out: Optional[Path] = typer.Option(None, "--out", help="results JSON"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="plotly HTML of errors vs noise floor"),
 ) -> None:
@@ -102,11 +106,17 @@ def validate_command(
     try:
         result = validate(model, trace, num_requests, max_prompt_tokens, max_output_tokens, length_scale, levels,
                           calibration, profile, repeats, seed, num_kv_blocks=num_kv_blocks, save_steps=save_steps, via=via,
+                          own=own_profile,
                           progress=(lambda message: typer.echo(message, err=True)) if sys.stderr.isatty() else None)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     typer.echo(format_result(result))
+    if result.get("own_profile") and result["own_profile"].get("gap"):
+        gap = result["own_profile"]["gap"]
+        typer.echo(f"our engine's measured gap ({result['own_profile']['mode']}): between steps "
+                   f"{gap['between_steps_s'] * 1e3:.2f} ms/step, wake-up {gap['wake_s'] * 1e3:.2f} ms "
+                   f"({gap['wake_ups']} wake-ups), in-step slowdown {gap['kernel_scale']:.3f}x")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1))

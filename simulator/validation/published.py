@@ -2,7 +2,8 @@
 
 A published set (`simulator/validation/published/*.json`, figures only, each run with its source file,
 commit and date) holds runs of a real serving stack on a real GPU: bursts of requests with their
-prompt and output lengths, sent at once, and the measured makespan, mean TTFT and mean E2E latency.
+prompt and output lengths (or a fixed-length batch: `batch_size` requests of the same lengths), sent
+at once, and the measured makespan, mean TTFT and/or mean E2E latency.
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
 engine profile, and every (run, metric) pair becomes a row: simulated vs measured. Runs are split
 into `fit` (what `fit_profile` tunes the profile's host terms on) and `held_out` (never fitted on);
@@ -66,6 +67,10 @@ def load_published(name_or_path: str | Path) -> dict:
                          "or a path to a JSON file")
     data = json.loads(path.read_text())
     for index, run in enumerate(data.get("runs", [])):
+        if "batch_size" in run:               # a fixed-length batch: B requests of the same lengths
+            for key in ("prompt_tokens", "output_tokens"):
+                if isinstance(run[key], int):
+                    run[key] = [run[key]] * int(run["batch_size"])
         if len(run["prompt_tokens"]) != len(run["output_tokens"]) or not run["prompt_tokens"]:
             raise ValueError(f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
                              f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts")
@@ -143,20 +148,32 @@ def _objective(rows: list[Row]) -> float:
 
 
 def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) -> tuple[EngineProfile, list[Row]]:
-    """Fit the set's profile's per-step, per-sequence and per-prefill-token host terms on its `fit` runs
-    (coordinate search on log grids, least squares on log(simulated / measured)); per output token stays
-    as it is (in decode steps it is not separable from per sequence). Writes the profile with its
-    errors on fit and held-out rows when `write`."""
+    """Fit the set's profile on its `fit` runs: per-step, per-sequence and per-prefill-token host terms
+    and the stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are
+    not vLLM's), by coordinate search on grids, least squares on log(simulated / measured). Per output
+    token stays as it is (in decode steps it is not separable from per sequence). Writes the profile
+    with its errors on fit and held-out rows when `write`."""
     data = load_published(name_or_path)
     base = load_profile(data["engine_profile"])
     fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
-    values = {term.feature: term.seconds_per_unit for term in base.terms}
+    values = {term.feature: term.seconds_per_unit for term in base.terms} | {"kernel_scale": base.kernel_scale}
     grids = {"step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)), "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
-             "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13))}
+             "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
+             "kernel_scale": list(np.round(np.arange(0.60, 1.31, 0.02), 2))}
+    chosen = data.get("fit_terms", list(grids))          # few fit rows: fit fewer terms
+    grids = {key: grids[key] for key in chosen}
     source = f"fitted on the fit runs of published set {data['name']} ({data.get('url', '')})"
 
+    base_terms = {term.feature: term for term in base.terms}
+
+    def build(candidate: dict) -> EngineProfile:
+        terms = {key: value for key, value in candidate.items() if key != "kernel_scale"}
+        return base.with_terms(terms, "fitted", source).model_copy(update={
+            "kernel_scale": candidate["kernel_scale"],
+            "kernel_scale_source": f"{source}: this stack's kernel time over the calibration's"})
+
     def trial(candidate: dict) -> float:
-        return _objective(replay(fit_runs, base.with_terms(candidate, "fitted", source)))
+        return _objective(replay(fit_runs, build(candidate)))
 
     best = trial(values)
     for _ in range(steps):
@@ -166,7 +183,13 @@ def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) ->
                 score = trial(candidate)
                 if score < best:
                     best, values = score, candidate
-    fitted = base.with_terms({f: values[f] for f in grids}, "fitted", source)
+    untouched = ({term.feature for term in base.terms} | {"kernel_scale"}) - set(grids)
+    values = values | ({"kernel_scale": base.kernel_scale} if "kernel_scale" in untouched else {})
+    fitted = build(values)
+    if "kernel_scale" in untouched:
+        fitted = fitted.model_copy(update={"kernel_scale_source": base.kernel_scale_source})
+    fitted = fitted.model_copy(update={"terms": [term if term.feature in grids else base_terms[term.feature]
+                                                 for term in fitted.terms]})
     rows = replay(data, fitted)
     errors = [ProfileError(source=data["name"], gpu=entry["gpu"], split=entry["split"], num_rows=entry["rows"],
                            median_abs_error=entry["median_abs_error"], bias=entry["bias"],
