@@ -17,16 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration.engine_profile import PROFILES_DIR
-from simulator.validation.live_gap import LiveGap, own_profile
-from simulator.validation.validate import validate
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:1] = [str(ROOT)]        # the package `simulator`, not benchmarks/simulator.py
 
-TRACES = {"conversation": "../shared/traces/AzureLLMInferenceTrace_conv.csv",
-          "code": "../shared/traces/AzureLLMInferenceTrace_code.csv"}
+from benchmarks.machine import describe_machine  # noqa: E402
+from simulator.calibration.engine_profile import PROFILES_DIR  # noqa: E402
+from simulator.validation.live_gap import LiveGap, own_profile  # noqa: E402
+from simulator.validation.validate import validate  # noqa: E402
+
+TRACES = {"conversation": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_conv.csv"),
+          "code": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_code.csv")}
 METRICS = ("throughput_rps", "ttft_mean_s", "tpot_mean_s", "e2e_mean_s", "ttft_p99_s", "e2e_p99_s")
 
 
@@ -41,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     loads = tuple(float(x) for x in args.loads.split(","))
     results, gaps = {}, []
-    print(f"machine: {platform.processor() or platform.machine()}, {platform.platform()}")
+    print(f"machine: {describe_machine()}")
     for name in args.traces.split(","):
         result = validate("cpu-small", TRACES[name], args.num_requests, 256, 64, None, loads, None, "none",
                           args.repeats, 0, own="probe")

@@ -131,3 +131,36 @@ def test_cli_profiles_and_published(tmp_path):
     assert {e["split"] for e in result["stats"]} == {"fit", "held_out"}
     bad = runner.invoke(app, ["validate", "--published", "no-such-set"])
     assert bad.exit_code == 2 and "lambdalabs-vllm" in bad.output
+
+
+def test_wake_up_cost_is_paid_once_after_each_idle_spell():
+    from simulator.cluster.cluster import Cluster
+    profile = _profile(0.0, step_s=0.0, sequence_s=0.0).with_terms({"wake": 0.05}, "measured", "test")
+    gpu = cost_model(0.01)
+    plain = Cluster(cluster_config(gpu, max_num_batched_tokens=512), [0.0, 100.0], [20, 20], [5, 5], ["default"] * 2)
+    woken = Cluster(cluster_config(ProfiledCostModel(gpu, profile), max_num_batched_tokens=512), [0.0, 100.0],
+                    [20, 20], [5, 5], ["default"] * 2)
+    plain.run()
+    woken.run()
+    # both requests arrive at an idle engine: each pays one wake-up, on its first step only
+    assert woken.replicas[0].busy_s == pytest.approx(plain.replicas[0].busy_s + 2 * 0.05)
+    assert [r.ttft_s for r in woken.records] == pytest.approx([r.ttft_s + 0.05 for r in plain.records])
+
+
+def test_live_gap_separates_between_steps_wake_ups_and_slowdown():
+    from simulator.calibration.live_run import StepLog
+    from simulator.calibration.schema import ShapeRecord
+    from simulator.validation.live_gap import measure_gap, own_profile
+
+    model = cost_model(0.010)                                    # every step 10 ms in the calibration
+    shape = ShapeRecord(decode_context_lens=[50])
+    log = StepLog(shapes=[shape] * 6, step_s=[0.020, 0.012, 0.012, 0.022, 0.012, 0.012],
+                  busy_s=[0.021, 0.013, None, 0.023, 0.013, None], start_s=[0.0] * 6)
+    gap = measure_gap([log], model, calibration_times_busy=False)
+    assert gap.wake_ups == 2 and gap.kernel_scale == pytest.approx(1.2)        # steady steps 12 ms vs 10
+    assert gap.wake_s == pytest.approx(0.009)                                  # 20-22 ms vs 12 ms steady
+    assert gap.between_steps_s == pytest.approx(0.001)
+    profile = own_profile(gap, "test")
+    assert profile.name == "surgeplan" and profile.kernel_scale == pytest.approx(1.2)
+    assert profile.wake_s == pytest.approx(0.009)
+    assert all(term.label == "measured" for term in profile.terms if term.feature in ("step", "wake"))
