@@ -12,6 +12,7 @@ to use. Run it on a quiet machine: on a shared one the in-step slowdown is mostl
     .venv/bin/python benchmarks/live_gap.py                       # 96 requests, 3 repeats, 50% and 80%
     .venv/bin/python benchmarks/live_gap.py --num-requests 32 --repeats 2 --write-profile
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,15 +24,17 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:1] = [str(ROOT)]        # the package `simulator`, not benchmarks/simulator.py
+sys.path[:1] = [str(ROOT)]  # the package `simulator`, not benchmarks/simulator.py
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from simulator.calibration.engine_profile import PROFILES_DIR  # noqa: E402
 from simulator.validation.live_gap import LiveGap, own_profile  # noqa: E402
 from simulator.validation.validate import validate  # noqa: E402
 
-TRACES = {"conversation": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_conv.csv"),
-          "code": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_code.csv")}
+TRACES = {
+    "conversation": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_conv.csv"),
+    "code": str(ROOT.parent / "shared/traces/AzureLLMInferenceTrace_code.csv"),
+}
 METRICS = ("throughput_rps", "ttft_mean_s", "tpot_mean_s", "e2e_mean_s", "ttft_p99_s", "e2e_p99_s")
 
 
@@ -48,29 +51,56 @@ def main() -> None:
     results, gaps = {}, []
     print(f"machine: {describe_machine()}")
     for name in args.traces.split(","):
-        result = validate("cpu-small", TRACES[name], args.num_requests, 256, 64, None, loads, None, "none",
-                          args.repeats, 0, own="probe")
+        result = validate(
+            "cpu-small",
+            TRACES[name],
+            args.num_requests,
+            256,
+            64,
+            None,
+            loads,
+            None,
+            "none",
+            args.repeats,
+            0,
+            own="probe",
+        )
         results[name] = result
         gap = result["own_profile"]["gap"]
         gaps.append(gap)
-        print(f"\n{name}: capacity {result['capacity_rps']:.2f} req/s; gap: between steps "
-              f"{gap['between_steps_s'] * 1e3:.2f} ms/step, wake-up {gap['wake_s'] * 1e3:.2f} ms "
-              f"({gap['wake_ups']} wake-ups), in-step slowdown {gap['kernel_scale']:.3f}x")
+        print(
+            f"\n{name}: capacity {result['capacity_rps']:.2f} req/s; gap: between steps "
+            f"{gap['between_steps_s'] * 1e3:.2f} ms/step, wake-up {gap['wake_s'] * 1e3:.2f} ms "
+            f"({gap['wake_ups']} wake-ups), in-step slowdown {gap['kernel_scale']:.3f}x"
+        )
         print(f"{'load':>5} {'metric':<16} {'no profile':>11} {'surgeplan':>10} {'noise':>7}")
         for level in result["levels"]:
             plain = level["by_calibration"]["workload"]["relative_error"]
             profiled = level["by_calibration"]["workload+surgeplan"]["relative_error"]
             floor = level["noise_floor"] or {}
             for key in METRICS:
-                print(f"{level['load']:>5.0%} {key:<16} {_pct(plain.get(key)):>11} {_pct(profiled.get(key)):>10} "
-                      f"{_pct(floor.get(key), sign=False):>7}")
+                print(
+                    f"{level['load']:>5.0%} {key:<16} {_pct(plain.get(key)):>11} {_pct(profiled.get(key)):>10} "
+                    f"{_pct(floor.get(key), sign=False):>7}"
+                )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     if args.write_profile:
-        mean = LiveGap(**{key: (float(np.mean([g[key] for g in gaps])) if key not in ("steps", "wake_ups")
-                                else int(sum(g[key] for g in gaps))) for key in gaps[0]})
-        profile = own_profile(mean, f"benchmarks/live_gap.py probe runs ({', '.join(results)}), "
-                                    f"{platform.processor() or platform.machine()}")
+        mean = LiveGap(
+            **{
+                key: (
+                    float(np.mean([g[key] for g in gaps]))
+                    if key not in ("steps", "wake_ups")
+                    else int(sum(g[key] for g in gaps))
+                )
+                for key in gaps[0]
+            }
+        )
+        profile = own_profile(
+            mean,
+            f"benchmarks/live_gap.py probe runs ({', '.join(results)}), "
+            f"{platform.processor() or platform.machine()}",
+        )
         print(f"wrote {profile.save(PROFILES_DIR / 'surgeplan.json')}")
 
 

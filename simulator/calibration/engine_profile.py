@@ -15,6 +15,7 @@ validate --published` reports each one's error on public measurements it was and
 already contains that engine's host time, so the default profile for it is `surgeplan`, whose terms
 are only the systematic gap between live and profiled steps.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,6 +57,7 @@ class HostTerm(_Strict):
 
 class ProfileError(_Strict):
     """The profile's error on published measurements (`surgeplan validate --published`): fractions."""
+
     source: str
     gpu: str
     split: Literal["fit", "held_out"]
@@ -74,8 +76,12 @@ class EngineProfile(_Strict):
     overlap_label: Label
     overlap_source: str
     terms: list[HostTerm] = []
-    kernel_scale: float = Field(1.0, gt=0, description="live kernel time / calibrated kernel time for the same "
-                                "shapes (1: the calibration's steps are the live engine's)")
+    kernel_scale: float = Field(
+        1.0,
+        gt=0,
+        description="live kernel time / calibrated kernel time for the same "
+        "shapes (1: the calibration's steps are the live engine's)",
+    )
     kernel_scale_source: str = "none: the calibration's kernel time as it is"
     errors: list[ProfileError] = []
 
@@ -125,7 +131,9 @@ class EngineProfile(_Strict):
         """A copy with the named host terms set (others kept)."""
         terms = {term.feature: term for term in self.terms}
         for feature, value in seconds.items():
-            terms[feature] = HostTerm(feature=feature, seconds_per_unit=float(value), label=label, source=source)
+            terms[feature] = HostTerm(
+                feature=feature, seconds_per_unit=float(value), label=label, source=source
+            )
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
 
 
@@ -139,7 +147,7 @@ def _units(feature: str, shape: StepShape) -> float:
     if feature == "output_token":
         return float(shape.num_decode_seqs)
     if feature == "wake":
-        return 0.0                    # not per step: `EngineProfile.wake_s`, paid after idleness
+        return 0.0  # not per step: `EngineProfile.wake_s`, paid after idleness
     raise ValueError(f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}")
 
 
@@ -154,15 +162,19 @@ def load_profile(name_or_path: str | Path) -> EngineProfile:
         return EngineProfile.load(path)
     shipped = PROFILES_DIR / f"{name_or_path}.json"
     if not shipped.exists():
-        raise ValueError(f"engine profile {str(name_or_path)!r} is unknown; expected one of {profile_names()} "
-                         "or a path to a profile JSON file")
+        raise ValueError(
+            f"engine profile {str(name_or_path)!r} is unknown; expected one of {profile_names()} "
+            "or a path to a profile JSON file"
+        )
     return EngineProfile.load(shipped)
 
 
 def default_profile_name(calibration: Calibration) -> str:
     """`surgeplan` for a calibration measured on our own engine (its steps already hold our host
     time), else `vllm-v1`."""
-    own = calibration.label == "measured" or calibration.device.kind == "cpu"   # only our profiler measures
+    own = (
+        calibration.label == "measured" or calibration.device.kind == "cpu"
+    )  # only our profiler measures
     return OWN_ENGINE_PROFILE if own else DEFAULT_PROFILE
 
 
@@ -173,12 +185,14 @@ class ProfiledCostModel:
 
     def __init__(self, gpu, profile: EngineProfile, scale: float = 1.0):
         if not scale > 0:
-            raise ValueError(f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)")
+            raise ValueError(
+                f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
+            )
         self.gpu = gpu
         self.profile = profile
-        self.scale = scale          # every step that many times as long (the planner's error band)
+        self.scale = scale  # every step that many times as long (the planner's error band)
         self.fit = gpu.fit
-        self.wake_s = profile.wake_s * scale    # the replica adds it to its first step after idleness
+        self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
 
     @property
     def knee_tokens(self) -> float:
@@ -193,8 +207,10 @@ class ProfiledCostModel:
         host = self.profile.host_s(shape)
         hidden = self.profile.overlap * host
         scale, kernel = self.scale, self.profile.kernel_scale
-        return [(max(gpu_s * kernel, hidden) + (host - hidden)) * scale
-                for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)]
+        return [
+            (max(gpu_s * kernel, hidden) + (host - hidden)) * scale
+            for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
+        ]
 
     def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
         return np.array([self.step_time(shape) for shape in shapes])

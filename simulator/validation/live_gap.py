@@ -14,6 +14,7 @@ The first two are host terms (`step`, `wake`), the third the profile's `kernel_s
 machine the third mixes the engine's systematic cost with other jobs' load: measure it on a quiet
 machine (`benchmarks/live_gap.py`), or on a probe run just before the runs it predicts.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -27,10 +28,10 @@ from simulator.calibration.engine_profile import OWN_ENGINE_PROFILE, EngineProfi
 class LiveGap:
     steps: int
     wake_ups: int
-    between_steps_s: float          # mean engine-loop time between steps while busy, per step
-    wake_s: float                   # mean extra time of a first step after idleness
-    kernel_scale: float             # live step() time / calibrated, steady-state steps
-    busy_share_between: float       # between-step time as a share of busy time
+    between_steps_s: float  # mean engine-loop time between steps while busy, per step
+    wake_s: float  # mean extra time of a first step after idleness
+    kernel_scale: float  # live step() time / calibrated, steady-state steps
+    busy_share_between: float  # between-step time as a share of busy time
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -60,10 +61,14 @@ def measure_gap(step_logs, cost_model, calibration_times_busy: bool) -> LiveGap:
     for own_s, predicted_s in wake:
         wake_extra.append(own_s - kernel_scale * predicted_s)
     between_s = float(np.mean(between)) if between and not calibration_times_busy else 0.0
-    return LiveGap(steps=len(steady) + len(wake), wake_ups=len(wake), between_steps_s=between_s,
-                   wake_s=max(float(np.median(wake_extra)), 0.0) if wake_extra else 0.0,
-                   kernel_scale=kernel_scale,
-                   busy_share_between=float(np.sum(between)) / busy_total if busy_total else 0.0)
+    return LiveGap(
+        steps=len(steady) + len(wake),
+        wake_ups=len(wake),
+        between_steps_s=between_s,
+        wake_s=max(float(np.median(wake_extra)), 0.0) if wake_extra else 0.0,
+        kernel_scale=kernel_scale,
+        busy_share_between=float(np.sum(between)) / busy_total if busy_total else 0.0,
+    )
 
 
 def own_profile(gap: LiveGap, where: str) -> EngineProfile:
@@ -71,6 +76,10 @@ def own_profile(gap: LiveGap, where: str) -> EngineProfile:
     base = load_profile(OWN_ENGINE_PROFILE)
     source = f"measured: {where}"
     profile = base.with_terms({"step": gap.between_steps_s, "wake": gap.wake_s}, "measured", source)
-    return profile.model_copy(update={"kernel_scale": gap.kernel_scale,
-                                      "kernel_scale_source": f"{source} (live step() time / calibrated, "
-                                                             f"{gap.steps - gap.wake_ups} steady steps)"})
+    return profile.model_copy(
+        update={
+            "kernel_scale": gap.kernel_scale,
+            "kernel_scale_source": f"{source} (live step() time / calibrated, "
+            f"{gap.steps - gap.wake_ups} steady steps)",
+        }
+    )

@@ -10,6 +10,7 @@ into `fit` (what `fit_profile` tunes the profile's host terms on) and `held_out`
 the statistics are reported for each part and GPU separately: median |error|, bias (geometric mean of
 simulated / measured) and the share of rows within 10%.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration.engine_profile import PROFILES_DIR, EngineProfile, ProfileError, load_profile
+from simulator.calibration.engine_profile import (
+    PROFILES_DIR,
+    EngineProfile,
+    ProfileError,
+    load_profile,
+)
 from traces import Trace
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
@@ -63,23 +69,31 @@ def load_published(name_or_path: str | Path) -> dict:
     if not (path.suffix == ".json" and path.exists()):
         path = PUBLISHED_DIR / f"{name_or_path}.json"
     if not path.exists():
-        raise ValueError(f"published set {str(name_or_path)!r} is unknown; expected one of {published_names()} "
-                         "or a path to a JSON file")
+        raise ValueError(
+            f"published set {str(name_or_path)!r} is unknown; expected one of {published_names()} "
+            "or a path to a JSON file"
+        )
     data = json.loads(path.read_text())
     for index, run in enumerate(data.get("runs", [])):
-        if "batch_size" in run:               # a fixed-length batch: B requests of the same lengths
+        if "batch_size" in run:  # a fixed-length batch: B requests of the same lengths
             for key in ("prompt_tokens", "output_tokens"):
                 if isinstance(run[key], int):
                     run[key] = [run[key]] * int(run["batch_size"])
         if len(run["prompt_tokens"]) != len(run["output_tokens"]) or not run["prompt_tokens"]:
-            raise ValueError(f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
-                             f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts")
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
+                f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
+            )
         if run["split"] not in ("fit", "held_out"):
-            raise ValueError(f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'")
+            raise ValueError(
+                f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'"
+            )
     return data
 
 
-def replay_run(data: dict, run: dict, profile: EngineProfile | str | None = None) -> dict[str, float]:
+def replay_run(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> dict[str, float]:
     """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0)."""
     from simulator.scenario import Scenario
     from simulator.simulation import simulate
@@ -87,31 +101,60 @@ def replay_run(data: dict, run: dict, profile: EngineProfile | str | None = None
     settings = data.get("engine_settings", {})
     profile = profile if profile is not None else data["engine_profile"]
     n = len(run["prompt_tokens"])
-    scenario = Scenario.model_validate({
-        "name": f"{data['name']}/{run['id']}", "model": {"name": run["model"], "dtype": run.get("dtype", "float16")},
-        "hardware": {"gpu": run["gpu"], "tensor_parallel": run.get("tensor_parallel", 1)},
-        "engine_profile": profile if isinstance(profile, str) else None, "scheduler": settings,
-        "cluster": {"replicas": 1}})
-    trace = Trace(np.zeros(n), np.asarray(run["prompt_tokens"]), np.asarray(run["output_tokens"]),
-                  name=run["id"])
-    result = simulate(scenario, trace=trace, profile=profile if isinstance(profile, EngineProfile) else None)
+    scenario = Scenario.model_validate(
+        {
+            "name": f"{data['name']}/{run['id']}",
+            "model": {"name": run["model"], "dtype": run.get("dtype", "float16")},
+            "hardware": {"gpu": run["gpu"], "tensor_parallel": run.get("tensor_parallel", 1)},
+            "engine_profile": profile if isinstance(profile, str) else None,
+            "scheduler": settings,
+            "cluster": {"replicas": 1},
+        }
+    )
+    trace = Trace(
+        np.zeros(n),
+        np.asarray(run["prompt_tokens"]),
+        np.asarray(run["output_tokens"]),
+        name=run["id"],
+    )
+    result = simulate(
+        scenario, trace=trace, profile=profile if isinstance(profile, EngineProfile) else None
+    )
     records = [record for record in result.records if record.ok]
     if len(records) != n:
-        raise ValueError(f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation")
-    return {"makespan_s": max(r.arrival_s + r.e2e_s for r in records),
-            "ttft_mean_s": float(np.mean([r.ttft_s for r in records])),
-            "e2e_mean_s": float(np.mean([r.e2e_s for r in records]))}
+        raise ValueError(
+            f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
+        )
+    return {
+        "makespan_s": max(r.arrival_s + r.e2e_s for r in records),
+        "ttft_mean_s": float(np.mean([r.ttft_s for r in records])),
+        "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
+    }
 
 
 def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
     rows = []
     for run in data["runs"]:
         simulated = replay_run(data, run, profile)
-        name = profile.name if isinstance(profile, EngineProfile) else (profile or data["engine_profile"])
+        name = (
+            profile.name
+            if isinstance(profile, EngineProfile)
+            else (profile or data["engine_profile"])
+        )
         for metric in METRICS:
             if metric in run["measured"]:
-                rows.append(Row(data["name"], run["id"], run["gpu"], run["split"], metric, name,
-                                float(run["measured"][metric]), simulated[metric]))
+                rows.append(
+                    Row(
+                        data["name"],
+                        run["id"],
+                        run["gpu"],
+                        run["split"],
+                        metric,
+                        name,
+                        float(run["measured"][metric]),
+                        simulated[metric],
+                    )
+                )
     return rows
 
 
@@ -120,17 +163,26 @@ def stats(rows: list[Row]) -> Stats | None:
         return None
     errors = np.array([abs(row.error) for row in rows])
     log_ratios = np.array([math.log(row.ratio) for row in rows])
-    return Stats(len(rows), float(np.median(errors)), float(math.exp(log_ratios.mean())),
-                 float(np.mean(errors <= 0.10)))
+    return Stats(
+        len(rows),
+        float(np.median(errors)),
+        float(math.exp(log_ratios.mean())),
+        float(np.mean(errors <= 0.10)),
+    )
 
 
 def grouped_stats(rows: list[Row]) -> list[dict]:
     """Statistics per (profile, GPU, split), plus each split over all GPUs."""
     out = []
-    keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + \
-        sorted({(row.profile, "all", row.split) for row in rows})
+    keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + sorted(
+        {(row.profile, "all", row.split) for row in rows}
+    )
     for profile, gpu, split in keys:
-        part = [row for row in rows if row.profile == profile and row.split == split and gpu in ("all", row.gpu)]
+        part = [
+            row
+            for row in rows
+            if row.profile == profile and row.split == split and gpu in ("all", row.gpu)
+        ]
         out.append({"profile": profile, "gpu": gpu, "split": split, **asdict(stats(part))})
     return out
 
@@ -138,16 +190,31 @@ def grouped_stats(rows: list[Row]) -> list[dict]:
 def validate_published(name_or_path: str | Path, profile: str | None = None) -> dict:
     data = load_published(name_or_path)
     rows = replay(data, profile)
-    return {"source": {key: data.get(key) for key in ("name", "description", "url", "licence", "retrieved",
-                                                       "engine_profile", "engine_version")},
-            "rows": [asdict(row) | {"error": row.error} for row in rows], "stats": grouped_stats(rows)}
+    return {
+        "source": {
+            key: data.get(key)
+            for key in (
+                "name",
+                "description",
+                "url",
+                "licence",
+                "retrieved",
+                "engine_profile",
+                "engine_version",
+            )
+        },
+        "rows": [asdict(row) | {"error": row.error} for row in rows],
+        "stats": grouped_stats(rows),
+    }
 
 
 def _objective(rows: list[Row]) -> float:
     return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
 
 
-def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) -> tuple[EngineProfile, list[Row]]:
+def fit_profile(
+    name_or_path: str | Path, steps: int = 2, write: bool = True
+) -> tuple[EngineProfile, list[Row]]:
     """Fit the set's profile on its `fit` runs: per-step, per-sequence and per-prefill-token host terms
     and the stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are
     not vLLM's), by coordinate search on grids, least squares on log(simulated / measured). Per output
@@ -156,11 +223,16 @@ def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) ->
     data = load_published(name_or_path)
     base = load_profile(data["engine_profile"])
     fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
-    values = {term.feature: term.seconds_per_unit for term in base.terms} | {"kernel_scale": base.kernel_scale}
-    grids = {"step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)), "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
-             "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
-             "kernel_scale": list(np.round(np.arange(0.60, 1.31, 0.02), 2))}
-    chosen = data.get("fit_terms", list(grids))          # few fit rows: fit fewer terms
+    values = {term.feature: term.seconds_per_unit for term in base.terms} | {
+        "kernel_scale": base.kernel_scale
+    }
+    grids = {
+        "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
+        "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
+        "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
+        "kernel_scale": list(np.round(np.arange(0.60, 1.31, 0.02), 2)),
+    }
+    chosen = data.get("fit_terms", list(grids))  # few fit rows: fit fewer terms
     grids = {key: grids[key] for key in chosen}
     source = f"fitted on the fit runs of published set {data['name']} ({data.get('url', '')})"
 
@@ -168,9 +240,12 @@ def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) ->
 
     def build(candidate: dict) -> EngineProfile:
         terms = {key: value for key, value in candidate.items() if key != "kernel_scale"}
-        return base.with_terms(terms, "fitted", source).model_copy(update={
-            "kernel_scale": candidate["kernel_scale"],
-            "kernel_scale_source": f"{source}: this stack's kernel time over the calibration's"})
+        return base.with_terms(terms, "fitted", source).model_copy(
+            update={
+                "kernel_scale": candidate["kernel_scale"],
+                "kernel_scale_source": f"{source}: this stack's kernel time over the calibration's",
+            }
+        )
 
     def trial(candidate: dict) -> float:
         return _objective(replay(fit_runs, build(candidate)))
@@ -188,31 +263,66 @@ def fit_profile(name_or_path: str | Path, steps: int = 2, write: bool = True) ->
     fitted = build(values)
     if "kernel_scale" in untouched:
         fitted = fitted.model_copy(update={"kernel_scale_source": base.kernel_scale_source})
-    fitted = fitted.model_copy(update={"terms": [term if term.feature in grids else base_terms[term.feature]
-                                                 for term in fitted.terms]})
+    fitted = fitted.model_copy(
+        update={
+            "terms": [
+                term if term.feature in grids else base_terms[term.feature] for term in fitted.terms
+            ]
+        }
+    )
     rows = replay(data, fitted)
-    errors = [ProfileError(source=data["name"], gpu=entry["gpu"], split=entry["split"], num_rows=entry["rows"],
-                           median_abs_error=entry["median_abs_error"], bias=entry["bias"],
-                           within_10pct=entry["within_10pct"])
-              for entry in grouped_stats(rows) if entry["gpu"] != "all"]
-    fitted = fitted.model_copy(update={"errors": [e for e in base.errors if e.source != data["name"]] + errors})
+    errors = [
+        ProfileError(
+            source=data["name"],
+            gpu=entry["gpu"],
+            split=entry["split"],
+            num_rows=entry["rows"],
+            median_abs_error=entry["median_abs_error"],
+            bias=entry["bias"],
+            within_10pct=entry["within_10pct"],
+        )
+        for entry in grouped_stats(rows)
+        if entry["gpu"] != "all"
+    ]
+    fitted = fitted.model_copy(
+        update={"errors": [e for e in base.errors if e.source != data["name"]] + errors}
+    )
     if write:
         fitted.save(PROFILES_DIR / f"{fitted.name}.json")
     return fitted, rows
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'run':<12} {'GPU':<10} {'split':<8} {'metric':<12} {'measured':>10} {'simulated':>10} {'error':>8}"]
+    lines = [
+        f"{'run':<12} {'GPU':<10} {'split':<8} {'metric':<12} {'measured':>10} {'simulated':>10} {'error':>8}"
+    ]
     for row in result["rows"]:
-        lines.append(f"{row['run']:<12} {row['gpu']:<10} {row['split']:<8} {row['metric']:<12} "
-                     f"{row['measured']:>10.3f} {row['simulated']:>10.3f} {row['error']:>+8.1%}")
+        lines.append(
+            f"{row['run']:<12} {row['gpu']:<10} {row['split']:<8} {row['metric']:<12} "
+            f"{row['measured']:>10.3f} {row['simulated']:>10.3f} {row['error']:>+8.1%}"
+        )
     lines.append("")
-    lines.append(f"{'profile':<10} {'GPU':<10} {'split':<8} {'rows':>4} {'median |err|':>12} {'bias':>7} {'≤10%':>6}")
+    lines.append(
+        f"{'profile':<10} {'GPU':<10} {'split':<8} {'rows':>4} {'median |err|':>12} {'bias':>7} {'≤10%':>6}"
+    )
     for entry in result["stats"]:
-        lines.append(f"{entry['profile']:<10} {entry['gpu']:<10} {entry['split']:<8} {entry['rows']:>4} "
-                     f"{entry['median_abs_error']:>12.1%} {entry['bias']:>7.3f} {entry['within_10pct']:>6.0%}")
+        lines.append(
+            f"{entry['profile']:<10} {entry['gpu']:<10} {entry['split']:<8} {entry['rows']:>4} "
+            f"{entry['median_abs_error']:>12.1%} {entry['bias']:>7.3f} {entry['within_10pct']:>6.0%}"
+        )
     return "\n".join(lines)
 
 
-__all__ = ["METRICS", "Row", "Stats", "fit_profile", "format_table", "grouped_stats", "load_published",
-           "published_names", "replay", "stats", "validate_published"]
+__all__ = [
+    "METRICS",
+    "Row",
+    "Stats",
+    "fit_profile",
+    "format_table",
+    "grouped_stats",
+    "load_published",
+    "published_names",
+    "replay",
+    "stats",
+    "validate_published",
+]
