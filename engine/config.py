@@ -5,7 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
+from engine.core.config import (BatchController, CacheConfig, Policy, Role, SchedulerConfig, StaticReserve, bounds,
+                                setting)
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
@@ -36,6 +37,7 @@ class EngineConfig(BaseModel):
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
+    role: Role = setting(SchedulerConfig, "role")
 
 
 _FROM_FIELD = object()

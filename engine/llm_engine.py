@@ -51,7 +51,8 @@ class LLMEngine:
         self.scheduler_config = SchedulerConfig(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             max_model_len=max_model_len, policy=config.policy, static_reserve=config.static_reserve,
-            batch_controller=config.batch_controller, batch_target_tpot_s=config.batch_target_tpot_s)
+            batch_controller=config.batch_controller, batch_target_tpot_s=config.batch_target_tpot_s,
+            role=config.role)
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))

@@ -6,12 +6,13 @@ settings, simulator scenarios and dashboard widgets all read a setting's definit
 """
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
 BatchController = Literal["fixed", "slo"]
+Role = Literal["both", "prefill", "decode"]
 
 
 class CacheConfig(BaseModel):
@@ -46,6 +47,16 @@ class SchedulerConfig(BaseModel):
                                               "output token and the waiting queue (engine.core.batch_controller)")
     batch_target_tpot_s: float = Field(0.1, gt=0, description="the slo batch controller's target time per "
                                        "output token, seconds")
+    role: Role = Field("both", description="both: prefill and decode here (co-located); prefill: run each "
+                       "request's prefill, then hand its KV blocks and first token over; decode: admit requests "
+                       "whose KV arrives from a prefill instance (engine.core.kv_handoff)")
+
+    @model_validator(mode="after")
+    def _role_needs_continuous(self) -> "SchedulerConfig":
+        if self.role != "both" and self.policy != "continuous":
+            raise ValueError(f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
+                             "policy cannot hand requests over")
+        return self
 
 
 def setting(config: type[BaseModel], name: str, **changes: Any) -> Any:

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.core import decode_stretch
+from engine.core import decode_stretch, kv_handoff
 from engine.core.batch_controller import make_controller
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
@@ -84,26 +84,61 @@ class Scheduler:
         self.running: list[Request] = []
         self.num_preemptions = 0
         self.controller = make_controller(scheduler_config)   # None: the limits stay as configured
+        # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
+        # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
+        self.hands_over = scheduler_config.role == "prefill"
+        self.outbox: list[Request] = []
+        self.handoffs = kv_handoff.HandoffQueues()
+        self.arrived = self.handoffs.arrived
+        self.num_handoffs = 0
 
     # ---- requests in and out -----------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         self.waiting.append(request)
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.num_handoffs)
 
     @property
     def num_unfinished_requests(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + len(self.running) + self.num_handoffs
 
     def abort_request(self, request: Request, now: float) -> None:
         if request.is_finished:
+            if request.status is RequestStatus.HANDED_OVER:      # its KV is no longer wanted
+                if request in self.outbox:
+                    self.outbox.remove(request)
+                kv_handoff.release_handed_over(self, request)
             return
         if request.status is RequestStatus.RUNNING:
             self.running.remove(request)
+        elif self.num_handoffs and kv_handoff.abort_handoff(self, request):
+            self.num_handoffs -= 1
         else:
             self.waiting.remove(request)
         self._finish(request, RequestStatus.FINISHED_ABORTED, now)
+
+    # ---- disaggregation: see engine.core.kv_handoff ------------------------------------------------
+    def take_handed_over(self) -> list[Request]:
+        """Prefill role: the requests handed over since the last call (each still holds its blocks)."""
+        return kv_handoff.take_outbox(self)
+
+    def release_handed_over(self, request: Request) -> None:
+        """Prefill role: the request's KV has been copied; free its blocks."""
+        kv_handoff.release_handed_over(self, request)
+
+    def receive(self, request: Request) -> None:
+        """Decode role: queue a hand-over (`kv_handoff.handoff_copy` of the prefill side's request)."""
+        kv_handoff.receive(self, request)
+        self.num_handoffs += 1
+
+    def start_receives(self) -> list[Request]:
+        """Decode role: reserve blocks for queued hand-overs; returns those whose KV copy may start."""
+        return kv_handoff.start_receives(self) if self.handoffs.incoming else []
+
+    def finish_receive(self, request: Request) -> None:
+        """Decode role: the request's KV has arrived in its blocks."""
+        kv_handoff.finish_receive(self, request)
 
     def max_blocks_needed(self, request: Request) -> int:
         """Blocks the request may hold at its longest: what must fit in the pool for it ever to finish."""
@@ -120,6 +155,12 @@ class Scheduler:
             self._admit_static_batch(out, now)
         budget = self._schedule_running(out, now)
         if self.config.policy == "continuous" and not out.preempted:
+            if self.arrived:                     # decode role: hand-overs whose KV is here go first
+                admitted = out.num_admitted
+                budget = kv_handoff.admit_arrived(self, out, budget, now)
+                self.num_handoffs -= out.num_admitted - admitted
+                if out.blocked is not None:
+                    return out
             self._admit_waiting(out, budget, now)
         return out
 
@@ -244,6 +285,8 @@ class Scheduler:
                 may_stop.append((req, token))
         if may_stop:
             self.finish_stopped(may_stop, now)
+        if self.hands_over and progressed:        # prefill role: first tokens leave for a decode instance
+            kv_handoff.hand_over(self, progressed)
         return progressed
 
     def finish_stopped(self, candidates: list[tuple[Request, int]], now: float) -> None:
