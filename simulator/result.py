@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from simulator.scenario import SLO, Scenario
 from traces.replay import RequestRecord
 from traces.replay_summary import flat_summary
@@ -28,6 +30,7 @@ class SimResult:
     decisions: list[dict] = field(default_factory=list)
     replicas: list[dict] = field(default_factory=list)
     tenants: dict[str, dict] = field(default_factory=dict)     # tenant -> `tenant_summaries` row
+    pools: dict[str, list[dict]] = field(default_factory=dict)  # disaggregated: pool -> its time series
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
@@ -38,6 +41,7 @@ class SimResult:
         path = out / "timeseries.json"
         path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
                                     "replicas": self.replicas, "tenants": self.tenants, "timeseries": self.timeseries,
+                                    "pools": self.pools,
                                     "scenario": self.scenario.model_dump(mode="json")}, indent=1))
         return written + [path]
 
@@ -109,10 +113,30 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
         "cost_per_request_usd": cost / len(ok) if ok else None,
         "cost_per_million_output_tokens_usd": cost / output_tokens * 1e6 if output_tokens else None,
         "simulated_s": end_s, "cpu_s": facts.get("cpu_s"),
+        **kv_transfer_summary(cluster),
     })
     replicas = [{"replica": r.replica_id, "requested_at_s": r.requested_at_s, "ready_at_s": r.ready_at_s,
                  "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
-                 "preemptions": r.scheduler.num_preemptions} for r in cluster.replicas]
+                 "preemptions": r.scheduler.num_preemptions, **({"pool": r.pool} if hasattr(r, "pool") else {})}
+                for r in cluster.replicas]
+    pools = getattr(cluster, "pools", {})
     decisions = cluster.autoscaler.decisions if cluster.autoscaler is not None else []
+    decisions += [decision | {"pool": name} for name, pool in pools.items() if pool.autoscaler is not None
+                  for decision in pool.autoscaler.decisions]
     return SimResult(scenario, records, cluster.monitor.rows, summary, facts, decisions, replicas,
-                     tenant_summaries(records, end_s, slo))
+                     tenant_summaries(records, end_s, slo), {name: pool.monitor.rows for name, pool in pools.items()})
+
+
+def kv_transfer_summary(cluster: "Cluster") -> dict:
+    """Prefill-to-decode KV transfers (disaggregated clusters; 0 and None when co-located): bytes moved,
+    mean and P99 link time per transfer, mean wait for the decode replica's link, GPUs per pool."""
+    sizes, times = getattr(cluster, "transfer_bytes", []), getattr(cluster, "transfer_s", [])
+    waits = getattr(cluster, "transfer_wait_s", [])
+    pools = getattr(cluster, "pools", {})
+    return {"kv_transfer_bytes": int(sum(sizes)), "kv_transfers": len(sizes),
+            "kv_transfer_mean_s": float(np.mean(times)) if times else None,
+            "kv_transfer_p99_s": float(np.percentile(times, 99)) if times else None,
+            "kv_transfer_wait_mean_s": float(np.mean(waits)) if waits else None,
+            **{f"{name}_gpus_peak": max((row["replicas_serving"] + row["replicas_starting"] for row in pool.monitor.rows),
+                                        default=pool.config.initial_replicas) * pool.config.tensor_parallel
+               for name, pool in pools.items()}}

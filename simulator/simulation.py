@@ -131,11 +131,19 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if caching:
         synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
         prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
-    cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(), trace.output_tokens.tolist(),
-                      trace.tenant.tolist(), prompt_ids)
+    extra_facts = {}
+    if scenario.cluster.disaggregation is not None:
+        from simulator.disaggregation import build_disaggregated
+
+        cluster, extra_facts = build_disaggregated(scenario, config, model, gpu, calibration, trace, prompt_ids)
+    else:
+        cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
+                          trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids)
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
-    if autoscaler.enabled:
+    for pool in getattr(cluster, "pools", {}).values():
+        pool.monitor.price_usd_per_gpu_hour = cluster.monitor.price_usd_per_gpu_hour
+    if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
              "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
@@ -143,7 +151,7 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,
                              "method": calibration.provenance.method, "fit_error": _fit_error(calibration)},
-             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}}
+             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}, **extra_facts}
     return cluster, facts
 
 
