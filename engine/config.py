@@ -28,6 +28,7 @@ class EngineConfig(BaseModel):
                                           "may use for weights, activations and KV")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    num_cpu_kv_blocks: int = setting(CacheConfig, "num_cpu_kv_blocks")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,

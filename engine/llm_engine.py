@@ -9,6 +9,7 @@ import torch
 from engine.config import CacheConfig, EngineConfig, SchedulerConfig
 from engine.worker.resources import resolve_device, resolve_dtype, resolve_num_kv_blocks
 from engine.model.config import ModelConfig
+from engine.worker.kv_transfer import apply_host_moves, host_kv_cache
 from engine.worker.model_runner import ModelRunner, ModelRunnerOutput
 from engine.core.outputs import RequestOutput
 from engine.core.request import Request
@@ -46,7 +47,7 @@ class LLMEngine:
                              f"attends over whole contexts, so expected max_model_len ≤ {window}")
         self.cache_config = CacheConfig(
             block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching,
-            tenant_block_quota=config.tenant_block_quota,
+            tenant_block_quota=config.tenant_block_quota, num_cpu_kv_blocks=config.num_cpu_kv_blocks,
             num_kv_blocks=resolve_num_kv_blocks(config, self.model_config, self.dtype, self.device, max_model_len))
         self.scheduler_config = SchedulerConfig(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
@@ -56,6 +57,11 @@ class LLMEngine:
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))
+        self.host_tier = self.scheduler.block_manager.host_tier
+        self.host_kv = None
+        if self.host_tier is not None:            # evicted prefix blocks kept in host memory, loaded back on a hit
+            self.host_tier.record_moves = True
+            self.host_kv = host_kv_cache(self.model_runner.kv_caches, self.host_tier.num_blocks)
         self.tokenizer = load_tokenizer(config.model, self.model_config.vocab_size, self.model_config.bos_token_id,
                                         (self.model_config.eos_token_ids or (None,))[0])
         self.requests: dict[str, Request] = {}
@@ -123,6 +129,8 @@ class LLMEngine:
         t0 = self.clock()
         out = self.scheduler.schedule(now=t0)
         shape = out.shape
+        if self.host_tier is not None and self.host_tier.moves:
+            apply_host_moves(self.model_runner.kv_caches, self.host_kv, self.host_tier.take_moves())
         t1 = self.clock()
         result = self.model_runner.execute(out.scheduled) if out.scheduled else ModelRunnerOutput.empty()
         t2 = self.clock()

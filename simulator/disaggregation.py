@@ -16,6 +16,7 @@ from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
 from simulator.hardware import HardwareSpec
+from simulator.kv_tiers import host_tier_costs
 from simulator.links import get_link
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.scenario import Scenario
@@ -55,10 +56,15 @@ def _pool_config(scenario: Scenario, base: ClusterConfig, model: ModelSpec, gpu:
     weight_load_s = cold.weight_load_s
     if weight_load_s is None:
         weight_load_s = model.weight_bytes_per_gpu(tp) / cold.weight_load_bytes_per_s
+    cost_model = CostModel.from_calibration(calibration)
+    costs = None
+    if cache_config.num_cpu_kv_blocks:
+        costs = host_tier_costs(model, gpu, tp, cost_model, settings.block_size,
+                                scheduler_config.max_num_batched_tokens)
     config = PoolConfig(name=role, scheduler_config=scheduler_config, cache_config=cache_config,
-                        cost_model=CostModel.from_calibration(calibration), tensor_parallel=tp,
-                        initial_replicas=replicas, router_policy=pool.router.policy, window_s=base.window_s,
-                        seed=base.seed)
+                        cost_model=cost_model, tensor_parallel=tp, initial_replicas=replicas,
+                        router_policy=pool.router.policy, window_s=base.window_s, seed=base.seed,
+                        host_tier_costs=costs)
     return config, cold.provisioning_s + weight_load_s + cold.warmup_s
 
 

@@ -105,6 +105,7 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
         "kv_usage_peak": max((row["kv_usage"] for row in cluster.monitor.rows), default=0.0),
         "block_allocations": sum(r.scheduler.block_manager.num_allocations for r in cluster.replicas),
         "prefix_hit_rate": hits / queries if queries else 0.0,
+        **_tier_hit_rates(cluster, queries, hits),
         **shares,
         "meets_slo": bool(ttft_ok and tpot_ok and abandon_rate <= slo.max_abandon_rate and summary["in_flight"] == 0),
         "replicas_peak": max((row["replicas_serving"] + row["replicas_starting"] for row in cluster.monitor.rows),
@@ -125,6 +126,16 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
                   for decision in pool.autoscaler.decisions]
     return SimResult(scenario, records, cluster.monitor.rows, summary, facts, decisions, replicas,
                      tenant_summaries(records, end_s, slo), {name: pool.monitor.rows for name, pool in pools.items()})
+
+
+def _tier_hit_rates(cluster: "Cluster", queries: int, hits: int) -> dict:
+    """Prompt tokens served from each KV tier / looked up: the GPU prefix cache, host memory."""
+    tiers = [r.scheduler.block_manager.host_tier for r in cluster.replicas]
+    host = sum(tier.hit_tokens for tier in tiers if tier is not None)
+    return {"prefix_hit_rate_gpu": (hits - host) / queries if queries else 0.0,
+            "prefix_hit_rate_cpu": host / queries if queries else 0.0,
+            "cpu_kv_loaded_blocks": sum(tier.num_hits for tier in tiers if tier is not None),
+            "cpu_kv_stored_blocks": sum(tier.num_stores for tier in tiers if tier is not None)}
 
 
 def kv_transfer_summary(cluster: "Cluster") -> dict:

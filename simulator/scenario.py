@@ -198,6 +198,9 @@ class SchedulerSettings(_Strict):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory for "
                                           "weights, activations and KV (as the engine's)")
     num_kv_blocks: int | None = Field(None, ge=1, description="override the KV pool (default: from memory)")
+    cpu_kv_gb: float = Field(0.0, ge=0, le=16384, description="host memory per replica for a second KV tier "
+                             "(engine.core.host_tier): evicted prefix blocks and preempted requests' blocks come back "
+                             "over PCIe instead of being recomputed, when that is cheaper; 0: none")
 
 
 class ClientSpec(_Strict):

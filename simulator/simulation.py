@@ -22,6 +22,7 @@ from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.hardware import get_hardware
+from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
@@ -101,12 +102,15 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if np.any(trace.output_tokens < 1):
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
+    cpu_blocks = host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size) if settings.cpu_kv_gb else 0
+    own_prompts = cpu_blocks > 0 and not caching and settings.policy == "continuous"
+    caching = caching or own_prompts     # the tier works through block hashes: each prompt its own tokens
     scheduler_config = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=max_model_len,
                                        max_num_batched_tokens=settings.max_num_batched_tokens, policy=settings.policy,
                                        batch_controller=settings.batch_controller,
                                        batch_target_tpot_s=settings.batch_target_tpot_s)
     cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
-                               tenant_block_quota=settings.tenant_block_quota)
+                               tenant_block_quota=settings.tenant_block_quota, num_cpu_kv_blocks=cpu_blocks)
     need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
     if need > num_blocks:
@@ -126,9 +130,15 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
         ttft_timeout_s=scenario.clients.ttft_timeout_s, max_retries=scenario.clients.max_retries,
         retry_backoff_s=scenario.clients.retry_backoff_s, cold_start_s=cold_start_s, window_s=scenario.window_s,
-        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed)
+        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed,
+        host_tier_costs=host_tier_costs(model, gpu, scenario.hardware.tensor_parallel,
+                                        CostModel.from_calibration(calibration), settings.block_size,
+                                        settings.max_num_batched_tokens) if cpu_blocks else None)
     prompt_ids = None
-    if caching:
+    if own_prompts:       # distinct per request (no two share a block), constant within it: cheap to build
+        prompt_lengths = trace.prompt_tokens.tolist()
+        prompt_ids = lambda index: [index + 3] * prompt_lengths[index]  # noqa: E731
+    elif caching:
         synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
         prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
     extra_facts = {}
@@ -147,7 +157,7 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
              "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
-             "prefix_caching": caching, "cold_start_s": cold_start_s,
+             "prefix_caching": caching, "cold_start_s": cold_start_s, "cpu_kv_blocks_per_replica": cpu_blocks,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,
                              "method": calibration.provenance.method, "fit_error": _fit_error(calibration)},

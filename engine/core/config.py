@@ -23,6 +23,10 @@ class CacheConfig(BaseModel):
                                         "found by a chained hash of their tokens")
     tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
                                                "hold at once (TENANT=BLOCKS)")
+    num_cpu_kv_blocks: int = Field(0, ge=0, description="KV blocks of a second tier in host memory: blocks the "
+                                   "GPU prefix cache evicts are kept there and loaded back on a later hit, and a "
+                                   "preempted request's blocks come back from it instead of being recomputed "
+                                   "(engine.core.host_tier); 0: no host tier")
 
     @property
     def num_token_slots(self) -> int:

@@ -14,6 +14,7 @@ from engine.core import decode_stretch, kv_handoff
 from engine.core.batch_controller import make_controller
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.host_tier import HostKVTier
 from engine.core.request import Request, RequestStatus
 from engine.core.step_shape import StepShape
 
@@ -26,6 +27,7 @@ class SchedulerOutput:
     num_admitted: int = 0            # waiting requests started this step (the last entries of `scheduled`)
     num_skipped: int = 0             # passed over for their tenant's quota: the first ones in `waiting`
     blocked: Request | None = None   # the waiting request after them that found no room in the pool
+    host_loaded_blocks: int = 0      # KV blocks brought back from the host tier for this step
     max_decode_steps: int = field(default=1, repr=False)     # set by `Scheduler.decode_stretch`
     _shape: StepShape | None = field(default=None, repr=False, compare=False)
 
@@ -79,6 +81,8 @@ class Scheduler:
         caching = cache_config.enable_prefix_caching and scheduler_config.policy == "continuous"
         self.block_manager = BlockManager(cache_config.num_kv_blocks, cache_config.block_size, caching,
                                           cache_config.tenant_block_quota)
+        if cache_config.num_cpu_kv_blocks and caching:
+            self.block_manager.host_tier = HostKVTier(cache_config.num_cpu_kv_blocks, cache_config.block_size)
         self.eos_token_ids = frozenset(eos_token_ids)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -162,6 +166,8 @@ class Scheduler:
                 if out.blocked is not None:
                     return out
             self._admit_waiting(out, budget, now)
+            if self.block_manager.host_tier is not None:
+                out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
         return out
 
     def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
@@ -324,6 +330,9 @@ class Scheduler:
         each decoding one token, if nothing outside the scheduler happens (no arrival, no abort): no
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
+        if self.waiting and self.block_manager.host_tier is not None:
+            out.max_decode_steps = 1     # an eviction could turn a refused request's GPU hit into a host hit
+            return 1
         return decode_stretch.stretch_length(self, out, max_steps)
 
     def advance_decodes(self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],

@@ -40,6 +40,7 @@ class PoolConfig:
     router_policy: str
     window_s: float
     seed: int
+    host_tier_costs: tuple[float, float] | None = None   # (load, recompute) seconds per block, host KV tier
 
 
 class PrefillReplica(Replica):
@@ -104,6 +105,8 @@ class Pool:
     def add_replica(self, cold_start_s: float) -> Replica:
         config, cluster = self.config, self.cluster
         scheduler = Scheduler(config.scheduler_config, config.cache_config)
+        if scheduler.block_manager.host_tier is not None and config.host_tier_costs is not None:
+            scheduler.block_manager.host_tier.set_costs(*config.host_tier_costs)
         replica = self.replica_class(
             self.env, len(cluster.replicas), scheduler, config.cost_model, self.env.now + cold_start_s,
             cluster.progress_handler(self), cluster.next_observation_s, cluster.config.max_stretch_steps,

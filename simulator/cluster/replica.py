@@ -108,6 +108,8 @@ class Replica:
                 continue
             shape = out.shape
             step_s = self.cost_model.step_time(shape)
+            if out.host_loaded_blocks:           # KV brought back from host memory before the step
+                step_s += out.host_loaded_blocks * self.scheduler.block_manager.host_tier.load_s_per_block
             yield self.env.timeout(step_s)
             progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
             self._after_steps(1, step_s, progressed, shape)
