@@ -85,6 +85,11 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
 
 def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None) -> tuple[Cluster, dict]:
     """The cluster for a scenario and its traffic, and the facts resolved on the way."""
+    split = scenario.cluster.disaggregation
+    if split is not None and split.prefill_tensor_parallel not in (None, scenario.hardware.tensor_parallel):
+        # disaggregated: the base settings (and the checks on them) are the prefill pool's
+        scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
+            update={"tensor_parallel": split.prefill_tensor_parallel})})
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
