@@ -7,9 +7,9 @@ the TTFT and the TPOT target; per GPU: divided by the GPUs of the layout. Found 
 
 - DistServe-like chatbot: Llama-2-7B on A100-80GB (shipped Vidur-fitted calibration), Azure-conversation
   lengths (ShareGPT-like but longer prompts: DistServe's 0.25 s TTFT would be missed by the longest
-  prompts alone, so TTFT ≤ 0.5 s), TPOT ≤ 0.025 s (about twice a decode step at batch 32); co-located 1 x TP1 (2048-token chunked prefill)
-  against 1P1D and 2P1D over NVLink 3.
-- Splitwise-like coding: Llama-2-70B on A100-80GB TP4/TP8 (shipped calibrations), Azure-code-like
+  prompts alone, so TTFT ≤ 0.5 s), TPOT ≤ 0.025 s (about twice a decode step at batch 32); co-located
+  1 x TP1 against 1P1D and 2P1D over NVLink 3.
+- Splitwise-like coding: Llama-2-70B on A100-80GB TP4 (shipped calibration), Azure-code-like
   lengths (long prompts, short outputs: presets azure-code-*), TTFT ≤ 1 s, TPOT ≤ 0.1 s; co-located
   2 x TP4 against 1P1D and 2P1D TP4 over InfiniBand HDR.
 
