@@ -8,6 +8,8 @@ from engine import LLM, SamplingParams
 from engine.core.block_manager import BlockManager
 from engine.core.host_tier import HostKVTier
 from engine.core.request import Request
+from engine.metrics import ServingMetrics
+from tests.live_server import metric_value
 
 PARAMS = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
 
@@ -31,6 +33,11 @@ def test_live_engine_loads_evicted_prefix_back_with_identical_tokens(tiny_llama_
     tier = tiered.engine.host_tier
     assert tier.num_stores > 0 and tier.num_hits >= 6          # the prefix came back from host memory
     assert outs[-2].num_cached_tokens >= 48
+    metrics = ServingMetrics("tiny")    # what /metrics shows: each tier's share of the looked-up tokens
+    metrics.observe_engine(tiered.engine)
+    text = metrics.render().decode()
+    assert metric_value(text, "surgeplan:kv_tier_hit_rate", tier="cpu") > 0
+    assert metric_value(text, "surgeplan:kv_tier_hit_rate", tier="gpu") > 0
     untiered = LLM(str(tiny_llama_dir), num_kv_blocks=10, **settings)
     assert untiered.generate(prompts, PARAMS)[-2].num_cached_tokens == 0    # without it the prefix was lost
 
