@@ -33,11 +33,13 @@ class SimResult:
     pools: dict[str, list[dict]] = field(default_factory=dict)  # disaggregated: pool -> its time series
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
+        """requests.csv, timeseries.csv (and timeseries-POOL.csv per pool of a disaggregated cluster),
+        timeseries.json (with summary, facts, decisions) in `out_dir`."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = [_write_csv(out / "requests.csv", [_request_row(r) for r in self.records]),
                    _write_csv(out / "timeseries.csv", self.timeseries)]
+        written += [_write_csv(out / f"timeseries-{pool}.csv", rows) for pool, rows in self.pools.items()]
         path = out / "timeseries.json"
         path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
                                     "replicas": self.replicas, "tenants": self.tenants, "timeseries": self.timeseries,

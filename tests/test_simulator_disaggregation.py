@@ -67,7 +67,7 @@ def test_link_catalog_is_labelled():
         get_link("carrier-pigeon")
 
 
-def test_example_runs_disaggregated_and_colocated():
+def test_example_runs_disaggregated_and_colocated(tmp_path):
     scenario = Scenario.load(EXAMPLE)
     short = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update={"duration_s": 60.0}),
                                         "horizon_s": None})
@@ -78,6 +78,8 @@ def test_example_runs_disaggregated_and_colocated():
     assert set(result.pools) == {"prefill", "decode"} and all(result.pools.values())
     assert {row["pool"] for row in result.replicas} == {"prefill", "decode"}
     assert result.facts["disaggregation"]["link_source"].startswith("NVIDIA ConnectX-7")
+    written = {path.name for path in result.write(tmp_path)}
+    assert {"timeseries-prefill.csv", "timeseries-decode.csv"} <= written
     colocated = short.model_copy(update={"cluster": short.cluster.model_copy(update={"disaggregation": None,
                                                                                         "replicas": 4})})
     plain = simulate(colocated).summary
