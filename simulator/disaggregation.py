@@ -5,6 +5,7 @@ its step costs from the best calibration for that TP degree (the scenario's own 
 its batch settings from the scenario's scheduler settings with the pool's overrides, and its cold start
 from its weights per GPU. Every request must fit both pools.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,22 +24,34 @@ from simulator.scenario import Scenario
 from traces import Trace
 
 
-def _pool_config(scenario: Scenario, base: ClusterConfig, model: ModelSpec, gpu: HardwareSpec,
-                 calibration: Calibration, role: str, need_tokens: int) -> tuple[PoolConfig, float]:
+def _pool_config(
+    scenario: Scenario,
+    base: ClusterConfig,
+    model: ModelSpec,
+    gpu: HardwareSpec,
+    calibration: Calibration,
+    role: str,
+    need_tokens: int,
+) -> tuple[PoolConfig, float]:
     spec = scenario.cluster.disaggregation
     pool = spec.prefill if role == "prefill" else spec.decode
-    tp = (spec.prefill_tensor_parallel if role == "prefill" else spec.decode_tensor_parallel) \
-        or scenario.hardware.tensor_parallel
+    tp = (
+        spec.prefill_tensor_parallel if role == "prefill" else spec.decode_tensor_parallel
+    ) or scenario.hardware.tensor_parallel
     settings = scenario.scheduler
     if settings.num_kv_blocks is not None:
         num_blocks = settings.num_kv_blocks
     else:
-        num_blocks = kv_blocks_available(model, gpu, tp, settings.gpu_memory_utilization, settings.block_size)
+        num_blocks = kv_blocks_available(
+            model, gpu, tp, settings.gpu_memory_utilization, settings.block_size
+        )
     need = -(-need_tokens // settings.block_size)
     if need > num_blocks:
-        raise ValueError(f"cluster.disaggregation: a {role} replica (tensor_parallel={tp}) holds {num_blocks} KV "
-                         f"blocks but a request may need {need}; expected a larger {role}_tensor_parallel or "
-                         "shorter requests")
+        raise ValueError(
+            f"cluster.disaggregation: a {role} replica (tensor_parallel={tp}) holds {num_blocks} KV "
+            f"blocks but a request may need {need}; expected a larger {role}_tensor_parallel or "
+            "shorter requests"
+        )
     if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
         calibration = calibration_for(scenario.model.name, scenario.hardware.gpu, tp)
     changes = {"role": role}
@@ -59,43 +72,90 @@ def _pool_config(scenario: Scenario, base: ClusterConfig, model: ModelSpec, gpu:
     cost_model = CostModel.from_calibration(calibration)
     costs = None
     if cache_config.num_cpu_kv_blocks:
-        costs = host_tier_costs(model, gpu, tp, cost_model, settings.block_size,
-                                scheduler_config.max_num_batched_tokens)
-    config = PoolConfig(name=role, scheduler_config=scheduler_config, cache_config=cache_config,
-                        cost_model=cost_model, tensor_parallel=tp, initial_replicas=replicas,
-                        router_policy=pool.router.policy, window_s=base.window_s, seed=base.seed,
-                        host_tier_costs=costs)
+        costs = host_tier_costs(
+            model, gpu, tp, cost_model, settings.block_size, scheduler_config.max_num_batched_tokens
+        )
+    config = PoolConfig(
+        name=role,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        cost_model=cost_model,
+        tensor_parallel=tp,
+        initial_replicas=replicas,
+        router_policy=pool.router.policy,
+        window_s=base.window_s,
+        seed=base.seed,
+        host_tier_costs=costs,
+    )
     return config, cold.provisioning_s + weight_load_s + cold.warmup_s
 
 
-def build_disaggregated(scenario: Scenario, base: ClusterConfig, model: ModelSpec, gpu: HardwareSpec,
-                        calibration: Calibration, trace: Trace,
-                        prompt_ids: Callable[[int], list[int]] | None) -> tuple[DisaggregatedCluster, dict]:
+def build_disaggregated(
+    scenario: Scenario,
+    base: ClusterConfig,
+    model: ModelSpec,
+    gpu: HardwareSpec,
+    calibration: Calibration,
+    trace: Trace,
+    prompt_ids: Callable[[int], list[int]] | None,
+) -> tuple[DisaggregatedCluster, dict]:
     spec = scenario.cluster.disaggregation
     need_tokens = int((trace.prompt_tokens + trace.output_tokens).max(initial=1))
-    prefill, prefill_cold_s = _pool_config(scenario, base, model, gpu, calibration, "prefill", need_tokens)
-    decode, decode_cold_s = _pool_config(scenario, base, model, gpu, calibration, "decode", need_tokens)
+    prefill, prefill_cold_s = _pool_config(
+        scenario, base, model, gpu, calibration, "prefill", need_tokens
+    )
+    decode, decode_cold_s = _pool_config(
+        scenario, base, model, gpu, calibration, "decode", need_tokens
+    )
     link = get_link(spec.link)
-    config = base.__class__(**{**base.__dict__, "initial_replicas": 0, "scrape_interval_s": _scrape(spec)})
-    cluster = DisaggregatedCluster(config, prefill, decode, link, model.kv_bytes_per_token,
-                                   trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
-                                   trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids)
+    config = base.__class__(
+        **{**base.__dict__, "initial_replicas": 0, "scrape_interval_s": _scrape(spec)}
+    )
+    cluster = DisaggregatedCluster(
+        config,
+        prefill,
+        decode,
+        link,
+        model.kv_bytes_per_token,
+        trace.arrival_s.tolist(),
+        trace.prompt_tokens.tolist(),
+        trace.output_tokens.tolist(),
+        trace.tenant.tolist(),
+        prompt_ids,
+    )
     for name, cold_s in (("prefill", prefill_cold_s), ("decode", decode_cold_s)):
         autoscaler = (spec.prefill if name == "prefill" else spec.decode).autoscaler
         if autoscaler.enabled:
             cluster.pools[name].autoscaler = Autoscaler(cluster.pools[name], autoscaler, cold_s)
-    facts = {"disaggregation": {
-        "link": link.name, "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "link_latency_s": link.latency_s,
-        "link_source": link.source, "link_label": link.label, "kv_bytes_per_token": model.kv_bytes_per_token,
-        **{f"{pool.name}_{key}": value for pool in (prefill, decode) for key, value in (
-            ("replicas", pool.initial_replicas), ("tensor_parallel", pool.tensor_parallel),
-            ("kv_blocks_per_replica", pool.cache_config.num_kv_blocks),
-            ("max_num_seqs", pool.scheduler_config.max_num_seqs),
-            ("max_num_batched_tokens", pool.scheduler_config.max_num_batched_tokens),
-            ("cold_start_s", prefill_cold_s if pool is prefill else decode_cold_s))}}}
+    facts = {
+        "disaggregation": {
+            "link": link.name,
+            "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+            "link_latency_s": link.latency_s,
+            "link_source": link.source,
+            "link_label": link.label,
+            "kv_bytes_per_token": model.kv_bytes_per_token,
+            **{
+                f"{pool.name}_{key}": value
+                for pool in (prefill, decode)
+                for key, value in (
+                    ("replicas", pool.initial_replicas),
+                    ("tensor_parallel", pool.tensor_parallel),
+                    ("kv_blocks_per_replica", pool.cache_config.num_kv_blocks),
+                    ("max_num_seqs", pool.scheduler_config.max_num_seqs),
+                    ("max_num_batched_tokens", pool.scheduler_config.max_num_batched_tokens),
+                    ("cold_start_s", prefill_cold_s if pool is prefill else decode_cold_s),
+                )
+            },
+        }
+    }
     return cluster, facts
 
 
 def _scrape(spec) -> float | None:
-    intervals = [pool.autoscaler.scrape_interval_s for pool in (spec.prefill, spec.decode) if pool.autoscaler.enabled]
+    intervals = [
+        pool.autoscaler.scrape_interval_s
+        for pool in (spec.prefill, spec.decode)
+        if pool.autoscaler.enabled
+    ]
     return min(intervals) if intervals else None

@@ -7,6 +7,7 @@ recomputing it costs its tokens' share of a full prefill step of `max_num_batche
 replica's cost model. The tier is used only while loading is the cheaper of the two
 (`engine.core.host_tier`).
 """
+
 from __future__ import annotations
 
 from engine.core.step_shape import StepShape
@@ -17,15 +18,23 @@ from simulator.model_spec import ModelSpec
 
 
 def host_link_for(gpu: HardwareSpec) -> LinkSpec:
-    return get_link("pcie-gen5-x16" if gpu.name.split("-")[0] in ("H100", "H200") else "pcie-gen4-x16")
+    return get_link(
+        "pcie-gen5-x16" if gpu.name.split("-")[0] in ("H100", "H200") else "pcie-gen4-x16"
+    )
 
 
 def host_tier_blocks(cpu_kv_gb: float, model: ModelSpec, block_size: int) -> int:
     return int(cpu_kv_gb * 1e9 // (block_size * model.kv_bytes_per_token))
 
 
-def host_tier_costs(model: ModelSpec, gpu: HardwareSpec, tensor_parallel: int, cost_model: CostModel,
-                    block_size: int, max_num_batched_tokens: int) -> tuple[float, float]:
+def host_tier_costs(
+    model: ModelSpec,
+    gpu: HardwareSpec,
+    tensor_parallel: int,
+    cost_model: CostModel,
+    block_size: int,
+    max_num_batched_tokens: int,
+) -> tuple[float, float]:
     """(load, recompute) seconds per block."""
     link = host_link_for(gpu)
     load_s = block_size * model.kv_bytes_per_token / (link.bandwidth_bytes_per_s * tensor_parallel)

@@ -2,6 +2,7 @@
 later hit. In the live engine (real tensor copies) greedy outputs stay those of an engine with a pool
 large enough never to evict; in the block manager the tier answers hits the GPU cache lost, and stores
 nothing when loading would cost more than recomputing."""
+
 import random
 
 from engine import LLM, SamplingParams
@@ -31,15 +32,19 @@ def test_live_engine_loads_evicted_prefix_back_with_identical_tokens(tiny_llama_
     outs = tiered.generate(prompts, PARAMS)
     assert [o.output_token_ids for o in outs] == expected
     tier = tiered.engine.host_tier
-    assert tier.num_stores > 0 and tier.num_hits >= 6          # the prefix came back from host memory
+    assert tier.num_stores > 0 and tier.num_hits >= 6  # the prefix came back from host memory
     assert outs[-2].num_cached_tokens >= 48
-    metrics = ServingMetrics("tiny")    # what /metrics shows: each tier's share of the looked-up tokens
+    metrics = ServingMetrics(
+        "tiny"
+    )  # what /metrics shows: each tier's share of the looked-up tokens
     metrics.observe_engine(tiered.engine)
     text = metrics.render().decode()
     assert metric_value(text, "surgeplan:kv_tier_hit_rate", tier="cpu") > 0
     assert metric_value(text, "surgeplan:kv_tier_hit_rate", tier="gpu") > 0
     untiered = LLM(str(tiny_llama_dir), num_kv_blocks=10, **settings)
-    assert untiered.generate(prompts, PARAMS)[-2].num_cached_tokens == 0    # without it the prefix was lost
+    assert (
+        untiered.generate(prompts, PARAMS)[-2].num_cached_tokens == 0
+    )  # without it the prefix was lost
 
 
 def _request(rid: str, tokens: list[int]) -> Request:
@@ -50,12 +55,12 @@ def test_block_manager_answers_lost_hits_from_the_host_tier_only_when_cheaper():
     for load_s, recompute_s, expect_hits in ((1e-4, 1e-3, 2), (1e-3, 1e-4, 0)):
         bm = BlockManager(4, 4)
         bm.host_tier = HostKVTier(8, 4, load_s, recompute_s)
-        first = _request("a", list(range(10, 19)))                   # 9 tokens: 2 full blocks + 1
+        first = _request("a", list(range(10, 19)))  # 9 tokens: 2 full blocks + 1
         bm.allocate(first, 9)
         first.num_computed_tokens = 9
         bm.cache_full_blocks(first)
         bm.free(first)
-        filler = _request("b", list(range(50, 66)))                  # takes all 4 blocks: evicts both
+        filler = _request("b", list(range(50, 66)))  # takes all 4 blocks: evicts both
         bm.allocate(filler, 16)
         bm.free(filler)
         assert not bm.hash_to_block or expect_hits == 0 or len(bm.host_tier) == 2
@@ -72,15 +77,29 @@ def test_simulated_replicas_swap_preempted_blocks_through_the_host_tier():
 
     scenario = Scenario.load("examples/scenarios/spike-llama-2-7b-a100.yaml")
     autoscaler = scenario.cluster.autoscaler.model_copy(update={"enabled": False})
-    scenario = scenario.model_copy(update={
-        "traffic": scenario.traffic.model_copy(update={"duration_s": 330.0}),
-        "cluster": scenario.cluster.model_copy(update={"autoscaler": autoscaler}),
-        "scheduler": scenario.scheduler.model_copy(update={"num_kv_blocks": 800}),
-        "clients": scenario.clients.model_copy(update={"ttft_timeout_s": None, "max_retries": 0})})
+    scenario = scenario.model_copy(
+        update={
+            "traffic": scenario.traffic.model_copy(update={"duration_s": 330.0}),
+            "cluster": scenario.cluster.model_copy(update={"autoscaler": autoscaler}),
+            "scheduler": scenario.scheduler.model_copy(update={"num_kv_blocks": 800}),
+            "clients": scenario.clients.model_copy(
+                update={"ttft_timeout_s": None, "max_retries": 0}
+            ),
+        }
+    )
     plain = simulate(scenario).summary
-    tiered = simulate(scenario.model_copy(update={"scheduler": scenario.scheduler.model_copy(
-        update={"num_kv_blocks": 800, "cpu_kv_gb": 64})})).summary
+    tiered = simulate(
+        scenario.model_copy(
+            update={
+                "scheduler": scenario.scheduler.model_copy(
+                    update={"num_kv_blocks": 800, "cpu_kv_gb": 64}
+                )
+            }
+        )
+    ).summary
     assert plain["prefix_hit_rate_cpu"] == 0 and plain["cpu_kv_loaded_blocks"] == 0
     assert tiered["cpu_kv_loaded_blocks"] > 0 and tiered["prefix_hit_rate_cpu"] > 0
     assert tiered["completed"] == plain["completed"] == plain["requests"]
-    assert tiered["e2e_p99_s"] < plain["e2e_p99_s"]        # preempted requests come back without recomputing
+    assert (
+        tiered["e2e_p99_s"] < plain["e2e_p99_s"]
+    )  # preempted requests come back without recomputing

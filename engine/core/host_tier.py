@@ -14,29 +14,40 @@ store). Pure Python: it keeps which block hashes it holds; the executor moves th
 Saves and loads are recorded as (GPU block, host slot) pairs for an executor that moves real bytes (the
 live engine copies tensors before the step's forward pass; the simulator only times the loads).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
 
 
 class HostKVTier:
-    def __init__(self, num_blocks: int, block_size: int, load_s_per_block: float = 0.0, recompute_s_per_block: float = float("inf"),
-                 record_moves: bool = False):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        load_s_per_block: float = 0.0,
+        recompute_s_per_block: float = float("inf"),
+        record_moves: bool = False,
+    ):
         if num_blocks < 1:
             raise ValueError(f"host tier of {num_blocks} blocks; expected ≥ 1")
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.load_s_per_block = load_s_per_block
         self.recompute_s_per_block = recompute_s_per_block
-        self.enabled = load_s_per_block < recompute_s_per_block     # else recomputing is the cheaper way back
-        self.slots: OrderedDict[int, int] = OrderedDict()          # block hash -> host slot, least recent first
+        self.enabled = (
+            load_s_per_block < recompute_s_per_block
+        )  # else recomputing is the cheaper way back
+        self.slots: OrderedDict[int, int] = (
+            OrderedDict()
+        )  # block hash -> host slot, least recent first
         self._free_slots = list(range(num_blocks - 1, -1, -1))
         self.record_moves = record_moves
         # ("save", GPU block, host slot) / ("load", host slot, GPU block), to apply in order before the next step
         self.moves: list[tuple[str, int, int]] = []
-        self.num_loaded_pending = 0                # blocks loaded since the last `take_loaded`
+        self.num_loaded_pending = 0  # blocks loaded since the last `take_loaded`
         self.num_stores = 0
-        self.num_hits = 0                          # blocks loaded back (each `block_size` prompt tokens)
+        self.num_hits = 0  # blocks loaded back (each `block_size` prompt tokens)
 
     def __len__(self) -> int:
         return len(self.slots)

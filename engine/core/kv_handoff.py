@@ -19,6 +19,7 @@ them; DistServe and Splitwise move the KV the same way):
 Co-located scheduling (`role == "both"`, the default) never enters this module: the scheduler checks one
 flag after `update` and one empty list in `schedule`.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -32,12 +33,13 @@ if TYPE_CHECKING:
 
 class HandoffQueues:
     """The decode role's requests whose KV is elsewhere: queued, being copied, arrived."""
+
     __slots__ = ("incoming", "receiving", "arrived")
 
     def __init__(self) -> None:
-        self.incoming: deque[Request] = deque()     # received, no blocks yet
-        self.receiving: dict[str, Request] = {}     # blocks reserved, KV in flight
-        self.arrived: deque[Request] = deque()      # KV here: admitted by the next schedule()
+        self.incoming: deque[Request] = deque()  # received, no blocks yet
+        self.receiving: dict[str, Request] = {}  # blocks reserved, KV in flight
+        self.arrived: deque[Request] = deque()  # KV here: admitted by the next schedule()
 
     def __len__(self) -> int:
         return len(self.incoming) + len(self.receiving) + len(self.arrived)
@@ -51,8 +53,13 @@ def kv_tokens(request: Request) -> int:
 def handoff_copy(request: Request) -> Request:
     """The request as the decode side receives it: prompt, sampled tokens, params and timings; no
     blocks (the decode side reserves its own in `start_receives`)."""
-    copy = Request(request.request_id, request.prompt_token_ids, request.params, request.arrival_time,
-                   request.tenant)
+    copy = Request(
+        request.request_id,
+        request.prompt_token_ids,
+        request.params,
+        request.arrival_time,
+        request.tenant,
+    )
     copy.output_token_ids = request.output_token_ids
     copy.first_scheduled_time = request.first_scheduled_time
     copy.first_token_time = request.first_token_time
@@ -72,7 +79,9 @@ def hand_over(scheduler: Scheduler, progressed: list[Request]) -> None:
             scheduler.outbox.append(req)
             handed = True
     if handed:
-        scheduler.running[:] = [req for req in scheduler.running if req.status is RequestStatus.RUNNING]
+        scheduler.running[:] = [
+            req for req in scheduler.running if req.status is RequestStatus.RUNNING
+        ]
 
 
 def take_outbox(scheduler: Scheduler) -> list[Request]:
@@ -90,8 +99,9 @@ def release_handed_over(scheduler: Scheduler, request: Request) -> None:
 
 # ---- decode role -------------------------------------------------------------------------------
 def receive(scheduler: Scheduler, request: Request) -> None:
-    assert not request.block_table and request.num_output_tokens >= 1, \
+    assert not request.block_table and request.num_output_tokens >= 1, (
         f"{request} is not a hand-over (expected a `handoff_copy` with its first token and no blocks)"
+    )
     request.status = RequestStatus.WAITING
     scheduler.handoffs.incoming.append(request)
 

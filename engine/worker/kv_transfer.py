@@ -6,14 +6,21 @@ In one process the copy is a gather of the source blocks and a scatter into the 
 layer by layer; between machines the same bytes would go over NVLink, PCIe or the network (the
 simulator times that from the link's bandwidth and latency). Returns the bytes moved.
 """
+
 import torch
 
-KVCaches = list[tuple[torch.Tensor, torch.Tensor]]   # per layer: (key, value), each [N, block_size, Hkv, D]
+KVCaches = list[
+    tuple[torch.Tensor, torch.Tensor]
+]  # per layer: (key, value), each [N, block_size, Hkv, D]
 
 
-def copy_kv_blocks(src: KVCaches, src_blocks: list[int], dst: KVCaches, dst_blocks: list[int]) -> int:
+def copy_kv_blocks(
+    src: KVCaches, src_blocks: list[int], dst: KVCaches, dst_blocks: list[int]
+) -> int:
     """Copy blocks `src_blocks[i]` of every layer of `src` into `dst_blocks[i]` of `dst`."""
-    assert len(src_blocks) == len(dst_blocks), f"{len(src_blocks)} source blocks for {len(dst_blocks)} destinations"
+    assert len(src_blocks) == len(dst_blocks), (
+        f"{len(src_blocks)} source blocks for {len(dst_blocks)} destinations"
+    )
     assert len(src) == len(dst), f"{len(src)} source layers, {len(dst)} destination layers"
     if not src_blocks:
         return 0
@@ -21,10 +28,11 @@ def copy_kv_blocks(src: KVCaches, src_blocks: list[int], dst: KVCaches, dst_bloc
     src_index = torch.tensor(src_blocks, dtype=torch.long, device=src[0][0].device)
     dst_index = torch.tensor(dst_blocks, dtype=torch.long, device=dst[0][0].device)
     for (src_k, src_v), (dst_k, dst_v) in zip(src, dst):
-        assert src_k.shape[1:] == dst_k.shape[1:] and src_k.dtype == dst_k.dtype, \
+        assert src_k.shape[1:] == dst_k.shape[1:] and src_k.dtype == dst_k.dtype, (
             f"cache layouts differ: {tuple(src_k.shape)} {src_k.dtype} vs {tuple(dst_k.shape)} {dst_k.dtype}"
+        )
         for s, d in ((src_k, dst_k), (src_v, dst_v)):
-            blocks = s.index_select(0, src_index)          # [n, block_size, Hkv, D]
+            blocks = s.index_select(0, src_index)  # [n, block_size, Hkv, D]
             d.index_copy_(0, dst_index, blocks.to(d.device))
             moved += blocks.numel() * blocks.element_size()
     return moved
@@ -34,8 +42,13 @@ def host_kv_cache(gpu: KVCaches, num_blocks: int) -> KVCaches:
     """The host tier's storage: `num_blocks` blocks per layer, laid out as the GPU cache, in CPU memory
     (pinned when the cache is on a GPU, so copies can go at PCIe speed)."""
     pin = gpu[0][0].device.type == "cuda"
-    return [tuple(torch.zeros((num_blocks, *k.shape[1:]), dtype=k.dtype, pin_memory=pin) for k in (key, value))
-            for key, value in gpu]
+    return [
+        tuple(
+            torch.zeros((num_blocks, *k.shape[1:]), dtype=k.dtype, pin_memory=pin)
+            for k in (key, value)
+        )
+        for key, value in gpu
+    ]
 
 
 def apply_host_moves(gpu: KVCaches, host: KVCaches, moves: list[tuple[str, int, int]]) -> int:

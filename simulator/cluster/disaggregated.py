@@ -10,6 +10,7 @@ decode replica); the prefill replica frees its blocks when the transfer ends, an
 admits the request at its next step. TTFT is the prefill replica's first token; the transfer shows in
 the first inter-token gap, as on DistServe / Splitwise deployments.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from simulator.links import LinkSpec
 
 @dataclass(frozen=True)
 class PoolConfig:
-    name: str                       # "prefill" or "decode"
+    name: str  # "prefill" or "decode"
     scheduler_config: SchedulerConfig
     cache_config: CacheConfig
     cost_model: CostModel
@@ -40,12 +41,15 @@ class PoolConfig:
     router_policy: str
     window_s: float
     seed: int
-    host_tier_costs: tuple[float, float] | None = None   # (load, recompute) seconds per block, host KV tier
+    host_tier_costs: tuple[float, float] | None = (
+        None  # (load, recompute) seconds per block, host KV tier
+    )
 
 
 class PrefillReplica(Replica):
     """Hands each request over after the step that sampled its first token."""
-    on_handoff: Callable[["PrefillReplica", Request], None]
+
+    on_handoff: Callable[[PrefillReplica, Request], None]
 
     def _after_steps(self, *args, **kwargs) -> None:
         super()._after_steps(*args, **kwargs)
@@ -60,7 +64,8 @@ class PrefillReplica(Replica):
 
 class DecodeReplica(Replica):
     """Reserves blocks for incoming KV at step boundaries and receives it over its link, one at a time."""
-    transfer: Callable[["DecodeReplica", Request], simpy.events.ProcessGenerator]
+
+    transfer: Callable[[DecodeReplica, Request], simpy.events.ProcessGenerator]
 
     def receive(self, request: Request) -> None:
         self.scheduler.receive(request)
@@ -81,7 +86,7 @@ class DecodeReplica(Replica):
             self.start_transfers()
 
     def _idle(self):
-        if self.scheduler.handoffs.incoming:      # no step in progress: a boundary
+        if self.scheduler.handoffs.incoming:  # no step in progress: a boundary
             self.start_transfers()
         yield from super()._idle()
 
@@ -89,7 +94,9 @@ class DecodeReplica(Replica):
 class Pool:
     """One role's replicas, with what `Monitor` and `Autoscaler` read of a cluster."""
 
-    def __init__(self, cluster: "DisaggregatedCluster", config: PoolConfig, replica_class: type[Replica]):
+    def __init__(
+        self, cluster: DisaggregatedCluster, config: PoolConfig, replica_class: type[Replica]
+    ):
         self.cluster = cluster
         self.env = cluster.env
         self.config = config
@@ -108,10 +115,17 @@ class Pool:
         if scheduler.block_manager.host_tier is not None and config.host_tier_costs is not None:
             scheduler.block_manager.host_tier.set_costs(*config.host_tier_costs)
         replica = self.replica_class(
-            self.env, len(cluster.replicas), scheduler, config.cost_model, self.env.now + cold_start_s,
-            cluster.progress_handler(self), cluster.next_observation_s, cluster.config.max_stretch_steps,
+            self.env,
+            len(cluster.replicas),
+            scheduler,
+            config.cost_model,
+            self.env.now + cold_start_s,
+            cluster.progress_handler(self),
+            cluster.next_observation_s,
+            cluster.config.max_stretch_steps,
             on_stopped=self._on_stopped,
-            on_load_change=self.router.observe if self.router.index is not None else None)
+            on_load_change=self.router.observe if self.router.index is not None else None,
+        )
         replica.pool = self.name
         replica.tensor_parallel = config.tensor_parallel
         if isinstance(replica, PrefillReplica):
@@ -148,39 +162,68 @@ class Pool:
 
     @property
     def num_starting(self) -> int:
-        return sum(r.state not in (STOPPED, "draining") and r not in self.serving for r in self.replicas)
+        return sum(
+            r.state not in (STOPPED, "draining") and r not in self.serving for r in self.replicas
+        )
 
     def gpu_hours(self, end_s: float) -> float:
         return _gpu_hours(self.replicas, end_s)
 
 
 def _gpu_hours(replicas: list[Replica], end_s: float) -> float:
-    return sum(((min(r.stopped_at_s, end_s) if r.stopped_at_s is not None else end_s) - r.requested_at_s)
-               * r.tensor_parallel for r in replicas) / 3600.0
+    return (
+        sum(
+            (
+                (min(r.stopped_at_s, end_s) if r.stopped_at_s is not None else end_s)
+                - r.requested_at_s
+            )
+            * r.tensor_parallel
+            for r in replicas
+        )
+        / 3600.0
+    )
 
 
 class DisaggregatedCluster(Cluster):
     """`Cluster`'s clients and records, with the prefill pool in the router's place."""
 
-    def __init__(self, config: ClusterConfig, prefill: PoolConfig, decode: PoolConfig, link: LinkSpec,
-                 kv_bytes_per_token: int, arrival_s: list[float], prompt_tokens: list[int],
-                 output_tokens: list[int], tenants: list[str],
-                 prompt_ids: Callable[[int], list[int]] | None = None):
+    def __init__(
+        self,
+        config: ClusterConfig,
+        prefill: PoolConfig,
+        decode: PoolConfig,
+        link: LinkSpec,
+        kv_bytes_per_token: int,
+        arrival_s: list[float],
+        prompt_tokens: list[int],
+        output_tokens: list[int],
+        tenants: list[str],
+        prompt_ids: Callable[[int], list[int]] | None = None,
+    ):
         self.link = link
         self.kv_bytes_per_token = kv_bytes_per_token
         self.transfer_bytes: list[int] = []
-        self.transfer_s: list[float] = []          # link time of each transfer (latency + bytes / bandwidth)
-        self.transfer_wait_s: list[float] = []     # queueing for the decode replica's link before it
+        self.transfer_s: list[
+            float
+        ] = []  # link time of each transfer (latency + bytes / bandwidth)
+        self.transfer_wait_s: list[float] = []  # queueing for the decode replica's link before it
         self._handed: dict[str, tuple[PrefillReplica, Request]] = {}
-        super().__init__(config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids)  # 0 replicas
-        self.pools = {"prefill": Pool(self, prefill, PrefillReplica), "decode": Pool(self, decode, DecodeReplica)}
+        super().__init__(
+            config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids
+        )  # 0 replicas
+        self.pools = {
+            "prefill": Pool(self, prefill, PrefillReplica),
+            "decode": Pool(self, decode, DecodeReplica),
+        }
         self.router, self.serving = self.pools["prefill"].router, self.pools["prefill"].serving
         for pool in self.pools.values():
             for _ in range(pool.config.initial_replicas):
                 pool.add_replica(cold_start_s=0.0)
 
     def add_replica(self, cold_start_s: float) -> Replica:
-        raise TypeError("a disaggregated cluster adds replicas to a pool: cluster.pools[name].add_replica")
+        raise TypeError(
+            "a disaggregated cluster adds replicas to a pool: cluster.pools[name].add_replica"
+        )
 
     # ---- the hand-over ---------------------------------------------------------------------------
     def progress_handler(self, pool: Pool) -> Callable[[Request], None]:
@@ -189,13 +232,15 @@ class DisaggregatedCluster(Cluster):
         return self._on_prefill_progress
 
     def _on_prefill_progress(self, request: Request) -> None:
-        if request.status is RequestStatus.HANDED_OVER:      # served, as far as the prefill pool goes
-            ttft_s = request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+        if request.status is RequestStatus.HANDED_OVER:  # served, as far as the prefill pool goes
+            ttft_s = (
+                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+            )
             self.monitor.on_first_token(ttft_s)
             self.pools["prefill"].monitor.on_first_token(ttft_s)
             self.pools["prefill"].monitor.on_finish(1)
             return
-        self._on_progress(request)       # a 1-token request finishes on the prefill side
+        self._on_progress(request)  # a 1-token request finishes on the prefill side
 
     def _on_decode_progress(self, request: Request) -> None:
         if request.is_finished and request.status is not RequestStatus.FINISHED_ABORTED:
@@ -205,7 +250,9 @@ class DisaggregatedCluster(Cluster):
     def hand_over(self, replica: PrefillReplica, request: Request) -> None:
         decode = self.pools["decode"]
         copy = handoff_copy(request)
-        target = decode.router.choose(decode.serving, copy) if decode.serving else decode.replicas[0]
+        target = (
+            decode.router.choose(decode.serving, copy) if decode.serving else decode.replicas[0]
+        )
         self._handed[request.request_id] = (replica, request)
         index, attempt, _ = self._attempts[request.request_id]
         self._attempts[request.request_id] = (index, attempt, target)
@@ -227,7 +274,9 @@ class DisaggregatedCluster(Cluster):
         replica.finish_receive(request)
 
     # ---- running and accounting ------------------------------------------------------------------
-    def run(self, horizon_s: float | None = None, progress: Callable[[float], None] | None = None) -> float:
+    def run(
+        self, horizon_s: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> float:
         end = super().run(horizon_s, progress)
         for pool in self.pools.values():
             pool.monitor.close(end)

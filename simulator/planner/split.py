@@ -12,6 +12,7 @@ The answer names the layout, its ratio and TP degrees, GPUs, cost and P99s, besi
 layout, so "would splitting prefill and decode, or adding host memory for KV, hold this spike with fewer
 GPUs?" is read off one table.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,11 +24,11 @@ from simulator.simulation import simulate
 
 @dataclass(frozen=True)
 class Layout:
-    kind: str                      # "colocated" or "disaggregated"
+    kind: str  # "colocated" or "disaggregated"
     cpu_kv_gb: float
-    replicas: int = 0              # co-located
+    replicas: int = 0  # co-located
     tensor_parallel: int = 0
-    prefill_replicas: int = 0      # disaggregated
+    prefill_replicas: int = 0  # disaggregated
     decode_replicas: int = 0
     prefill_tensor_parallel: int = 0
     decode_tensor_parallel: int = 0
@@ -36,15 +37,20 @@ class Layout:
     def gpus(self) -> int:
         if self.kind == "colocated":
             return self.replicas * self.tensor_parallel
-        return self.prefill_replicas * self.prefill_tensor_parallel + self.decode_replicas * self.decode_tensor_parallel
+        return (
+            self.prefill_replicas * self.prefill_tensor_parallel
+            + self.decode_replicas * self.decode_tensor_parallel
+        )
 
     @property
     def label(self) -> str:
         tier = f" + {self.cpu_kv_gb:g} GB host KV" if self.cpu_kv_gb else ""
         if self.kind == "colocated":
             return f"co-located {self.replicas} x TP{self.tensor_parallel}{tier}"
-        return (f"{self.prefill_replicas}P{self.decode_replicas}D (prefill TP{self.prefill_tensor_parallel}, "
-                f"decode TP{self.decode_tensor_parallel}){tier}")
+        return (
+            f"{self.prefill_replicas}P{self.decode_replicas}D (prefill TP{self.prefill_tensor_parallel}, "
+            f"decode TP{self.decode_tensor_parallel}){tier}"
+        )
 
 
 @dataclass
@@ -61,14 +67,17 @@ class Outcome:
     prefix_hit_rate_cpu: float
 
     def row(self) -> dict:
-        return {"layout": self.layout.label, **asdict(self.layout), **{k: v for k, v in asdict(self).items()
-                                                                        if k != "layout"}}
+        return {
+            "layout": self.layout.label,
+            **asdict(self.layout),
+            **{k: v for k, v in asdict(self).items() if k != "layout"},
+        }
 
 
 @dataclass
 class SplitPlan:
-    outcomes: list[Outcome] = field(default_factory=list)     # every simulation, in order
-    best: dict[str, Outcome | None] = field(default_factory=dict)   # per layout kind (and tier)
+    outcomes: list[Outcome] = field(default_factory=list)  # every simulation, in order
+    best: dict[str, Outcome | None] = field(default_factory=dict)  # per layout kind (and tier)
     recommendation: Outcome | None = None
 
     def rows(self) -> list[dict]:
@@ -80,24 +89,40 @@ def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-
     off = AutoscalerSpec(enabled=False)
     scheduler = scenario.scheduler.model_copy(update={"cpu_kv_gb": layout.cpu_kv_gb})
     if layout.kind == "colocated":
-        cluster = scenario.cluster.model_copy(update={"replicas": layout.replicas, "autoscaler": off,
-                                                      "disaggregation": None})
+        cluster = scenario.cluster.model_copy(
+            update={"replicas": layout.replicas, "autoscaler": off, "disaggregation": None}
+        )
         hardware = scenario.hardware.model_copy(update={"tensor_parallel": layout.tensor_parallel})
-        return scenario.model_copy(update={"cluster": cluster, "hardware": hardware, "scheduler": scheduler})
+        return scenario.model_copy(
+            update={"cluster": cluster, "hardware": hardware, "scheduler": scheduler}
+        )
     old = scenario.cluster.disaggregation
-    pools = {name: (getattr(old, name) if old is not None else PoolSettings()).model_copy(update={"autoscaler": off})
-             for name in ("prefill", "decode")}
-    spec = DisaggregationSpec(prefill_replicas=layout.prefill_replicas, decode_replicas=layout.decode_replicas,
-                              prefill_tensor_parallel=layout.prefill_tensor_parallel,
-                              decode_tensor_parallel=layout.decode_tensor_parallel,
-                              link=old.link if old is not None else link, **pools)
+    pools = {
+        name: (getattr(old, name) if old is not None else PoolSettings()).model_copy(
+            update={"autoscaler": off}
+        )
+        for name in ("prefill", "decode")
+    }
+    spec = DisaggregationSpec(
+        prefill_replicas=layout.prefill_replicas,
+        decode_replicas=layout.decode_replicas,
+        prefill_tensor_parallel=layout.prefill_tensor_parallel,
+        decode_tensor_parallel=layout.decode_tensor_parallel,
+        link=old.link if old is not None else link,
+        **pools,
+    )
     cluster = scenario.cluster.model_copy(update={"disaggregation": spec, "autoscaler": off})
     return scenario.model_copy(update={"cluster": cluster, "scheduler": scheduler})
 
 
-def plan_split(scenario: Scenario, tensor_parallels: list[int] | None = None, max_replicas: int = 8,
-               cpu_kv_gb: list[float] | None = None, link: str = "infiniband-ndr",
-               progress: Callable[[str], None] | None = None) -> SplitPlan:
+def plan_split(
+    scenario: Scenario,
+    tensor_parallels: list[int] | None = None,
+    max_replicas: int = 8,
+    cpu_kv_gb: list[float] | None = None,
+    link: str = "infiniband-ndr",
+    progress: Callable[[str], None] | None = None,
+) -> SplitPlan:
     tps = tensor_parallels or [scenario.hardware.tensor_parallel]
     tiers = cpu_kv_gb if cpu_kv_gb is not None else [scenario.scheduler.cpu_kv_gb]
     plan = SplitPlan()
@@ -107,9 +132,17 @@ def plan_split(scenario: Scenario, tensor_parallels: list[int] | None = None, ma
         if layout not in cache:
             summary = simulate(layout_scenario(scenario, layout, link)).summary
             cache[layout] = outcome = Outcome(
-                layout, bool(summary["meets_slo"]), layout.gpus, summary["cost_usd"], summary["cost_per_request_usd"],
-                summary["ttft_p99_s"], summary["tpot_p99_s"], summary["slo_attainment"],
-                summary.get("kv_transfer_p99_s"), summary.get("prefix_hit_rate_cpu", 0.0))
+                layout,
+                bool(summary["meets_slo"]),
+                layout.gpus,
+                summary["cost_usd"],
+                summary["cost_per_request_usd"],
+                summary["ttft_p99_s"],
+                summary["tpot_p99_s"],
+                summary["slo_attainment"],
+                summary.get("kv_transfer_p99_s"),
+                summary.get("prefix_hit_rate_cpu", 0.0),
+            )
             plan.outcomes.append(outcome)
             if progress is not None:
                 progress(f"{layout.label}: {'meets' if outcome.meets_slo else 'misses'} the SLO")
@@ -117,15 +150,35 @@ def plan_split(scenario: Scenario, tensor_parallels: list[int] | None = None, ma
 
     for tier in tiers:
         for tp in tps:
-            _keep(plan, f"colocated, {tier:g} GB host KV", _bisect(
-                lambda n, tp=tp, tier=tier: run(Layout("colocated", tier, replicas=n, tensor_parallel=tp)),
-                max_replicas))
+            _keep(
+                plan,
+                f"colocated, {tier:g} GB host KV",
+                _bisect(
+                    lambda n, tp=tp, tier=tier: run(
+                        Layout("colocated", tier, replicas=n, tensor_parallel=tp)
+                    ),
+                    max_replicas,
+                ),
+            )
         for tp_p in tps:
             for tp_d in tps:
-                _keep(plan, f"disaggregated, {tier:g} GB host KV", _staircase(
-                    lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier: run(Layout(
-                        "disaggregated", tier, prefill_replicas=x, decode_replicas=y,
-                        prefill_tensor_parallel=tp_p, decode_tensor_parallel=tp_d)), max_replicas))
+                _keep(
+                    plan,
+                    f"disaggregated, {tier:g} GB host KV",
+                    _staircase(
+                        lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier: run(
+                            Layout(
+                                "disaggregated",
+                                tier,
+                                prefill_replicas=x,
+                                decode_replicas=y,
+                                prefill_tensor_parallel=tp_p,
+                                decode_tensor_parallel=tp_d,
+                            )
+                        ),
+                        max_replicas,
+                    ),
+                )
     held = [best for best in plan.best.values() if best is not None]
     plan.recommendation = min(held, key=_price, default=None)
     return plan

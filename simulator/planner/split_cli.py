@@ -1,23 +1,36 @@
 """`surgeplan plan-split SCENARIO`: co-located vs disaggregated (xPyD, each pool's TP), with and without a
 host KV tier; the cheapest fixed fleet that holds the SLO, as a table or one JSON object."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def plan_split_command(
-    scenario_file: Path = typer.Argument(..., help="scenario YAML or JSON (its cluster.disaggregation, if any, "
-                                         "gives the link and each pool's batch settings)"),
-    tensor_parallel: Optional[list[int]] = typer.Option(None, "--tp", min=1, max=64, help="tensor-parallel "
-                                                        "degree to try (for replicas and each pool); repeat"),
-    max_replicas: int = typer.Option(8, "--max-replicas", min=1, max=256, help="most replicas (per pool)"),
-    cpu_kv_gb: Optional[list[float]] = typer.Option(None, "--cpu-kv-gb", min=0, help="host KV tier per "
-                                                    "replica to try, GB (0: none); repeat"),
-    link: str = typer.Option("infiniband-ndr", "--link", help="KV link when the scenario names none"),
+    scenario_file: Path = typer.Argument(
+        ...,
+        help="scenario YAML or JSON (its cluster.disaggregation, if any, "
+        "gives the link and each pool's batch settings)",
+    ),
+    tensor_parallel: list[int] | None = typer.Option(
+        None,
+        "--tp",
+        min=1,
+        max=64,
+        help="tensor-parallel degree to try (for replicas and each pool); repeat",
+    ),
+    max_replicas: int = typer.Option(
+        8, "--max-replicas", min=1, max=256, help="most replicas (per pool)"
+    ),
+    cpu_kv_gb: list[float] | None = typer.Option(
+        None, "--cpu-kv-gb", min=0, help="host KV tier per replica to try, GB (0: none); repeat"
+    ),
+    link: str = typer.Option(
+        "infiniband-ndr", "--link", help="KV link when the scenario names none"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """The cheapest fleet that holds the SLO: co-located or prefill/decode split, with its ratio."""
@@ -26,14 +39,22 @@ def plan_split_command(
 
     try:
         scenario = Scenario.load(scenario_file)
-        result = plan_split(scenario, tensor_parallel or None, max_replicas, cpu_kv_gb or None, link,
-                            progress=None if as_json else lambda line: typer.echo(f"  {line}", err=True))
+        result = plan_split(
+            scenario,
+            tensor_parallel or None,
+            max_replicas,
+            cpu_kv_gb or None,
+            link,
+            progress=None if as_json else lambda line: typer.echo(f"  {line}", err=True),
+        )
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
-    data = {"recommendation": result.recommendation.row() if result.recommendation else None,
-            "best": {key: outcome.row() if outcome else None for key, outcome in result.best.items()},
-            "simulations": result.rows()}
+    data = {
+        "recommendation": result.recommendation.row() if result.recommendation else None,
+        "best": {key: outcome.row() if outcome else None for key, outcome in result.best.items()},
+        "simulations": result.rows(),
+    }
     if as_json:
         typer.echo(json.dumps(data))
         return
@@ -42,8 +63,13 @@ def plan_split_command(
         if outcome is None:
             typer.echo(f"  {key:<36} none in range")
         else:
-            typer.echo(f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs, ${outcome.cost_usd:.2f}, "
-                       f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s")
+            typer.echo(
+                f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs, ${outcome.cost_usd:.2f}, "
+                f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s"
+            )
     rec = result.recommendation
-    typer.echo(f"recommendation: {rec.layout.label} ({rec.gpus} GPUs)" if rec else
-               "recommendation: none (no layout in range holds the SLO; raise --max-replicas)")
+    typer.echo(
+        f"recommendation: {rec.layout.label} ({rec.gpus} GPUs)"
+        if rec
+        else "recommendation: none (no layout in range holds the SLO; raise --max-replicas)"
+    )
