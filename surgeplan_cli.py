@@ -7,6 +7,7 @@ from engine.openai.cli import serve
 from simulator.calibration.cli import app as calibrations_app
 from simulator.cli import simulate_command
 from simulator.planner.cli import plan_command, report_app
+from simulator.planner.split_cli import plan_split_command
 from simulator.validation.cli import validate_command
 from traces.cli import app as traces_app
 from traces.replay_cli import replay_command
@@ -26,6 +27,7 @@ app.command("serve")(serve)
 app.command("replay")(replay_command)
 app.command("simulate")(simulate_command)
 app.command("plan")(plan_command)
+app.command("plan-split")(plan_split_command)
 app.add_typer(report_app, name="report")
 app.command("validate")(validate_command)
 app.command("dashboard")(dashboard_command)

@@ -352,3 +352,24 @@ def validation_distributions(level: dict, height: int = 360) -> go.Figure:
     figure = _style(figure, height)
     figure.update_layout(hovermode="closest", barmode="group", bargap=0.25)
     return figure
+
+
+def split_lines(colocated: SimResult, split: SimResult, height: int = 520) -> go.Figure:
+    """Co-located vs disaggregated through the run: windowed P99 TTFT and the requests waiting, the
+    disaggregated fleet's per pool."""
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                           subplot_titles=("P99 TTFT per window (s)", "requests waiting"))
+    series = [("co-located", colocated.timeseries), ("disaggregated", split.timeseries)]
+    for i, (name, rows) in enumerate(series):
+        times = [row["time_s"] for row in rows]
+        figure.add_trace(go.Scatter(x=times, y=[row["ttft_p99_s"] for row in rows], name=f"{name}: P99 TTFT",
+                                    line_color=SERIES[i]), row=1, col=1)
+        if name == "co-located":
+            figure.add_trace(go.Scatter(x=times, y=[row["waiting"] for row in rows], name="co-located: waiting",
+                                        line_color=SERIES[i]), row=2, col=1)
+    for j, (pool, rows) in enumerate(split.pools.items()):
+        figure.add_trace(go.Scatter(x=[row["time_s"] for row in rows], y=[row["waiting"] for row in rows],
+                                    name=f"{pool} pool: waiting", line_color=SERIES[(j + 2) % len(SERIES)]),
+                         row=2, col=1)
+    figure.update_xaxes(title_text="time (s)", row=2, col=1)
+    return _style(figure, height)

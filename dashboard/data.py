@@ -344,3 +344,34 @@ def live_validation(trace: str, num_requests: int, load_levels: tuple[float, ...
                         repeats=LIVE_REPEATS, progress=progress), None
     except ValueError as error:
         return None, str(error)
+
+
+# ---- co-located vs disaggregated (the Split page) ----------------------------------------------------
+SPLIT_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "disaggregated-llama-3-70b-h100.yaml"
+
+
+def default_split() -> Scenario:
+    return Scenario.load(SPLIT_EXAMPLE)
+
+
+def split_pair(base: Scenario, prefill_replicas: int, decode_replicas: int, colocated_replicas: int,
+               long_rate_per_s: float, cpu_kv_gb: float, duration_s: float):
+    """(co-located result, disaggregated result, error) for the Split page: the same traffic, long-context
+    surge at `long_rate_per_s`, fixed fleets (autoscalers off)."""
+    from simulator.planner.split import Layout, layout_scenario
+
+    parts = [part.model_copy(update={"arrivals": part.arrivals.model_copy(update={"rate_per_s": long_rate_per_s})})
+             for part in base.traffic.parts] if long_rate_per_s > 0 else []
+    traffic = base.traffic.model_copy(update={"parts": parts, "duration_s": duration_s})
+    scenario = base.model_copy(update={"traffic": traffic})
+    spec = base.cluster.disaggregation
+    tp_p = spec.prefill_tensor_parallel or base.hardware.tensor_parallel
+    tp_d = spec.decode_tensor_parallel or base.hardware.tensor_parallel
+    colocated, error = run(layout_scenario(scenario, Layout("colocated", cpu_kv_gb, replicas=colocated_replicas,
+                                                             tensor_parallel=base.hardware.tensor_parallel)))
+    if error:
+        return None, None, error
+    split, error = run(layout_scenario(scenario, Layout("disaggregated", cpu_kv_gb, prefill_replicas=prefill_replicas,
+                                                         decode_replicas=decode_replicas, prefill_tensor_parallel=tp_p,
+                                                         decode_tensor_parallel=tp_d)))
+    return colocated, split, error

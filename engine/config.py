@@ -5,7 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
+from engine.core.config import (BatchController, CacheConfig, Policy, Role, SchedulerConfig, StaticReserve, bounds,
+                                setting)
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
@@ -26,6 +27,7 @@ class EngineConfig(BaseModel):
     gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    num_cpu_kv_blocks: int = setting(CacheConfig, "num_cpu_kv_blocks")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
@@ -35,6 +37,7 @@ class EngineConfig(BaseModel):
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
+    role: Role = setting(SchedulerConfig, "role")
 
 
 _FROM_FIELD = object()

@@ -10,6 +10,7 @@ from engine.config import EngineConfig
 from engine.core.config import engine_configs
 from engine.worker.resources import resolve_device, resolve_dtype, resolve_num_kv_blocks
 from engine.model.config import ModelConfig
+from engine.worker.kv_transfer import apply_host_moves, host_kv_cache
 from engine.worker.model_runner import ModelRunner, ModelRunnerOutput
 from engine.core.outputs import RequestOutput
 from engine.core.request import Request
@@ -51,6 +52,11 @@ class LLMEngine:
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))
+        self.host_tier = self.scheduler.block_manager.host_tier
+        self.host_kv = None
+        if self.host_tier is not None:            # evicted prefix blocks kept in host memory, loaded back on a hit
+            self.host_tier.record_moves = True
+            self.host_kv = host_kv_cache(self.model_runner.kv_caches, self.host_tier.num_blocks)
         self.tokenizer = load_tokenizer(config.model, self.model_config.vocab_size, self.model_config.bos_token_id,
                                         (self.model_config.eos_token_ids or (None,))[0])
         self.requests: dict[str, Request] = {}
@@ -118,6 +124,8 @@ class LLMEngine:
         t0 = self.clock()
         out = self.scheduler.schedule(now=t0)
         shape = out.shape
+        if self.host_tier is not None and self.host_tier.moves:
+            apply_host_moves(self.model_runner.kv_caches, self.host_kv, self.host_tier.take_moves())
         t1 = self.clock()
         result = self.model_runner.execute(out.scheduled) if out.scheduled else ModelRunnerOutput.empty()
         t2 = self.clock()

@@ -68,6 +68,9 @@ class ServingMetrics:
                                               f"Fresh KV blocks per second over the last {ALLOCATION_RATE_WINDOW_S:g} s.")
         self.prefix_hit_rate = self._labelled(Gauge, "surgeplan:prefix_cache_hit_rate",
                                               "Prompt tokens served from the prefix cache / looked up, since start.")
+        self.tier_hit_rate = self._labelled(Gauge, "surgeplan:kv_tier_hit_rate", "Prompt tokens served from "
+                                            "each KV tier (gpu: the prefix cache, cpu: loaded back from host "
+                                            "memory) / looked up, since start.", ("tier",))
         self.fragmented_slots = self._labelled(Gauge, "surgeplan:kv_fragmented_slots",
                                                "Token slots reserved in used blocks but holding no KV.")
         self.slot_utilization = self._labelled(Gauge, "surgeplan:kv_slot_utilization",
@@ -157,6 +160,10 @@ class ServingMetrics:
         self._seen_allocations = blocks.num_allocations
         self.allocation_rate.set(self._allocation_rate(now, blocks.num_allocations))
         self._observe_prefix_cache(blocks.num_prefix_queries, blocks.num_prefix_hits)
+        queries, host = blocks.num_prefix_queries, blocks.host_tier
+        host_hits = host.hit_tokens if host is not None else 0
+        self.tier_hit_rate.labels(self._model, "gpu").set((blocks.num_prefix_hits - host_hits) / queries if queries else 0.0)
+        self.tier_hit_rate.labels(self._model, "cpu").set(host_hits / queries if queries else 0.0)
         self._observe_tenants(blocks.tenant_blocks)
 
     def _allocation_rate(self, now: float, num_allocations: int) -> float:

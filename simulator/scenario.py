@@ -144,12 +144,44 @@ class AutoscalerSpec(_Strict):
         return self
 
 
+class PoolSettings(_Strict):
+    """One pool's own batch settings (default: the scenario's scheduler settings), router and autoscaler."""
+    max_num_seqs: int | None = setting(SchedulerConfig, "max_num_seqs", default=None)
+    max_num_batched_tokens: int | None = setting(SchedulerConfig, "max_num_batched_tokens", default=None)
+    router: RouterSpec = RouterSpec()
+    autoscaler: AutoscalerSpec = AutoscalerSpec()
+
+
+class DisaggregationSpec(_Strict):
+    """Prefill and decode on separate pools (DistServe, Splitwise, Dynamo, llm-d): a request is prefilled
+    on a prefill replica, its KV moved over `link` to a decode replica that decodes the rest."""
+    prefill_replicas: int = Field(1, ge=1, le=10000, description="prefill replicas at start")
+    decode_replicas: int = Field(1, ge=1, le=10000, description="decode replicas at start")
+    prefill_tensor_parallel: int | None = Field(None, ge=1, le=64, description="GPUs per prefill replica "
+                                                "(default: hardware.tensor_parallel)")
+    decode_tensor_parallel: int | None = Field(None, ge=1, le=64, description="GPUs per decode replica "
+                                               "(default: hardware.tensor_parallel)")
+    link: str = Field("infiniband-ndr", description="KV link from the link catalog (simulator.links): nvlink-4, "
+                      "nvlink-3, pcie-gen5-x16, pcie-gen4-x16, infiniband-ndr, infiniband-hdr, ethernet-400g, "
+                      "ethernet-100g")
+    prefill: PoolSettings = PoolSettings()
+    decode: PoolSettings = PoolSettings()
+
+    @model_validator(mode="after")
+    def _known_link(self) -> "DisaggregationSpec":
+        from simulator.links import get_link
+        get_link(self.link)
+        return self
+
+
 class ClusterSpec(_Strict):
     replicas: int = Field(1, ge=1, le=10000, description="replicas at start (each of tensor_parallel GPUs)")
     router: RouterSpec = RouterSpec()
     autoscaler: AutoscalerSpec = AutoscalerSpec()
     max_waiting_per_replica: int | None = Field(None, ge=1, description="admission control: a replica with "
                                                 "this many waiting rejects (as `serve` answers 503)")
+    disaggregation: DisaggregationSpec | None = Field(None, description="prefill and decode on separate pools "
+                                                      "(replaces replicas, router and autoscaler above)")
 
 
 class SchedulerSettings(_Strict):
@@ -167,6 +199,9 @@ class SchedulerSettings(_Strict):
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
     gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
+    cpu_kv_gb: float = Field(0.0, ge=0, le=16384, description="host memory per replica for a second KV "
+                             "tier (engine.core.host_tier): evicted prefix blocks and preempted requests' "
+                             "blocks come back over PCIe instead of being recomputed, when cheaper; 0: none")
 
 
 class ClientSpec(_Strict):

@@ -30,6 +30,7 @@ from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
 from simulator.hardware import get_hardware
+from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
@@ -102,6 +103,11 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
                   step_scale: float = 1.0, profile: EngineProfile | None = None) -> tuple[Cluster, dict]:
     """The cluster for a scenario and its traffic, and the facts resolved on the way. `step_scale`:
     every step (GPU and serving stack) takes that many times as long (the planner's error band)."""
+    split = scenario.cluster.disaggregation
+    if split is not None and split.prefill_tensor_parallel not in (None, scenario.hardware.tensor_parallel):
+        # disaggregated: the base settings (and the checks on them) are the prefill pool's
+        scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
+            update={"tensor_parallel": split.prefill_tensor_parallel})})
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
@@ -121,8 +127,11 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if np.any(trace.output_tokens < 1):
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
+    cpu_blocks = host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size) if settings.cpu_kv_gb else 0
+    own_prompts = cpu_blocks > 0 and not caching and settings.policy == "continuous"
+    caching = caching or own_prompts     # the tier works through block hashes: each prompt its own tokens
     cache_config, scheduler_config = engine_configs(settings, num_kv_blocks=num_blocks, max_model_len=max_model_len,
-                                                    enable_prefix_caching=caching)
+                                                    enable_prefix_caching=caching, num_cpu_kv_blocks=cpu_blocks)
     reserves_max_len = settings.policy == "static" and settings.static_reserve == "max_model_len"
     need = -(-max_model_len // settings.block_size) if reserves_max_len else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
@@ -143,26 +152,40 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
         ttft_timeout_s=scenario.clients.ttft_timeout_s, max_retries=scenario.clients.max_retries,
         retry_backoff_s=scenario.clients.retry_backoff_s, cold_start_s=cold_start_s, window_s=scenario.window_s,
-        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed)
+        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed,
+        host_tier_costs=host_tier_costs(model, gpu, scenario.hardware.tensor_parallel,
+                                        CostModel.from_calibration(calibration), settings.block_size,
+                                        settings.max_num_batched_tokens) if cpu_blocks else None)
     prompt_ids = None
-    if caching:
+    if own_prompts:       # distinct per request (no two share a block), constant within it: cheap to build
+        prompt_lengths = trace.prompt_tokens.tolist()
+        prompt_ids = lambda index: [index + 3] * prompt_lengths[index]  # noqa: E731
+    elif caching:
         synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
         prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
-    cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(), trace.output_tokens.tolist(),
-                      trace.tenant.tolist(), prompt_ids)
+    extra_facts = {}
+    if scenario.cluster.disaggregation is not None:
+        from simulator.disaggregation import build_disaggregated
+
+        cluster, extra_facts = build_disaggregated(scenario, config, model, gpu, calibration, trace, prompt_ids)
+    else:
+        cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
+                          trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids)
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
-    if autoscaler.enabled:
+    for pool in getattr(cluster, "pools", {}).values():
+        pool.monitor.price_usd_per_gpu_hour = cluster.monitor.price_usd_per_gpu_hour
+    if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
              "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
-             "prefix_caching": caching, "cold_start_s": cold_start_s,
+             "prefix_caching": caching, "cold_start_s": cold_start_s, "cpu_kv_blocks_per_replica": cpu_blocks,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,
                              "method": calibration.provenance.method, "fit_error": _fit_error(calibration),
                              "engine_profile": profile.name,
                              "held_out_error": profile.held_out_error(gpu.name), "step_scale": step_scale},
-             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}}
+             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}, **extra_facts}
     return cluster, facts
 
 

@@ -109,3 +109,16 @@ class SimSummary(RequestSummary):
     cost_per_million_output_tokens_usd: float | None
     simulated_s: float                         # the simulated clock at the end
     cpu_s: float | None                        # CPU time the simulation took
+    # KV tiers (engine.core.host_tier): prompt tokens served from the GPU prefix cache / from host memory
+    prefix_hit_rate_gpu: float = 0.0
+    prefix_hit_rate_cpu: float = 0.0
+    cpu_kv_loaded_blocks: int = 0
+    cpu_kv_stored_blocks: int = 0
+    # prefill-to-decode KV transfers of a disaggregated cluster (0 / None when co-located)
+    kv_transfer_bytes: int = 0
+    kv_transfers: int = 0
+    kv_transfer_mean_s: float | None = None
+    kv_transfer_p99_s: float | None = None
+    kv_transfer_wait_mean_s: float | None = None
+    prefill_gpus_peak: int | None = None
+    decode_gpus_peak: int | None = None

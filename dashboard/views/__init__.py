@@ -18,6 +18,7 @@ PAGES = {
     "traffic": ("Traces", ":material/timeline:", "traces"),
     "calibrations": ("Calibrations", ":material/speed:", "calibrations"),
     "plan": ("Plan", ":material/calculate:", "plan"),
+    "split": ("Split prefill/decode", ":material/call_split:", "split"),
     "validate": ("Validate", ":material/fact_check:", "validate"),
 }
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 
 from engine.core.free_runs import FreeRuns
+from engine.core.host_tier import HostKVTier
 from engine.core.request import Request
 
 
@@ -41,7 +42,8 @@ class BlockManager:
         self.tenant_blocks: Counter[str] = Counter()
         self.num_allocations = 0            # fresh blocks handed out since start (allocation rate)
         self.num_prefix_queries = 0         # prompt tokens looked up in the prefix cache
-        self.num_prefix_hits = 0            # of which served from it
+        self.num_prefix_hits = 0            # of which served from it (host-tier loads included)
+        self.host_tier: HostKVTier | None = None   # a KV tier in host memory (engine.core.host_tier)
 
     # ---- accounting ----------------------------------------------------------------------------
     @property
@@ -88,12 +90,38 @@ class BlockManager:
         num_full = (request.num_tokens - 1) // self.block_size
         hits: list[int] = []
         lookup = self.hash_to_block.get
-        for h in self._hashes_upto(request, num_full):
+        hashes = self._hashes_upto(request, num_full)
+        for h in hashes:
             block = lookup(h)
             if block is None:
                 break
             hits.append(block)
+        if self.host_tier is not None and len(hits) < num_full:
+            self._promote_from_host(hashes[len(hits):num_full], hits)
         return hits
+
+    def _promote_from_host(self, hashes: list[int], hits: list[int]) -> None:
+        """Bring the blocks that continue `hits` in the host tier back into free GPU blocks (cached, so
+        they are ordinary hits), while a free block that is not itself a hit is left to take."""
+        tier, uncached, cached = self.host_tier, self._free_uncached, self._free_cached
+        hit_set = set(hits)
+        for h in hashes:
+            if tier.lookup(h) is None:
+                break
+            if uncached:
+                block = uncached.pop()
+            elif cached and next(iter(cached)) not in hit_set:
+                block, _ = cached.popitem(last=False)
+                self._evict(block)
+            else:
+                break
+            self._runs = None
+            self.block_hash[block] = h
+            self.hash_to_block[h] = block
+            cached[block] = None
+            tier.load(h, block)
+            hits.append(block)
+            hit_set.add(block)
 
     def cache_full_blocks(self, request: Request, num_full: int | None = None) -> None:
         """Register the request's blocks that became full of computed tokens (the first `num_full`
@@ -208,6 +236,8 @@ class BlockManager:
             if self.hash_to_block.get(h) == block:
                 del self.hash_to_block[h]
             self.block_hash[block] = None
+            if self.host_tier is not None:
+                self.host_tier.store(h, block)
 
     def _find_run(self, num_blocks: int) -> int | None:
         """First fit: the first block of the lowest-numbered run of `num_blocks` free adjacent blocks."""

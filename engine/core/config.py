@@ -6,12 +6,13 @@ settings, simulator scenarios and dashboard widgets all read a setting's definit
 """
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
 BatchController = Literal["fixed", "slo"]
+Role = Literal["both", "prefill", "decode"]
 
 
 class CacheConfig(BaseModel):
@@ -22,6 +23,10 @@ class CacheConfig(BaseModel):
                                         "found by a chained hash of their tokens")
     tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
                                                "hold at once (TENANT=BLOCKS)")
+    num_cpu_kv_blocks: int = Field(0, ge=0, description="KV blocks of a second tier in host memory: blocks the "
+                                   "GPU prefix cache evicts are kept there and loaded back on a later hit, and a "
+                                   "preempted request's blocks come back from it instead of being recomputed "
+                                   "(engine.core.host_tier); 0: no host tier")
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="share of each GPU's memory the engine may use for weights, "
         "activations and KV (sizes the pool when num_kv_blocks is not given)")
@@ -49,6 +54,16 @@ class SchedulerConfig(BaseModel):
                                               "output token and the waiting queue (engine.core.batch_controller)")
     batch_target_tpot_s: float = Field(0.1, gt=0, description="the slo batch controller's target time per "
                                        "output token, seconds")
+    role: Role = Field("both", description="both: prefill and decode here (co-located); prefill: run each "
+                       "request's prefill, then hand its KV blocks and first token over; decode: admit requests "
+                       "whose KV arrives from a prefill instance (engine.core.kv_handoff)")
+
+    @model_validator(mode="after")
+    def _role_needs_continuous(self) -> "SchedulerConfig":
+        if self.role != "both" and self.policy != "continuous":
+            raise ValueError(f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
+                             "policy cannot hand requests over")
+        return self
 
 
 def engine_configs(settings: Any, *, num_kv_blocks: int, max_model_len: int,

@@ -18,6 +18,7 @@ class RequestStatus(Enum):
     FINISHED_STOPPED = "stop"
     FINISHED_LENGTH = "length"
     FINISHED_ABORTED = "abort"
+    HANDED_OVER = "handed_over"     # prefill role: done here, its KV blocks held until the decode side has them
 
     @property
     def finished(self) -> bool:

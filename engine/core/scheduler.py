@@ -10,10 +10,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.core import decode_stretch
+from engine.core import decode_stretch, kv_handoff
 from engine.core.batch_controller import make_controller
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.host_tier import HostKVTier
 from engine.core.request import Request, RequestStatus
 from engine.core.step_shape import StepShape
 
@@ -26,6 +27,7 @@ class SchedulerOutput:
     num_admitted: int = 0            # waiting requests started this step (the last entries of `scheduled`)
     num_skipped: int = 0             # passed over for their tenant's quota: the first ones in `waiting`
     blocked: Request | None = None   # the waiting request after them that found no room in the pool
+    host_loaded_blocks: int = 0      # KV blocks brought back from the host tier for this step
     max_decode_steps: int = field(default=1, repr=False)     # set by `Scheduler.decode_stretch`
     _shape: StepShape | None = field(default=None, repr=False, compare=False)
 
@@ -79,31 +81,68 @@ class Scheduler:
         caching = cache_config.enable_prefix_caching and scheduler_config.policy == "continuous"
         self.block_manager = BlockManager(cache_config.num_kv_blocks, cache_config.block_size, caching,
                                           cache_config.tenant_block_quota)
+        if cache_config.num_cpu_kv_blocks and caching:
+            self.block_manager.host_tier = HostKVTier(cache_config.num_cpu_kv_blocks, cache_config.block_size)
         self.eos_token_ids = frozenset(eos_token_ids)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.num_preemptions = 0
         self.controller = make_controller(scheduler_config)   # None: the limits stay as configured
+        # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
+        # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
+        self.hands_over = scheduler_config.role == "prefill"
+        self.outbox: list[Request] = []
+        self.handoffs = kv_handoff.HandoffQueues()
+        self.arrived = self.handoffs.arrived
+        self.num_handoffs = 0
 
     # ---- requests in and out -----------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         self.waiting.append(request)
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.num_handoffs)
 
     @property
     def num_unfinished_requests(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + len(self.running) + self.num_handoffs
 
     def abort_request(self, request: Request, now: float) -> None:
         if request.is_finished:
+            if request.status is RequestStatus.HANDED_OVER:      # its KV is no longer wanted
+                if request in self.outbox:
+                    self.outbox.remove(request)
+                kv_handoff.release_handed_over(self, request)
             return
         if request.status is RequestStatus.RUNNING:
             self.running.remove(request)
+        elif self.num_handoffs and kv_handoff.abort_handoff(self, request):
+            self.num_handoffs -= 1
         else:
             self.waiting.remove(request)
         self._finish(request, RequestStatus.FINISHED_ABORTED, now)
+
+    # ---- disaggregation: see engine.core.kv_handoff ------------------------------------------------
+    def take_handed_over(self) -> list[Request]:
+        """Prefill role: the requests handed over since the last call (each still holds its blocks)."""
+        return kv_handoff.take_outbox(self)
+
+    def release_handed_over(self, request: Request) -> None:
+        """Prefill role: the request's KV has been copied; free its blocks."""
+        kv_handoff.release_handed_over(self, request)
+
+    def receive(self, request: Request) -> None:
+        """Decode role: queue a hand-over (`kv_handoff.handoff_copy` of the prefill side's request)."""
+        kv_handoff.receive(self, request)
+        self.num_handoffs += 1
+
+    def start_receives(self) -> list[Request]:
+        """Decode role: reserve blocks for queued hand-overs; returns those whose KV copy may start."""
+        return kv_handoff.start_receives(self) if self.handoffs.incoming else []
+
+    def finish_receive(self, request: Request) -> None:
+        """Decode role: the request's KV has arrived in its blocks."""
+        kv_handoff.finish_receive(self, request)
 
     def max_blocks_needed(self, request: Request) -> int:
         """Blocks the request may hold at its longest: what must fit in the pool for it ever to finish."""
@@ -120,7 +159,15 @@ class Scheduler:
             self._admit_static_batch(out, now)
         budget = self._schedule_running(out, now)
         if self.config.policy == "continuous" and not out.preempted:
+            if self.arrived:                     # decode role: hand-overs whose KV is here go first
+                admitted = out.num_admitted
+                budget = kv_handoff.admit_arrived(self, out, budget, now)
+                self.num_handoffs -= out.num_admitted - admitted
+                if out.blocked is not None:
+                    return out
             self._admit_waiting(out, budget, now)
+            if self.block_manager.host_tier is not None:
+                out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
         return out
 
     def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
@@ -244,6 +291,8 @@ class Scheduler:
                 may_stop.append((req, token))
         if may_stop:
             self.finish_stopped(may_stop, now)
+        if self.hands_over and progressed:        # prefill role: first tokens leave for a decode instance
+            kv_handoff.hand_over(self, progressed)
         return progressed
 
     def finish_stopped(self, candidates: list[tuple[Request, int]], now: float) -> None:
@@ -281,6 +330,9 @@ class Scheduler:
         each decoding one token, if nothing outside the scheduler happens (no arrival, no abort): no
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
+        if self.waiting and self.block_manager.host_tier is not None:
+            out.max_decode_steps = 1     # an eviction could turn a refused request's GPU hit into a host hit
+            return 1
         return decode_stretch.stretch_length(self, out, max_steps)
 
     def advance_decodes(self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],

@@ -57,6 +57,7 @@ def serve(
     batch_controller: str = cli_option(EngineConfig, "batch_controller"),
     batch_target_tpot: float = cli_option(EngineConfig, "batch_target_tpot_s", flag="--batch-target-tpot"),
     enable_prefix_caching: bool = cli_option(EngineConfig, "enable_prefix_caching"),
+    num_cpu_kv_blocks: int = cli_option(EngineConfig, "num_cpu_kv_blocks"),
     tenant_kv_quota: list[str] = typer.Option([], "--tenant-kv-quota", help="TENANT=BLOCKS (repeatable); with "
                                               "quotas, a tenant without its own gets default=BLOCKS, which is "
                                               "then required"),
@@ -97,7 +98,8 @@ def serve(
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len, policy=policy,
             batch_controller=batch_controller, batch_target_tpot_s=batch_target_tpot,
-            enable_prefix_caching=enable_prefix_caching, tenant_block_quota=parse_quotas(tenant_kv_quota))
+            enable_prefix_caching=enable_prefix_caching, tenant_block_quota=parse_quotas(tenant_kv_quota),
+            num_cpu_kv_blocks=num_cpu_kv_blocks)
         server_config = ServerConfig(
             served_model_names=served_model_name, api_keys=api_key, tenant_keys=tenant_keys,
             max_waiting_requests=max_waiting_requests, request_timeout_s=request_timeout,

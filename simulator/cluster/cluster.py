@@ -43,6 +43,7 @@ class ClusterConfig:
     scrape_interval_s: float | None
     seed: int
     max_stretch_steps: int = 256
+    host_tier_costs: tuple[float, float] | None = None   # (load, recompute) seconds per block, host KV tier
 
 
 class Cluster:
@@ -74,6 +75,8 @@ class Cluster:
     def add_replica(self, cold_start_s: float) -> Replica:
         config = self.config
         scheduler = Scheduler(config.scheduler_config, config.cache_config)
+        if scheduler.block_manager.host_tier is not None and config.host_tier_costs is not None:
+            scheduler.block_manager.host_tier.set_costs(*config.host_tier_costs)
         replica = Replica(self.env, len(self.replicas), scheduler, config.cost_model, self.env.now + cold_start_s,
                           self._on_progress, self.next_observation_s, config.max_stretch_steps,
                           on_stopped=self.monitor.on_replica_stopped,

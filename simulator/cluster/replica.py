@@ -127,6 +127,8 @@ class Replica:
             return True
         shape = out.shape
         step_s = self.cost_model.step_time(shape) + self._wake_up()
+        if out.host_loaded_blocks:               # KV brought back from host memory before the step
+            step_s += out.host_loaded_blocks * self.scheduler.block_manager.host_tier.load_s_per_block
         yield self.env.timeout(step_s)
         progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
         self._after_steps(1, step_s, progressed, shape)

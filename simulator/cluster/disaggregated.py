@@ -1,0 +1,290 @@
+"""A disaggregated cluster: a prefill pool and a decode pool, each with its own replicas (of its own TP
+degree and batch settings), router, autoscaler and time series, and the KV moved between them over a
+link. The replicas run the engine's own scheduler in its prefill or decode role (`engine.core.kv_handoff`).
+
+A request goes to a prefill replica (the prefill pool's router); when its first token is sampled the
+prefill replica hands it over, still holding its KV blocks; the decode pool's router picks a decode
+replica, which reserves blocks for the KV as soon as it has room (at a step boundary), then receives
+the bytes over the link (`simulator.links`: latency + bytes / bandwidth, one transfer at a time per
+decode replica); the prefill replica frees its blocks when the transfer ends, and the decode replica
+admits the request at its next step. TTFT is the prefill replica's first token; the transfer shows in
+the first inter-token gap, as on DistServe / Splitwise deployments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.kv_handoff import handoff_copy, kv_tokens
+from engine.core.request import Request, RequestStatus
+from engine.core.scheduler import Scheduler
+from simulator.calibration.cost_model import CostModel
+from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.metrics import Monitor
+from simulator.cluster.replica import SERVING, STOPPED, Replica
+from simulator.cluster.router import Router
+from simulator.links import LinkSpec
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str  # "prefill" or "decode"
+    scheduler_config: SchedulerConfig
+    cache_config: CacheConfig
+    cost_model: CostModel
+    tensor_parallel: int
+    initial_replicas: int
+    router_policy: str
+    window_s: float
+    seed: int
+    host_tier_costs: tuple[float, float] | None = (
+        None  # (load, recompute) seconds per block, host KV tier
+    )
+
+
+class PrefillReplica(Replica):
+    """Hands each request over after the step that sampled its first token."""
+
+    on_handoff: Callable[[PrefillReplica, Request], None]
+
+    def _after_steps(self, *args, **kwargs) -> None:
+        super()._after_steps(*args, **kwargs)
+        for request in self.scheduler.take_handed_over():
+            self.on_handoff(self, request)
+
+    def release(self, request: Request) -> None:
+        self.scheduler.release_handed_over(request)
+        self._load_changed()
+        self._poke()
+
+
+class DecodeReplica(Replica):
+    """Reserves blocks for incoming KV at step boundaries and receives it over its link, one at a time."""
+
+    transfer: Callable[[DecodeReplica, Request], simpy.events.ProcessGenerator]
+
+    def receive(self, request: Request) -> None:
+        self.scheduler.receive(request)
+        self._load_changed()
+        self._poke()
+
+    def start_transfers(self) -> None:
+        for request in self.scheduler.start_receives():
+            self.env.process(self.transfer(self, request))
+
+    def finish_receive(self, request: Request) -> None:
+        self.scheduler.finish_receive(request)
+        self._poke()
+
+    def _after_steps(self, *args, **kwargs) -> None:
+        super()._after_steps(*args, **kwargs)
+        if self.scheduler.handoffs.incoming:
+            self.start_transfers()
+
+    def _idle(self):
+        if self.scheduler.handoffs.incoming:  # no step in progress: a boundary
+            self.start_transfers()
+        yield from super()._idle()
+
+
+class Pool:
+    """One role's replicas, with what `Monitor` and `Autoscaler` read of a cluster."""
+
+    def __init__(
+        self, cluster: DisaggregatedCluster, config: PoolConfig, replica_class: type[Replica]
+    ):
+        self.cluster = cluster
+        self.env = cluster.env
+        self.config = config
+        self.name = config.name
+        self.replica_class = replica_class
+        self.router = Router(config.router_policy, config.seed)
+        self.replicas: list[Replica] = []
+        self.serving: list[Replica] = []
+        self.autoscaler = None
+        self.monitor = Monitor(self)
+        self.price_usd_per_gpu_hour = 0.0
+
+    def add_replica(self, cold_start_s: float) -> Replica:
+        config, cluster = self.config, self.cluster
+        scheduler = Scheduler(config.scheduler_config, config.cache_config)
+        if scheduler.block_manager.host_tier is not None and config.host_tier_costs is not None:
+            scheduler.block_manager.host_tier.set_costs(*config.host_tier_costs)
+        replica = self.replica_class(
+            self.env,
+            len(cluster.replicas),
+            scheduler,
+            config.cost_model,
+            self.env.now + cold_start_s,
+            cluster.progress_handler(self),
+            cluster.next_observation_s,
+            cluster.config.max_stretch_steps,
+            on_stopped=self._on_stopped,
+            on_load_change=self.router.observe if self.router.index is not None else None,
+        )
+        replica.pool = self.name
+        replica.tensor_parallel = config.tensor_parallel
+        if isinstance(replica, PrefillReplica):
+            replica.on_handoff = cluster.hand_over
+        else:
+            replica.transfer = cluster.transfer
+            replica.link = simpy.Resource(self.env, capacity=1)
+        cluster.replicas.append(replica)
+        self.replicas.append(replica)
+        if replica.state == SERVING:
+            self._enlist(replica)
+        else:
+            self.env.process(self._enlist_when_ready(replica))
+        return replica
+
+    def _on_stopped(self, replica: Replica) -> None:
+        self.monitor.on_replica_stopped(replica)
+        self.cluster.monitor.on_replica_stopped(replica)
+
+    def _enlist_when_ready(self, replica: Replica):
+        yield self.env.timeout(replica.ready_at_s - self.env.now)
+        if replica.state == SERVING:
+            self._enlist(replica)
+
+    def _enlist(self, replica: Replica) -> None:
+        self.serving.append(replica)
+        self.router.enlist(replica)
+
+    def drain_replica(self, replica: Replica) -> None:
+        if replica in self.serving:
+            self.serving.remove(replica)
+            self.router.retire(replica)
+        replica.drain()
+
+    @property
+    def num_starting(self) -> int:
+        return sum(
+            r.state not in (STOPPED, "draining") and r not in self.serving for r in self.replicas
+        )
+
+    def gpu_hours(self, end_s: float) -> float:
+        return _gpu_hours(self.replicas, end_s)
+
+
+def _gpu_hours(replicas: list[Replica], end_s: float) -> float:
+    return (
+        sum(
+            (
+                (min(r.stopped_at_s, end_s) if r.stopped_at_s is not None else end_s)
+                - r.requested_at_s
+            )
+            * r.tensor_parallel
+            for r in replicas
+        )
+        / 3600.0
+    )
+
+
+class DisaggregatedCluster(Cluster):
+    """`Cluster`'s clients and records, with the prefill pool in the router's place."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        prefill: PoolConfig,
+        decode: PoolConfig,
+        link: LinkSpec,
+        kv_bytes_per_token: int,
+        arrival_s: list[float],
+        prompt_tokens: list[int],
+        output_tokens: list[int],
+        tenants: list[str],
+        prompt_ids: Callable[[int], list[int]] | None = None,
+    ):
+        self.link = link
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.transfer_bytes: list[int] = []
+        self.transfer_s: list[
+            float
+        ] = []  # link time of each transfer (latency + bytes / bandwidth)
+        self.transfer_wait_s: list[float] = []  # queueing for the decode replica's link before it
+        self._handed: dict[str, tuple[PrefillReplica, Request]] = {}
+        super().__init__(
+            config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids
+        )  # 0 replicas
+        self.pools = {
+            "prefill": Pool(self, prefill, PrefillReplica),
+            "decode": Pool(self, decode, DecodeReplica),
+        }
+        self.router, self.serving = self.pools["prefill"].router, self.pools["prefill"].serving
+        for pool in self.pools.values():
+            for _ in range(pool.config.initial_replicas):
+                pool.add_replica(cold_start_s=0.0)
+
+    def add_replica(self, cold_start_s: float) -> Replica:
+        raise TypeError(
+            "a disaggregated cluster adds replicas to a pool: cluster.pools[name].add_replica"
+        )
+
+    # ---- the hand-over ---------------------------------------------------------------------------
+    def progress_handler(self, pool: Pool) -> Callable[[Request], None]:
+        if pool.name == "decode":
+            return self._on_decode_progress
+        return self._on_prefill_progress
+
+    def _on_prefill_progress(self, request: Request) -> None:
+        if request.status is RequestStatus.HANDED_OVER:  # served, as far as the prefill pool goes
+            ttft_s = (
+                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+            )
+            self.monitor.on_first_token(ttft_s)
+            self.pools["prefill"].monitor.on_first_token(ttft_s)
+            self.pools["prefill"].monitor.on_finish(1)
+            return
+        self._on_progress(request)  # a 1-token request finishes on the prefill side
+
+    def _on_decode_progress(self, request: Request) -> None:
+        if request.is_finished and request.status is not RequestStatus.FINISHED_ABORTED:
+            self.pools["decode"].monitor.on_finish(request.num_output_tokens)
+        self._on_progress(request)
+
+    def hand_over(self, replica: PrefillReplica, request: Request) -> None:
+        decode = self.pools["decode"]
+        copy = handoff_copy(request)
+        target = (
+            decode.router.choose(decode.serving, copy) if decode.serving else decode.replicas[0]
+        )
+        self._handed[request.request_id] = (replica, request)
+        index, attempt, _ = self._attempts[request.request_id]
+        self._attempts[request.request_id] = (index, attempt, target)
+        target.receive(copy)
+
+    def transfer(self, replica: DecodeReplica, request: Request):
+        """The KV of `request` (blocks reserved on `replica`) over the link; then both sides move on."""
+        source, original = self._handed.pop(request.request_id)
+        num_bytes = kv_tokens(request) * self.kv_bytes_per_token
+        link_s = self.link.transfer_s(num_bytes, source.tensor_parallel, replica.tensor_parallel)
+        queued_at = self.env.now
+        with replica.link.request() as turn:
+            yield turn
+            self.transfer_wait_s.append(self.env.now - queued_at)
+            yield self.env.timeout(link_s)
+        self.transfer_bytes.append(num_bytes)
+        self.transfer_s.append(link_s)
+        source.release(original)
+        replica.finish_receive(request)
+
+    # ---- running and accounting ------------------------------------------------------------------
+    def run(
+        self, horizon_s: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> float:
+        end = super().run(horizon_s, progress)
+        for pool in self.pools.values():
+            pool.monitor.close(end)
+        return end
+
+    def gpu_hours(self, end_s: float) -> float:
+        return _gpu_hours(self.replicas, end_s)
+
+    @property
+    def num_starting(self) -> int:
+        return sum(pool.num_starting for pool in self.pools.values())

@@ -1,0 +1,165 @@
+"""Resolving `cluster.disaggregation` into a prefill pool and a decode pool (`simulator.cluster.disaggregated`).
+
+Each pool's KV pool comes from the same memory math as a co-located replica's at that pool's TP degree,
+its step costs from the best calibration for that TP degree (the scenario's own when its TP matches),
+its batch settings from the scenario's scheduler settings with the pool's overrides, and its cold start
+from its weights per GPU. Every request must fit both pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import ProfiledCostModel
+from simulator.calibration.schema import Calibration
+from simulator.calibration.shipped import calibration_for
+from simulator.cluster.autoscaler import Autoscaler
+from simulator.cluster.cluster import ClusterConfig
+from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
+from simulator.hardware import HardwareSpec
+from simulator.kv_tiers import host_tier_costs
+from simulator.links import get_link
+from simulator.model_spec import ModelSpec, kv_blocks_available
+from simulator.scenario import Scenario
+from traces import Trace
+
+
+def _pool_config(
+    scenario: Scenario,
+    base: ClusterConfig,
+    model: ModelSpec,
+    gpu: HardwareSpec,
+    calibration: Calibration,
+    role: str,
+    need_tokens: int,
+) -> tuple[PoolConfig, float]:
+    spec = scenario.cluster.disaggregation
+    pool = spec.prefill if role == "prefill" else spec.decode
+    tp = (
+        spec.prefill_tensor_parallel if role == "prefill" else spec.decode_tensor_parallel
+    ) or scenario.hardware.tensor_parallel
+    settings = scenario.scheduler
+    if settings.num_kv_blocks is not None:
+        num_blocks = settings.num_kv_blocks
+    else:
+        num_blocks = kv_blocks_available(
+            model, gpu, tp, settings.gpu_memory_utilization, settings.block_size
+        )
+    need = -(-need_tokens // settings.block_size)
+    if need > num_blocks:
+        raise ValueError(
+            f"cluster.disaggregation: a {role} replica (tensor_parallel={tp}) holds {num_blocks} KV "
+            f"blocks but a request may need {need}; expected a larger {role}_tensor_parallel or "
+            "shorter requests"
+        )
+    if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
+        calibration = calibration_for(scenario.model.name, scenario.hardware.gpu, tp)
+    changes = {"role": role}
+    if pool.max_num_seqs is not None:
+        changes["max_num_seqs"] = pool.max_num_seqs
+    if pool.max_num_batched_tokens is not None:
+        changes["max_num_batched_tokens"] = pool.max_num_batched_tokens
+    scheduler_config = base.scheduler_config.model_copy(update=changes)
+    scheduler_config = type(scheduler_config).model_validate(scheduler_config.model_dump())
+    cache_config = base.cache_config.model_copy(update={"num_kv_blocks": num_blocks})
+    replicas = spec.prefill_replicas if role == "prefill" else spec.decode_replicas
+    if pool.autoscaler.enabled:
+        replicas = max(replicas, pool.autoscaler.min_replicas)
+    cold = pool.autoscaler.cold_start
+    weight_load_s = cold.weight_load_s
+    if weight_load_s is None:
+        weight_load_s = model.weight_bytes_per_gpu(tp) / cold.weight_load_bytes_per_s
+    gpu_model = CostModel.from_calibration(calibration)
+    cost_model = gpu_model
+    if isinstance(base.cost_model, ProfiledCostModel):   # the scenario's serving stack and error band
+        cost_model = ProfiledCostModel(gpu_model, base.cost_model.profile, base.cost_model.scale)
+    costs = None
+    if cache_config.num_cpu_kv_blocks:
+        costs = host_tier_costs(
+            model, gpu, tp, gpu_model, settings.block_size, scheduler_config.max_num_batched_tokens
+        )
+    config = PoolConfig(
+        name=role,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        cost_model=cost_model,
+        tensor_parallel=tp,
+        initial_replicas=replicas,
+        router_policy=pool.router.policy,
+        window_s=base.window_s,
+        seed=base.seed,
+        host_tier_costs=costs,
+    )
+    return config, cold.provisioning_s + weight_load_s + cold.warmup_s
+
+
+def build_disaggregated(
+    scenario: Scenario,
+    base: ClusterConfig,
+    model: ModelSpec,
+    gpu: HardwareSpec,
+    calibration: Calibration,
+    trace: Trace,
+    prompt_ids: Callable[[int], list[int]] | None,
+) -> tuple[DisaggregatedCluster, dict]:
+    spec = scenario.cluster.disaggregation
+    need_tokens = int((trace.prompt_tokens + trace.output_tokens).max(initial=1))
+    prefill, prefill_cold_s = _pool_config(
+        scenario, base, model, gpu, calibration, "prefill", need_tokens
+    )
+    decode, decode_cold_s = _pool_config(
+        scenario, base, model, gpu, calibration, "decode", need_tokens
+    )
+    link = get_link(spec.link)
+    config = base.__class__(
+        **{**base.__dict__, "initial_replicas": 0, "scrape_interval_s": _scrape(spec)}
+    )
+    cluster = DisaggregatedCluster(
+        config,
+        prefill,
+        decode,
+        link,
+        model.kv_bytes_per_token,
+        trace.arrival_s.tolist(),
+        trace.prompt_tokens.tolist(),
+        trace.output_tokens.tolist(),
+        trace.tenant.tolist(),
+        prompt_ids,
+    )
+    for name, cold_s in (("prefill", prefill_cold_s), ("decode", decode_cold_s)):
+        autoscaler = (spec.prefill if name == "prefill" else spec.decode).autoscaler
+        if autoscaler.enabled:
+            cluster.pools[name].autoscaler = Autoscaler(cluster.pools[name], autoscaler, cold_s)
+    facts = {
+        "disaggregation": {
+            "link": link.name,
+            "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+            "link_latency_s": link.latency_s,
+            "link_source": link.source,
+            "link_label": link.label,
+            "kv_bytes_per_token": model.kv_bytes_per_token,
+            **{
+                f"{pool.name}_{key}": value
+                for pool in (prefill, decode)
+                for key, value in (
+                    ("replicas", pool.initial_replicas),
+                    ("tensor_parallel", pool.tensor_parallel),
+                    ("kv_blocks_per_replica", pool.cache_config.num_kv_blocks),
+                    ("max_num_seqs", pool.scheduler_config.max_num_seqs),
+                    ("max_num_batched_tokens", pool.scheduler_config.max_num_batched_tokens),
+                    ("cold_start_s", prefill_cold_s if pool is prefill else decode_cold_s),
+                )
+            },
+        }
+    }
+    return cluster, facts
+
+
+def _scrape(spec) -> float | None:
+    intervals = [
+        pool.autoscaler.scrape_interval_s
+        for pool in (spec.prefill, spec.decode)
+        if pool.autoscaler.enabled
+    ]
+    return min(intervals) if intervals else None

@@ -1,0 +1,223 @@
+"""Co-located or disaggregated, with or without a host KV tier: the cheapest fixed fleet that holds the SLO.
+
+For each layout the planner simulates the scenario's traffic on fixed fleets (autoscalers off) and keeps
+the fewest GPUs that meet the SLO:
+- co-located, per tensor-parallel degree and host tier: bisection on the replica count (meeting the SLO
+  is monotone in it);
+- disaggregated (xPyD), per (prefill TP, decode TP) and host tier: a staircase walk over the prefill
+  replicas x and decode replicas y. The fewest prefill replicas that hold the SLO can only fall as decode
+  replicas are added, so starting from (x_max, 1) it steps x down while the SLO holds and y up while it
+  does not: O(x_max + y_max) simulations find every minimal (x, y), of which the cheapest is kept.
+The answer names the layout, its ratio and TP degrees, GPUs, cost and P99s, beside the best of each
+layout, so "would splitting prefill and decode, or adding host memory for KV, hold this spike with fewer
+GPUs?" is read off one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from simulator.scenario import AutoscalerSpec, DisaggregationSpec, PoolSettings, Scenario
+from simulator.simulation import simulate
+
+
+@dataclass(frozen=True)
+class Layout:
+    kind: str  # "colocated" or "disaggregated"
+    cpu_kv_gb: float
+    replicas: int = 0  # co-located
+    tensor_parallel: int = 0
+    prefill_replicas: int = 0  # disaggregated
+    decode_replicas: int = 0
+    prefill_tensor_parallel: int = 0
+    decode_tensor_parallel: int = 0
+
+    @property
+    def gpus(self) -> int:
+        if self.kind == "colocated":
+            return self.replicas * self.tensor_parallel
+        return (
+            self.prefill_replicas * self.prefill_tensor_parallel
+            + self.decode_replicas * self.decode_tensor_parallel
+        )
+
+    @property
+    def label(self) -> str:
+        tier = f" + {self.cpu_kv_gb:g} GB host KV" if self.cpu_kv_gb else ""
+        if self.kind == "colocated":
+            return f"co-located {self.replicas} x TP{self.tensor_parallel}{tier}"
+        return (
+            f"{self.prefill_replicas}P{self.decode_replicas}D (prefill TP{self.prefill_tensor_parallel}, "
+            f"decode TP{self.decode_tensor_parallel}){tier}"
+        )
+
+
+@dataclass
+class Outcome:
+    layout: Layout
+    meets_slo: bool
+    gpus: int
+    cost_usd: float
+    cost_per_request_usd: float | None
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    slo_attainment: float
+    kv_transfer_p99_s: float | None
+    prefix_hit_rate_cpu: float
+
+    def row(self) -> dict:
+        return {
+            "layout": self.layout.label,
+            **asdict(self.layout),
+            **{k: v for k, v in asdict(self).items() if k != "layout"},
+        }
+
+
+@dataclass
+class SplitPlan:
+    outcomes: list[Outcome] = field(default_factory=list)  # every simulation, in order
+    best: dict[str, Outcome | None] = field(default_factory=dict)  # per layout kind (and tier)
+    recommendation: Outcome | None = None
+
+    def rows(self) -> list[dict]:
+        return [outcome.row() for outcome in self.outcomes]
+
+
+def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-ndr") -> Scenario:
+    """The scenario on a fixed fleet of this layout (autoscalers off)."""
+    off = AutoscalerSpec(enabled=False)
+    scheduler = scenario.scheduler.model_copy(update={"cpu_kv_gb": layout.cpu_kv_gb})
+    if layout.kind == "colocated":
+        cluster = scenario.cluster.model_copy(
+            update={"replicas": layout.replicas, "autoscaler": off, "disaggregation": None}
+        )
+        hardware = scenario.hardware.model_copy(update={"tensor_parallel": layout.tensor_parallel})
+        return scenario.model_copy(
+            update={"cluster": cluster, "hardware": hardware, "scheduler": scheduler}
+        )
+    old = scenario.cluster.disaggregation
+    pools = {
+        name: (getattr(old, name) if old is not None else PoolSettings()).model_copy(
+            update={"autoscaler": off}
+        )
+        for name in ("prefill", "decode")
+    }
+    spec = DisaggregationSpec(
+        prefill_replicas=layout.prefill_replicas,
+        decode_replicas=layout.decode_replicas,
+        prefill_tensor_parallel=layout.prefill_tensor_parallel,
+        decode_tensor_parallel=layout.decode_tensor_parallel,
+        link=old.link if old is not None else link,
+        **pools,
+    )
+    cluster = scenario.cluster.model_copy(update={"disaggregation": spec, "autoscaler": off})
+    return scenario.model_copy(update={"cluster": cluster, "scheduler": scheduler})
+
+
+def plan_split(
+    scenario: Scenario,
+    tensor_parallels: list[int] | None = None,
+    max_replicas: int = 8,
+    cpu_kv_gb: list[float] | None = None,
+    link: str = "infiniband-ndr",
+    progress: Callable[[str], None] | None = None,
+) -> SplitPlan:
+    tps = tensor_parallels or [scenario.hardware.tensor_parallel]
+    tiers = cpu_kv_gb if cpu_kv_gb is not None else [scenario.scheduler.cpu_kv_gb]
+    plan = SplitPlan()
+    cache: dict[Layout, Outcome] = {}
+
+    def run(layout: Layout) -> Outcome:
+        if layout not in cache:
+            summary = simulate(layout_scenario(scenario, layout, link)).summary
+            cache[layout] = outcome = Outcome(
+                layout,
+                bool(summary["meets_slo"]),
+                layout.gpus,
+                summary["cost_usd"],
+                summary["cost_per_request_usd"],
+                summary["ttft_p99_s"],
+                summary["tpot_p99_s"],
+                summary["slo_attainment"],
+                summary.get("kv_transfer_p99_s"),
+                summary.get("prefix_hit_rate_cpu", 0.0),
+            )
+            plan.outcomes.append(outcome)
+            if progress is not None:
+                progress(f"{layout.label}: {'meets' if outcome.meets_slo else 'misses'} the SLO")
+        return cache[layout]
+
+    for tier in tiers:
+        for tp in tps:
+            _keep(
+                plan,
+                f"colocated, {tier:g} GB host KV",
+                _bisect(
+                    lambda n, tp=tp, tier=tier: run(
+                        Layout("colocated", tier, replicas=n, tensor_parallel=tp)
+                    ),
+                    max_replicas,
+                ),
+            )
+        for tp_p in tps:
+            for tp_d in tps:
+                _keep(
+                    plan,
+                    f"disaggregated, {tier:g} GB host KV",
+                    _staircase(
+                        lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier: run(
+                            Layout(
+                                "disaggregated",
+                                tier,
+                                prefill_replicas=x,
+                                decode_replicas=y,
+                                prefill_tensor_parallel=tp_p,
+                                decode_tensor_parallel=tp_d,
+                            )
+                        ),
+                        max_replicas,
+                    ),
+                )
+    held = [best for best in plan.best.values() if best is not None]
+    plan.recommendation = min(held, key=_price, default=None)
+    return plan
+
+
+def _price(outcome: Outcome) -> tuple:
+    return outcome.gpus, outcome.cost_usd, outcome.ttft_p99_s or 0.0
+
+
+def _keep(plan: SplitPlan, key: str, found: Outcome | None) -> None:
+    current = plan.best.get(key)
+    if found is not None and (current is None or _price(found) < _price(current)):
+        plan.best[key] = found
+    else:
+        plan.best.setdefault(key, None)
+
+
+def _bisect(run: Callable[[int], Outcome], high: int) -> Outcome | None:
+    if not run(high).meets_slo:
+        return None
+    low, best = 1, run(high)
+    while low < best.layout.replicas:
+        mid = (low + best.layout.replicas) // 2
+        outcome = run(mid)
+        if outcome.meets_slo:
+            best = outcome
+        else:
+            low = mid + 1
+    return best
+
+
+def _staircase(run: Callable[[int, int], Outcome], high: int) -> Outcome | None:
+    x, y, best = high, 1, None
+    while x >= 1 and y <= high:
+        outcome = run(x, y)
+        if outcome.meets_slo:
+            if best is None or _price(outcome) < _price(best):
+                best = outcome
+            x -= 1
+        else:
+            y += 1
+    return best

@@ -1,0 +1,75 @@
+"""`surgeplan plan-split SCENARIO`: co-located vs disaggregated (xPyD, each pool's TP), with and without a
+host KV tier; the cheapest fixed fleet that holds the SLO, as a table or one JSON object."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def plan_split_command(
+    scenario_file: Path = typer.Argument(
+        ...,
+        help="scenario YAML or JSON (its cluster.disaggregation, if any, "
+        "gives the link and each pool's batch settings)",
+    ),
+    tensor_parallel: list[int] | None = typer.Option(
+        None,
+        "--tp",
+        min=1,
+        max=64,
+        help="tensor-parallel degree to try (for replicas and each pool); repeat",
+    ),
+    max_replicas: int = typer.Option(
+        8, "--max-replicas", min=1, max=256, help="most replicas (per pool)"
+    ),
+    cpu_kv_gb: list[float] | None = typer.Option(
+        None, "--cpu-kv-gb", min=0, help="host KV tier per replica to try, GB (0: none); repeat"
+    ),
+    link: str = typer.Option(
+        "infiniband-ndr", "--link", help="KV link when the scenario names none"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """The cheapest fleet that holds the SLO: co-located or prefill/decode split, with its ratio."""
+    from simulator.planner.split import plan_split
+    from simulator.scenario import Scenario
+
+    try:
+        scenario = Scenario.load(scenario_file)
+        result = plan_split(
+            scenario,
+            tensor_parallel or None,
+            max_replicas,
+            cpu_kv_gb or None,
+            link,
+            progress=None if as_json else lambda line: typer.echo(f"  {line}", err=True),
+        )
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    data = {
+        "recommendation": result.recommendation.row() if result.recommendation else None,
+        "best": {key: outcome.row() if outcome else None for key, outcome in result.best.items()},
+        "simulations": result.rows(),
+    }
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    typer.echo(f"{scenario.name}: the cheapest fixed fleet per layout that holds the SLO")
+    for key, outcome in result.best.items():
+        if outcome is None:
+            typer.echo(f"  {key:<36} none in range")
+        else:
+            typer.echo(
+                f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs, ${outcome.cost_usd:.2f}, "
+                f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s"
+            )
+    rec = result.recommendation
+    typer.echo(
+        f"recommendation: {rec.layout.label} ({rec.gpus} GPUs)"
+        if rec
+        else "recommendation: none (no layout in range holds the SLO; raise --max-replicas)"
+    )

@@ -1,0 +1,114 @@
+"""The co-located vs disaggregated planner: it searches both layouts (xPyD, each pool's TP) with and
+without a host KV tier on fixed fleets, keeps the cheapest fleet of each that holds the SLO, and
+recommends the cheapest overall; its CLI prints it; the Split dashboard page renders both fleets."""
+
+import json
+
+from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
+
+from simulator import Scenario
+from simulator.planner.split import Layout, _staircase, layout_scenario, plan_split
+
+
+def _small() -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "small",
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 3.0},
+                "duration_s": 30.0,
+                "too_long": "clip",
+            },
+            "model": {"name": "llama-2-7b"},
+            "hardware": {"gpu": "A100-80GB"},
+            "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2},
+        }
+    )
+
+
+def test_plan_split_keeps_the_cheapest_of_each_layout_and_recommends_one():
+    plan = plan_split(_small(), max_replicas=2, cpu_kv_gb=[0, 32])
+    assert set(plan.best) == {
+        "colocated, 0 GB host KV",
+        "disaggregated, 0 GB host KV",
+        "colocated, 32 GB host KV",
+        "disaggregated, 32 GB host KV",
+    }
+    held = [o for o in plan.best.values() if o is not None]
+    assert held and plan.recommendation == min(
+        held, key=lambda o: (o.gpus, o.cost_usd, o.ttft_p99_s)
+    )
+    assert all(o.meets_slo for o in held)
+    assert (
+        plan.best["colocated, 0 GB host KV"].layout.replicas == 1
+    )  # light traffic: one GPU holds it
+    split = plan.best["disaggregated, 0 GB host KV"]
+    assert split.layout.prefill_replicas == split.layout.decode_replicas == 1 and split.gpus == 2
+    assert split.kv_transfer_p99_s is not None and split.kv_transfer_p99_s > 0
+
+
+def test_staircase_finds_the_minimal_ratio_with_few_runs():
+    calls = []
+
+    def run(x, y):  # holds when 2x + y >= 7 (cost: x + y GPUs)
+        calls.append((x, y))
+        layout = Layout(
+            "disaggregated",
+            0,
+            prefill_replicas=x,
+            decode_replicas=y,
+            prefill_tensor_parallel=1,
+            decode_tensor_parallel=1,
+        )
+        from simulator.planner.split import Outcome
+
+        return Outcome(layout, 2 * x + y >= 7, x + y, float(x + y), None, 0.0, 0.0, 1.0, None, 0.0)
+
+    best = _staircase(run, 6)
+    assert (best.layout.prefill_replicas, best.layout.decode_replicas) == (3, 1)
+    assert len(calls) <= 2 * 6
+
+
+def test_layout_scenario_turns_autoscalers_off_and_sets_the_pools():
+    base = Scenario.load("examples/scenarios/disaggregated-llama-3-70b-h100.yaml")
+    scenario = layout_scenario(
+        base,
+        Layout(
+            "disaggregated",
+            64,
+            prefill_replicas=3,
+            decode_replicas=1,
+            prefill_tensor_parallel=4,
+            decode_tensor_parallel=8,
+        ),
+    )
+    spec = scenario.cluster.disaggregation
+    assert (spec.prefill_replicas, spec.decode_replicas, spec.decode_tensor_parallel) == (3, 1, 8)
+    assert not spec.prefill.autoscaler.enabled and not spec.decode.autoscaler.enabled
+    assert spec.prefill.max_num_batched_tokens == 8192 and scenario.scheduler.cpu_kv_gb == 64
+
+
+def test_plan_split_command_prints_json(tmp_path):
+    from surgeplan_cli import app
+
+    path = _small().save(tmp_path / "small.yaml")
+    result = CliRunner().invoke(app, ["plan-split", str(path), "--max-replicas", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["recommendation"]["gpus"] == 1 and data["recommendation"]["kind"] == "colocated"
+
+
+def test_split_page_renders_both_fleets():
+    def script():
+        import streamlit as st
+
+        from dashboard.views import split
+
+        st.session_state.setdefault("split_duration", 60)
+        split.render()
+
+    at = AppTest.from_function(script, default_timeout=240).run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [m.label for m in at.metric]
+    assert labels.count("P99 TTFT") == 2 and any("KV moved" in c.value for c in at.caption)

@@ -1,0 +1,125 @@
+"""The disaggregated simulator: a prefill pool and a decode pool on the engine's scheduler roles, the KV
+moved over a catalog link. The transfer model is checked against a hand computation for one request;
+the example scenario runs with per-pool series and transfer figures; co-located runs report no transfer."""
+
+import pytest
+
+from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.step_shape import StepShape
+from simulator import Scenario, simulate
+from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
+from simulator.links import LINKS, get_link
+from tests.sim_helpers import cluster_config, cost_model
+
+EXAMPLE = "examples/scenarios/disaggregated-llama-3-70b-h100.yaml"
+
+
+def _pool(name: str, model, tensor_parallel: int, num_blocks: int = 256) -> PoolConfig:
+    return PoolConfig(
+        name=name,
+        scheduler_config=SchedulerConfig(max_num_batched_tokens=512, role=name),
+        cache_config=CacheConfig(
+            block_size=16, num_kv_blocks=num_blocks, enable_prefix_caching=False
+        ),
+        cost_model=model,
+        tensor_parallel=tensor_parallel,
+        initial_replicas=1,
+        router_policy="round_robin",
+        window_s=10.0,
+        seed=0,
+    )
+
+
+def test_one_request_matches_a_hand_computation():
+    model = cost_model(0.01, 1e-5, 1e-7)
+    link = get_link("infiniband-ndr")
+    prompt, output, kv_bytes_per_token = 300, 5, 327_680  # Llama-3-70B bf16: 2 x 80 x 8 x 128 x 2
+    cluster = DisaggregatedCluster(
+        cluster_config(model, replicas=0),
+        _pool("prefill", model, 2),
+        _pool("decode", model, 4),
+        link,
+        kv_bytes_per_token,
+        [1.0],
+        [prompt],
+        [output],
+        ["default"],
+    )
+    end = cluster.run()
+    # by hand: the prefill step of 300 tokens, then 300 x 327,680 B = 98.3 MB over min(2, 4) = 2 NDR links
+    # (50 GB/s each, 20 us set-up), then 4 decode steps of contexts 301..304
+    prefill_s = 0.01 + 300 * 1e-5
+    transfer_s = 20e-6 + 300 * 327_680 / (50e9 * 2)
+    assert transfer_s == pytest.approx(0.00100304)
+    decodes_s = sum(0.01 + 1e-5 + ctx * 1e-7 for ctx in range(301, 305))
+    assert model.step_time(StepShape(((300, 0),), ())) == pytest.approx(prefill_s)
+    record = cluster.records[0]
+    assert record.status == "ok" and record.output_tokens == output
+    assert record.ttft_s == pytest.approx(prefill_s)
+    assert record.e2e_s == pytest.approx(prefill_s + transfer_s + decodes_s)
+    assert cluster.transfer_bytes == [300 * 327_680] and cluster.transfer_s == [
+        pytest.approx(transfer_s)
+    ]
+    assert end == pytest.approx(1.0 + prefill_s + transfer_s + decodes_s)
+    for pool in cluster.pools.values():  # every block back in both pools
+        assert all(r.scheduler.block_manager.num_used_blocks == 0 for r in pool.replicas)
+
+
+def test_decode_pool_back_pressure_and_preemption_finish_every_request():
+    model = cost_model(0.01, 1e-5, 1e-7)
+    n = 40
+    cluster = DisaggregatedCluster(
+        cluster_config(model, replicas=0),
+        _pool("prefill", model, 1, num_blocks=64),
+        _pool("decode", model, 1, num_blocks=48),
+        get_link("ethernet-100g"),
+        1_000_000,
+        [0.01 * i for i in range(n)],
+        [100 + 7 * i for i in range(n)],
+        [30 + i for i in range(n)],
+        ["default"] * n,
+    )
+    cluster.run()
+    assert all(r.status == "ok" for r in cluster.records)
+    assert [r.output_tokens for r in cluster.records] == [30 + i for i in range(n)]
+    decode = cluster.pools["decode"].replicas[0].scheduler
+    assert decode.num_preemptions > 0  # a full decode pool recomputes, as co-located
+    assert len(cluster.transfer_bytes) == n and max(cluster.transfer_wait_s) > 0
+
+
+def test_link_catalog_is_labelled():
+    assert {link.kind for link in LINKS.values()} == {"nvlink", "pcie", "infiniband", "ethernet"}
+    assert all(link.source and link.label == "nominal" for link in LINKS.values())
+    with pytest.raises(ValueError, match="expected one of"):
+        get_link("carrier-pigeon")
+
+
+def test_example_runs_disaggregated_and_colocated(tmp_path):
+    scenario = Scenario.load(EXAMPLE)
+    short = scenario.model_copy(
+        update={
+            "traffic": scenario.traffic.model_copy(update={"duration_s": 60.0}),
+            "horizon_s": None,
+        }
+    )
+    result = simulate(short)
+    summary = result.summary
+    assert (
+        summary["completed"] == summary["requests"]
+        and summary["kv_transfers"] == summary["requests"]
+    )
+    assert (
+        summary["kv_transfer_bytes"] > 0
+        and 0 < summary["kv_transfer_mean_s"] <= summary["kv_transfer_p99_s"]
+    )
+    assert set(result.pools) == {"prefill", "decode"} and all(result.pools.values())
+    assert {row["pool"] for row in result.replicas} == {"prefill", "decode"}
+    assert result.facts["disaggregation"]["link_source"].startswith("NVIDIA ConnectX-7")
+    written = {path.name for path in result.write(tmp_path)}
+    assert {"timeseries-prefill.csv", "timeseries-decode.csv"} <= written
+    colocated = short.model_copy(
+        update={"cluster": short.cluster.model_copy(update={"disaggregation": None, "replicas": 4})}
+    )
+    plain = simulate(colocated).summary
+    assert plain["kv_transfer_bytes"] == 0 and plain["kv_transfer_mean_s"] is None
+    assert plain["completed"] == summary["completed"]
