@@ -125,7 +125,7 @@ class Replica:
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
         arrives or is aborted meanwhile, after the step in progress."""
         start = self.env.now
-        start_utilization = self.scheduler.kv_stats().utilization
+        start_utilization = self.scheduler.kv_utilization()
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
         ends, elapsed = [], 0.0
         horizon = self.next_observation_s(start)
@@ -155,7 +155,7 @@ class Replica:
         by the mean of that and the end state (one step: the end state, as the live engine measures)."""
         self.num_steps += num_steps
         self.busy_s += busy_s
-        end_utilization = self.scheduler.kv_stats().utilization
+        end_utilization = self.scheduler.kv_utilization()
         mean = end_utilization if start_utilization is None else (start_utilization + end_utilization) / 2
         self.kv_utilization_busy_s += mean * busy_s
         if shape is not None and self.step_shapes is not None:
