@@ -28,6 +28,9 @@ class SimResult:
     decisions: list[dict] = field(default_factory=list)
     replicas: list[dict] = field(default_factory=list)
     tenants: dict[str, dict] = field(default_factory=dict)     # tenant -> `tenant_summaries` row
+    # how the run went on this machine (`cpu_s`, `wall_s`): kept out of `summary` and `facts`, which are a
+    # pure function of the scenario and its seed (two runs give byte-identical JSON)
+    run: dict = field(default_factory=dict)
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
@@ -38,6 +41,7 @@ class SimResult:
         path = out / "timeseries.json"
         path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
                                     "replicas": self.replicas, "tenants": self.tenants, "timeseries": self.timeseries,
+                                    "run": self.run,
                                     "scenario": self.scenario.model_dump(mode="json")}, indent=1))
         return written + [path]
 
@@ -108,7 +112,7 @@ def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict)
         "gpu_hours": gpu_hours, "cost_usd": cost,
         "cost_per_request_usd": cost / len(ok) if ok else None,
         "cost_per_million_output_tokens_usd": cost / output_tokens * 1e6 if output_tokens else None,
-        "simulated_s": end_s, "cpu_s": facts.get("cpu_s"),
+        "simulated_s": end_s,
     })
     replicas = [{"replica": r.replica_id, "requested_at_s": r.requested_at_s, "ready_at_s": r.ready_at_s,
                  "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
