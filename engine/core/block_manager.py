@@ -175,7 +175,8 @@ class BlockManager:
                 del self._free_cached[block]
                 self._evict(block)
             self.ref_counts[block] = 1
-        self._runs.take(start, num_blocks)      # built by `_find_run`
+        assert self._runs is not None            # built by `_find_run`
+        self._runs.take(start, num_blocks)
         self._free_uncached = [block for block in self._free_uncached if not start <= block < end]
         request.block_table.extend(run)
         self.num_allocations += num_blocks

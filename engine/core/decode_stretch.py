@@ -224,7 +224,8 @@ def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end
     caching, first_end, tokens = bm.enable_prefix_caching, step_end_times[0], [token_id] * num_steps
     # (2 step) * num_running + position: a fresh block at schedule(step); (2 step + 1) * ...: a block
     # registered at update(step). Sorted, they come in the step-by-step order.
-    events, may_stop = [], []
+    events: list[int] = []
+    may_stop: list[tuple[Request, int]] = []
     end, stride = 2 * num_steps * num_running, 2 * size * num_running
     for i, (req, _) in enumerate(scheduled):
         computed = req.num_computed_tokens
