@@ -21,13 +21,14 @@ from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
 from traces import Trace, load_trace, synthesize
 from traces.synthetic import SyntheticTraceSpec
-from traces.tokens import PromptTokenSynthesizer
+from traces.tokens import PromptTokenSynthesizer, num_hash_named_blocks, prompt_block_hashes
 from traces.transforms import assign_tenants, cap_lengths, merge, scale_rate, share_prefixes
 
 
@@ -127,12 +128,21 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         ttft_timeout_s=scenario.clients.ttft_timeout_s, max_retries=scenario.clients.max_retries,
         retry_backoff_s=scenario.clients.retry_backoff_s, cold_start_s=cold_start_s, window_s=scenario.window_s,
         scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed)
-    prompt_ids = None
+    prompt_ids = prompt_hashes = None
     if caching:
         synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
-        prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
+        size = settings.block_size
+
+        def prompt_hashes(index: int) -> list[int]:
+            return prompt_block_hashes(trace, index, size)
+
+        def prompt_ids(index: int) -> list[int]:
+            """Tokens only past the blocks `prompt_hashes` names (placeholders before: never hashed, and
+            compared only where a difference could not make a hit)."""
+            start = num_hash_named_blocks(trace, index, size) * size
+            return [SIM_TOKEN_ID] * start + synthesizer.prompt_token_ids(trace, index, start).tolist()
     cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(), trace.output_tokens.tolist(),
-                      trace.tenant.tolist(), prompt_ids)
+                      trace.tenant.tolist(), prompt_ids, prompt_hashes)
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
     if autoscaler.enabled:
