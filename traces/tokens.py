@@ -66,14 +66,15 @@ class PromptTokenSynthesizer:
         covered = 0
         if trace.hash_ids is not None:
             block = trace.hash_block_size or 1
-            for hash_id in trace.hash_ids[index]:
+            ids = trace.hash_ids[index]
+            first = min(start // block, len(ids))            # the hash blocks before `start`: skipped
+            covered = min(first * block, prompt_len)
+            for hash_id in ids[first:]:
                 if covered >= prompt_len:
                     break
                 length = min(block, prompt_len - covered)
-                if covered + length > start:
-                    skip = max(start - covered, 0)
-                    tokens[covered + skip - start: covered + length - start] = \
-                        self.block_tokens(hash_id, length)[skip:]
+                skip = max(start - covered, 0)
+                tokens[covered + skip - start: covered + length - start] = self.block_tokens(hash_id, length)[skip:]
                 covered += length
         if covered < prompt_len:
             first = max(covered, start)
