@@ -242,6 +242,9 @@ def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
     events.sort()
+    if not caching:                                      # fresh blocks only: hand them out in one loop
+        bm.take_fresh_block_each([scheduled[event % num_running][0] for event in events])
+        events = []
     for event in events:
         when, i = divmod(event, num_running)
         req = scheduled[i][0]
