@@ -140,7 +140,8 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
             """Tokens only past the blocks `prompt_hashes` names (placeholders before: never hashed, and
             compared only where a difference could not make a hit)."""
             start = num_hash_named_blocks(trace, index, size) * size
-            return [SIM_TOKEN_ID] * start + synthesizer.prompt_token_ids(trace, index, start).tolist()
+            tokens = synthesizer.prompt_token_ids(trace, index, start).tolist()
+            return [SIM_TOKEN_ID] * start + tokens
     cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(), trace.output_tokens.tolist(),
                       trace.tenant.tolist(), prompt_ids, prompt_hashes)
     price = scenario.prices.gpu_usd_per_hour
@@ -173,5 +174,6 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     cluster, facts = build_cluster(scenario, trace, calibration)
     end_s = cluster.run(scenario.horizon_s, progress)
     result = summarize(scenario, cluster, end_s, facts)
-    result.run = {"cpu_s": time.process_time() - started, "wall_s": time.perf_counter() - started_wall}
+    result.run = {"cpu_s": time.process_time() - started,
+                  "wall_s": time.perf_counter() - started_wall}
     return result

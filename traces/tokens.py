@@ -67,14 +67,15 @@ class PromptTokenSynthesizer:
         if trace.hash_ids is not None:
             block = trace.hash_block_size or 1
             ids = trace.hash_ids[index]
-            first = min(start // block, len(ids))            # the hash blocks before `start`: skipped
+            first = min(start // block, len(ids))        # the hash blocks before `start`: skipped
             covered = min(first * block, prompt_len)
             for hash_id in ids[first:]:
                 if covered >= prompt_len:
                     break
                 length = min(block, prompt_len - covered)
                 skip = max(start - covered, 0)
-                tokens[covered + skip - start: covered + length - start] = self.block_tokens(hash_id, length)[skip:]
+                tokens[covered + skip - start: covered + length - start] = \
+                    self.block_tokens(hash_id, length)[skip:]
                 covered += length
         if covered < prompt_len:
             first = max(covered, start)

@@ -149,7 +149,7 @@ class Scheduler:
                     continue
                 bm.allocate(req, target)
             scheduled.append((req, num_new))
-            if num_new == 1 and computed:                     # as `SchedulerOutput.shape` tells them apart
+            if num_new == 1 and computed:             # as `SchedulerOutput.shape` tells them apart
                 decode.append(target)
             else:
                 prefill.append((num_new, computed))
@@ -249,7 +249,7 @@ class Scheduler:
             if computed < req.num_tokens:
                 continue                                       # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
-            req._output_token_ids.append(token)           # `append_output_token`, inlined: the hot loop
+            req._output_token_ids.append(token)       # `append_output_token`, inlined: the hot loop
             req.num_tokens += 1
             if req.first_token_time is None:
                 req.first_token_time = now

@@ -165,7 +165,7 @@ class Replica:
         self._load_changed()
         now = self.env.now
         for request in progressed:                 # a first token or a finish is news to the client
-            if request.first_token_time == now or request.finish_time is not None:   # (set when it finishes)
+            if request.first_token_time == now or request.finish_time is not None:   # set on finish
                 self.on_progress(request)
 
 
