@@ -89,8 +89,8 @@ def test_prefix_caching_raises_the_hit_rate_on_a_shared_prefix_trace():
                                 cluster=dict(router=dict(policy="prefix_affinity"))))
     plain = simulate(_scenario())
     assert shared.facts["prefix_caching"] and not plain.facts["prefix_caching"]
-    assert shared.summary["prefix_hit_rate"] > 0.3
-    assert plain.summary["prefix_hit_rate"] == 0.0
+    assert shared.summary.prefix_hit_rate > 0.3
+    assert plain.summary.prefix_hit_rate == 0.0
 
 
 def test_an_autoscaled_replica_serves_only_after_its_cold_start():
@@ -105,16 +105,16 @@ def test_an_autoscaled_replica_serves_only_after_its_cold_start():
         assert replica["ready_at_s"] - replica["requested_at_s"] == pytest.approx(cold)
         served = [r for r in result.records if r.replica == replica["replica"]]
         assert all(r.sent_s >= replica["ready_at_s"] for r in served)
-    assert result.summary["replicas_peak"] > 1
+    assert result.summary.replicas_peak > 1
 
 
 def test_timeouts_and_retries_are_counted():
     result = simulate(_scenario(traffic=dict(arrivals=dict(kind="poisson", rate_per_s=60.0)),
                                 cluster=dict(replicas=1), clients=dict(ttft_timeout_s=2.0, max_retries=1)))
     summary = result.summary
-    assert summary["timed_out"] > 0 and summary["retries"] > 0
-    assert summary["completed"] + summary["timed_out"] + summary["rejected"] + summary["in_flight"] == summary["requests"]
-    assert not summary["meets_slo"]
+    assert summary.timed_out > 0 and summary.retries > 0
+    assert summary.completed + summary.timed_out + summary.rejected + summary.in_flight == summary.requests
+    assert not summary.meets_slo
 
 
 def test_same_seed_same_result_and_another_seed_differs():
@@ -122,22 +122,24 @@ def test_same_seed_same_result_and_another_seed_differs():
     key = lambda result: [(r.status, r.ttft_s, r.e2e_s) for r in result.records]  # noqa: E731
     assert key(a) == key(b)
     # summary and facts are a pure function of scenario + seed: byte-identical JSON; timings live in `run`
-    for part in ("summary", "facts", "tenants"):
-        assert json.dumps(getattr(a, part), sort_keys=True) == json.dumps(getattr(b, part), sort_keys=True)
-    assert set(a.run) == {"cpu_s", "wall_s"} and "cpu_s" not in a.summary and "cpu_s" not in a.facts
+    def parts(result):
+        tenants = {name: row.as_dict() for name, row in result.tenants.items()}
+        return [json.dumps(part, sort_keys=True) for part in (result.summary.as_dict(), result.facts, tenants)]
+    assert parts(a) == parts(b)
+    assert set(a.run) == {"cpu_s", "wall_s"} and "cpu_s" not in a.summary.as_dict() and "cpu_s" not in a.facts
     assert key(a) != key(c)
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"])
 def test_every_router_serves_everything(policy):
     result = simulate(_scenario(cluster=dict(replicas=3, router=dict(policy=policy))))
-    assert result.summary["completed"] == result.summary["requests"]
+    assert result.summary.completed == result.summary.requests
     assert len({r.replica for r in result.records}) == 3
 
 
 def test_costs_add_up():
     result = simulate(_scenario(prices=dict(gpu_usd_per_hour=2.0)))
     summary = result.summary
-    assert summary["cost_usd"] == pytest.approx(summary["gpu_hours"] * 2.0)
-    assert summary["cost_per_request_usd"] == pytest.approx(summary["cost_usd"] / summary["completed"])
-    assert result.timeseries[-1]["gpu_hours"] == pytest.approx(summary["gpu_hours"])
+    assert summary.cost_usd == pytest.approx(summary.gpu_hours * 2.0)
+    assert summary.cost_per_request_usd == pytest.approx(summary.cost_usd / summary.completed)
+    assert result.timeseries[-1]["gpu_hours"] == pytest.approx(summary.gpu_hours)
