@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup clean
+.PHONY: run test setup clean compiled pure
 
 setup: $(STAMP)
 
@@ -20,5 +20,19 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-clean:
+# Optional: compile the shared scheduler / block manager (the same source) with mypyc, in place; every
+# import then gets the compiled modules (about 2x faster simulations, identical results). `make pure`
+# goes back to the pure-Python modules, which CI tests.
+CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core/decode_stretch.py \
+	engine/core/scheduler.py engine/core/free_runs.py
+
+compiled: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,compiled]'
+	$(VENV)/bin/mypyc $(CORE_COMPILED)
+
+pure:
+	rm -f engine/core/*.so *__mypyc*.so
+	rm -rf build/
+
+clean: pure
 	rm -rf $(VENV)

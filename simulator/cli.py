@@ -35,7 +35,8 @@ def simulate_command(
     scenario_file: Path = typer.Argument(..., help="scenario YAML or JSON (see examples/scenarios/)"),
     trace: Optional[Path] = typer.Option(None, "--trace", help="replace the scenario's traffic by this trace file"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for requests.csv, timeseries.csv/.json, timeline.html"),
-    as_json: bool = typer.Option(False, "--json", help='print one JSON object: {"summary": ..., "scenario": ...}'),
+    as_json: bool = typer.Option(False, "--json", help='print one JSON object: {"summary": ..., "facts": ..., '
+                                 '"scenario": ..., "run": {"cpu_s": ..., "wall_s": ...}}'),
     engine_profile: Optional[str] = ENGINE_PROFILE_OPTION,
 ) -> None:
     """Simulate a cluster serving the scenario's traffic; summary, files and timeline."""
@@ -59,7 +60,7 @@ def simulate_command(
         write_timeline(result, out / "timeline.html")
     if as_json:
         typer.echo(json.dumps({"summary": result.summary.as_dict(), "facts": result.facts,
-                               "scenario": scenario.model_dump(mode="json")}))
+                               "scenario": scenario.model_dump(mode="json"), "run": result.run}))
         return
     calibration = result.facts["calibration"]
     typer.echo(f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "

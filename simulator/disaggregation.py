@@ -102,6 +102,7 @@ def build_disaggregated(
     calibration: Calibration,
     trace: Trace,
     prompt_ids: Callable[[int], list[int]] | None,
+    prompt_hashes: Callable[[int], list[int]] | None = None,
 ) -> tuple[DisaggregatedCluster, dict]:
     spec = scenario.cluster.disaggregation
     need_tokens = int((trace.prompt_tokens + trace.output_tokens).max(initial=1))
@@ -126,6 +127,7 @@ def build_disaggregated(
         trace.output_tokens.tolist(),
         trace.tenant.tolist(),
         prompt_ids,
+        prompt_hashes,
     )
     for name, cold_s in (("prefill", prefill_cold_s), ("decode", decode_cold_s)):
         autoscaler = (spec.prefill if name == "prefill" else spec.decode).autoscaler

@@ -33,6 +33,9 @@ class SimResult:
     replicas: list[dict] = field(default_factory=list)
     tenants: dict[str, RequestSummary] = field(default_factory=dict)     # tenant -> its requests' summary
     pools: dict[str, list[dict]] = field(default_factory=dict)  # disaggregated: pool -> its time series
+    # how the run went on this machine (`cpu_s`, `wall_s`): kept out of `summary` and `facts`, which
+    # are a pure function of the scenario and its seed (two runs give byte-identical JSON)
+    run: dict = field(default_factory=dict)
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """requests.csv, timeseries.csv (and timeseries-POOL.csv per pool of a disaggregated cluster),
@@ -46,7 +49,7 @@ class SimResult:
         path.write_text(json.dumps({"summary": self.summary.as_dict(), "facts": self.facts,
                                     "decisions": self.decisions, "replicas": self.replicas,
                                     "tenants": {name: row.as_dict() for name, row in self.tenants.items()},
-                                    "timeseries": self.timeseries, "pools": self.pools,
+                                    "timeseries": self.timeseries, "pools": self.pools, "run": self.run,
                                     "scenario": self.scenario.model_dump(mode="json")}, indent=1))
         return written + [path]
 
@@ -101,8 +104,7 @@ def summarize(scenario: Scenario, cluster: Cluster, end_s: float, facts: dict) -
         gpu_hours=gpu_hours, cost_usd=cost,
         cost_per_request_usd=cost / len(ok) if ok else None,
         cost_per_million_output_tokens_usd=cost / output_tokens * 1e6 if output_tokens else None,
-        simulated_s=end_s, cpu_s=facts.get("cpu_s"), **_tier_hit_rates(cluster, queries, hits),
-        **kv_transfer_summary(cluster))
+        simulated_s=end_s, **_tier_hit_rates(cluster, queries, hits), **kv_transfer_summary(cluster))
     replicas = [{"replica": r.replica_id, "requested_at_s": r.requested_at_s, "ready_at_s": r.ready_at_s,
                  "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
                  "preemptions": r.scheduler.num_preemptions, **({"pool": r.pool} if hasattr(r, "pool") else {})}

@@ -28,6 +28,7 @@ from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
 from simulator.hardware import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
@@ -36,7 +37,7 @@ from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
 from traces import Trace, load_trace, synthesize
 from traces.synthetic import SyntheticTraceSpec
-from traces.tokens import PromptTokenSynthesizer
+from traces.tokens import PromptTokenSynthesizer, num_hash_named_blocks, prompt_block_hashes
 from traces.transforms import assign_tenants, cap_lengths, merge, scale_rate, share_prefixes
 
 
@@ -156,21 +157,32 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         host_tier_costs=host_tier_costs(model, gpu, scenario.hardware.tensor_parallel,
                                         CostModel.from_calibration(calibration), settings.block_size,
                                         settings.max_num_batched_tokens) if cpu_blocks else None)
-    prompt_ids = None
+    prompt_ids = prompt_hashes = None
     if own_prompts:       # distinct per request (no two share a block), constant within it: cheap to build
         prompt_lengths = trace.prompt_tokens.tolist()
         prompt_ids = lambda index: [index + 3] * prompt_lengths[index]  # noqa: E731
     elif caching:
         synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
-        prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()  # noqa: E731
+        size = settings.block_size
+
+        def prompt_hashes(index: int) -> list[int]:
+            return prompt_block_hashes(trace, index, size)
+
+        def prompt_ids(index: int) -> list[int]:
+            """Tokens only past the blocks `prompt_hashes` names (placeholders before: never hashed, and
+            compared only where a difference could not make a hit)."""
+            start = num_hash_named_blocks(trace, index, size) * size
+            tokens = synthesizer.prompt_token_ids(trace, index, start).tolist()
+            return [SIM_TOKEN_ID] * start + tokens
     extra_facts = {}
     if scenario.cluster.disaggregation is not None:
         from simulator.disaggregation import build_disaggregated
 
-        cluster, extra_facts = build_disaggregated(scenario, config, model, gpu, calibration, trace, prompt_ids)
+        cluster, extra_facts = build_disaggregated(scenario, config, model, gpu, calibration, trace, prompt_ids,
+                                                   prompt_hashes)
     else:
         cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
-                          trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids)
+                          trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids, prompt_hashes)
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
     for pool in getattr(cluster, "pools", {}).values():
@@ -200,9 +212,11 @@ def _fit_error(calibration: Calibration) -> float | None:
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, trace: Trace | None = None,
              calibration: Calibration | None = None, profile: EngineProfile | None = None) -> SimResult:
     """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
-    started = time.process_time()
+    started, started_wall = time.process_time(), time.perf_counter()
     trace = load_traffic(scenario) if trace is None else trace
     cluster, facts = build_cluster(scenario, trace, calibration, profile=profile)
     end_s = cluster.run(scenario.horizon_s, progress)
-    facts["cpu_s"] = time.process_time() - started
-    return summarize(scenario, cluster, end_s, facts)
+    result = summarize(scenario, cluster, end_s, facts)
+    result.run = {"cpu_s": time.process_time() - started,
+                  "wall_s": time.perf_counter() - started_wall}
+    return result

@@ -108,7 +108,7 @@ class SimSummary(RequestSummary):
     cost_per_request_usd: float | None
     cost_per_million_output_tokens_usd: float | None
     simulated_s: float                         # the simulated clock at the end
-    cpu_s: float | None                        # CPU time the simulation took
+    # (the CPU and wall time a run took are not results: `SimResult.run`)
     # KV tiers (engine.core.host_tier): prompt tokens served from the GPU prefix cache / from host memory
     prefix_hit_rate_gpu: float = 0.0
     prefix_hit_rate_cpu: float = 0.0

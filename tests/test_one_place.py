@@ -120,7 +120,7 @@ SUMMARY_JSON_KEYS = {
     "tpot_p50_s", "tpot_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "queue_mean_s", "queue_p99_s",
     "preemptions", "kv_utilization", "kv_usage_peak", "block_allocations", "prefix_hit_rate", "abandon_rate",
     "slo_attainment", "meets_slo", "replicas_peak", "gpu_hours", "cost_usd", "cost_per_request_usd",
-    "cost_per_million_output_tokens_usd", "simulated_s", "cpu_s"}
+    "cost_per_million_output_tokens_usd", "simulated_s"}
 
 
 def test_summary_is_typed_and_written_with_its_keys(tmp_path):
@@ -135,7 +135,7 @@ def test_summary_is_typed_and_written_with_its_keys(tmp_path):
     assert written["summary"] == result.summary.as_dict()
     assert set(written["tenants"]["default"]) >= SUMMARY_JSON_KEYS - {"kv_utilization", "kv_usage_peak",
         "block_allocations", "prefix_hit_rate", "meets_slo", "replicas_peak", "gpu_hours", "cost_usd",
-        "cost_per_request_usd", "cost_per_million_output_tokens_usd", "simulated_s", "cpu_s"}
+        "cost_per_request_usd", "cost_per_million_output_tokens_usd", "simulated_s"}
 
 
 def test_outcome_is_typed_and_round_trips_through_json():

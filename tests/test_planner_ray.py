@@ -1,6 +1,6 @@
 """The Ray backend: a local Ray instance gives the answer and ledger of the serial path, by the same code
-path (`evaluate_job` on each job). Skipped where Ray is not installed (it is an optional extra:
-`pip install surgeplan[ray]`); CI does not need it."""
+path (`evaluate_job` on each job). Ray is in the dev extra, so `make test` (and CI) runs this with a local
+instance of 2 CPUs, bounded in time; skipped only where Ray is not installed (users: `surgeplan[ray]`)."""
 import pytest
 
 from simulator.planner.recommend import plan
@@ -9,6 +9,7 @@ from test_planner_helpers import quick_settings, spike_scenario
 ray = pytest.importorskip("ray")
 
 
+@pytest.mark.timeout(240)
 def test_ray_gives_the_serial_answer():
     scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
     serial = plan(scenario, settings, workers=1, progress=False)

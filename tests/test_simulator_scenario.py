@@ -67,6 +67,7 @@ def test_simulate_command_prints_json_and_writes_files(tmp_path):
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["scenario"]["name"] == "cli" and printed["summary"]["completed"] > 0
+    assert printed["run"]["cpu_s"] > 0 and "cpu_s" not in printed["summary"]     # timings apart from results
     for name in ("requests.csv", "timeseries.csv", "timeseries.json", "timeline.html"):
         assert (out / name).stat().st_size > 0
     assert "plotly" in (out / "timeline.html").read_text()[:5000].lower()

@@ -57,22 +57,29 @@ class PromptTokenSynthesizer:
         """The first `length` tokens of the block named by `hash_id` (same id, same tokens)."""
         return self._stream(_BLOCK_DOMAIN, hash_id, 0, length)
 
-    def prompt_token_ids(self, trace: Trace, index: int) -> np.ndarray:
-        """Exactly `trace.prompt_tokens[index]` token ids for request `index`."""
+    def prompt_token_ids(self, trace: Trace, index: int, start: int = 0) -> np.ndarray:
+        """Exactly `trace.prompt_tokens[index]` token ids for request `index` (from `start` on: the same
+        tokens at the same positions, the ones before `start` not made)."""
         prompt_len = int(trace.prompt_tokens[index])
-        # tokens: [prompt_len]
-        tokens = np.empty(prompt_len, dtype=np.int64)
+        # tokens: [prompt_len - start]
+        tokens = np.empty(max(prompt_len - start, 0), dtype=np.int64)
         covered = 0
         if trace.hash_ids is not None:
             block = trace.hash_block_size or 1
-            for hash_id in trace.hash_ids[index]:
+            ids = trace.hash_ids[index]
+            first = min(start // block, len(ids))        # the hash blocks before `start`: skipped
+            covered = min(first * block, prompt_len)
+            for hash_id in ids[first:]:
                 if covered >= prompt_len:
                     break
                 length = min(block, prompt_len - covered)
-                tokens[covered: covered + length] = self.block_tokens(hash_id, length)
+                skip = max(start - covered, 0)
+                tokens[covered + skip - start: covered + length - start] = \
+                    self.block_tokens(hash_id, length)[skip:]
                 covered += length
         if covered < prompt_len:
-            tokens[covered:] = self._stream(_REQUEST_DOMAIN, index, covered, prompt_len - covered)
+            first = max(covered, start)
+            tokens[first - start:] = self._stream(_REQUEST_DOMAIN, index, first, prompt_len - first)
         return tokens
 
     def iter_prompts(self, trace: Trace) -> Iterator[np.ndarray]:
@@ -83,3 +90,32 @@ def prompt_token_ids(trace: Trace, index: int, vocab_size: int, seed: int = 0,
                      min_token_id: int = 0) -> list[int]:
     """One request's prompt as a plain list of ints (what an engine's `add_request` takes)."""
     return PromptTokenSynthesizer(vocab_size, seed, min_token_id).prompt_token_ids(trace, index).tolist()
+
+
+def prompt_block_hashes(trace: Trace, index: int, block_size: int) -> list[int]:
+    """The prefix cache's chained hashes of request `index`'s leading `block_size`-token blocks that its
+    hash ids cover whole (all but the block of its last token, which a prefix cache never looks up),
+    made from the hash ids, not from tokens: block j is named by the hash ids its tokens come from and
+    its offset in the first of them, chained on the block before it. Two requests get equal hashes for
+    block j exactly when `prompt_token_ids` gives them equal tokens up to the end of block j (equal
+    hash ids up to there), so a prefix cache keyed by them hits as one keyed by token hashes would,
+    without making those tokens. Empty without hash ids."""
+    if trace.hash_ids is None:
+        return []
+    ids, hash_block = trace.hash_ids[index], trace.hash_block_size or 1
+    hashes, parent = [], None
+    for j in range(num_hash_named_blocks(trace, index, block_size)):
+        start = j * block_size
+        first, last = start // hash_block, (start + block_size - 1) // hash_block
+        parent = hash((parent, (tuple(ids[first:last + 1]), start - first * hash_block)))
+        hashes.append(parent)
+    return hashes
+
+
+def num_hash_named_blocks(trace: Trace, index: int, block_size: int) -> int:
+    """How many blocks `prompt_block_hashes` names for request `index` (0 without hash ids)."""
+    if trace.hash_ids is None:
+        return 0
+    prompt_len = int(trace.prompt_tokens[index])
+    covered = min(prompt_len, len(trace.hash_ids[index]) * (trace.hash_block_size or 1))
+    return min(covered // block_size, (prompt_len - 1) // block_size)

@@ -213,7 +213,7 @@ def _facts(result) -> str:
     return (f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
             f"({calibration['label']}{fit}){stack}; {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
             f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
-            f"GPU-hour; {result.summary.requests:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
+            f"GPU-hour; {result.summary.requests:,} requests simulated in {result.run.get('cpu_s', 0):.1f} s of CPU.")
 
 
 def _describe(scenario, values: dict) -> tuple[str, str]:

@@ -188,6 +188,25 @@ class BlockManager:
         self.num_allocations += count
         self.tenant_blocks[request.tenant] += count
 
+    def take_fresh_block_each(self, requests: Sequence[Request]) -> None:
+        """Exactly `take_fresh_blocks(request)` for each of `requests` in turn (a request may repeat), in
+        one loop: what a decode stretch's block crossings do, in the step-by-step order."""
+        uncached, cached, ref_counts = self._free_uncached, self._free_cached, self.ref_counts
+        self._runs = None
+        tenants: dict[str, int] = {}
+        for request in requests:
+            if uncached:
+                block = uncached.pop()
+            else:
+                block, _ = cached.popitem(last=False)
+                self._evict(block)
+            ref_counts[block] = 1
+            request.block_table.append(block)
+            tenants[request.tenant] = tenants.get(request.tenant, 0) + 1
+        self.num_allocations += len(requests)
+        for tenant, count in tenants.items():
+            self.tenant_blocks[tenant] += count
+
     def can_allocate_contiguous(self, request: Request, num_blocks: int) -> bool:
         headroom = self.tenant_headroom(request.tenant)
         return (headroom is None or num_blocks <= headroom) and self._find_run(num_blocks) is not None
@@ -203,7 +222,8 @@ class BlockManager:
                 del self._free_cached[block]
                 self._evict(block)
             self.ref_counts[block] = 1
-        self._runs.take(start, num_blocks)      # built by `_find_run`
+        assert self._runs is not None            # built by `_find_run`
+        self._runs.take(start, num_blocks)
         self._free_uncached = [block for block in self._free_uncached if not start <= block < end]
         request.block_table.extend(run)
         self.num_allocations += num_blocks

@@ -224,7 +224,8 @@ def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end
     caching, first_end, tokens = bm.enable_prefix_caching, step_end_times[0], [token_id] * num_steps
     # (2 step) * num_running + position: a fresh block at schedule(step); (2 step + 1) * ...: a block
     # registered at update(step). Sorted, they come in the step-by-step order.
-    events, may_stop = [], []
+    events: list[int] = []
+    may_stop: list[tuple[Request, int]] = []
     end, stride = 2 * num_steps * num_running, 2 * size * num_running
     for i, (req, _) in enumerate(scheduled):
         computed = req.num_computed_tokens
@@ -241,6 +242,9 @@ def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
     events.sort()
+    if not caching:                                      # fresh blocks only: hand them out in one loop
+        bm.take_fresh_block_each([scheduled[event % num_running][0] for event in events])
+        events = []
     for event in events:
         when, i = divmod(event, num_running)
         req = scheduled[i][0]

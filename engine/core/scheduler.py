@@ -30,10 +30,14 @@ class SchedulerOutput:
     host_loaded_blocks: int = 0      # KV blocks brought back from the host tier for this step
     max_decode_steps: int = field(default=1, repr=False)     # set by `Scheduler.decode_stretch`
     _shape: StepShape | None = field(default=None, repr=False, compare=False)
+    # the shape's two lists, filled as `schedule()` adds each request (saves a pass over `scheduled`)
+    _prefill: list[tuple[int, int]] = field(default_factory=list, repr=False, compare=False)
+    _decode: list[int] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def shape(self) -> StepShape:
-        """The step's shape, as of `schedule()` (computed on the first read, before `update`)."""
+        """The step's shape, as of `schedule()` (made at its end; for an output built otherwise, on the
+        first read, before `update`)."""
         if self._shape is None:
             prefill, decode = [], []
             for req, num_new in self.scheduled:
@@ -163,16 +167,16 @@ class Scheduler:
                 admitted = out.num_admitted
                 budget = kv_handoff.admit_arrived(self, out, budget, now)
                 self.num_handoffs -= out.num_admitted - admitted
-                if out.blocked is not None:
-                    return out
-            self._admit_waiting(out, budget, now)
-            if self.block_manager.host_tier is not None:
-                out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
+            if out.blocked is None:
+                self._admit_waiting(out, budget, now)
+                if self.block_manager.host_tier is not None:
+                    out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
+        out._shape = StepShape(tuple(out._prefill), tuple(out._decode))
         return out
 
     def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
         budget, bm, size, i = self.config.max_num_batched_tokens, self.block_manager, self.block_size, 0
-        running, scheduled = self.running, out.scheduled
+        running, scheduled, decode, prefill = self.running, out.scheduled, out._decode, out._prefill
         while i < len(running) and budget > 0:
             req = running[i]
             computed = req.num_computed_tokens
@@ -191,6 +195,10 @@ class Scheduler:
                     continue
                 bm.allocate(req, target)
             scheduled.append((req, num_new))
+            if num_new == 1 and computed:             # as `SchedulerOutput.shape` tells them apart
+                decode.append(target)
+            else:
+                prefill.append((num_new, computed))
             budget -= num_new
             i += 1
         return budget
@@ -231,6 +239,10 @@ class Scheduler:
             req.num_computed_tokens = req.num_cached_tokens = num_cached
             self._start_running(req, now)
             out.scheduled.append((req, num_new))
+            if num_new == 1 and num_cached:
+                out._decode.append(num_cached + 1)
+            else:
+                out._prefill.append((num_new, num_cached))
             out.num_admitted += 1
             budget -= num_new
         out.num_skipped = len(skipped)
@@ -283,7 +295,8 @@ class Scheduler:
             if computed < req.num_tokens:
                 continue                                       # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
-            req.append_output_token(token)
+            req._output_token_ids.append(token)       # `append_output_token`, inlined: the hot loop
+            req.num_tokens += 1
             if req.first_token_time is None:
                 req.first_token_time = now
             progressed.append(req)
@@ -347,13 +360,24 @@ class Scheduler:
     def kv_stats(self) -> KVStats:
         """O(running): only running requests hold blocks, and a block two of them share is a full
         prefix-cache block, so it counts `block_size` stored tokens once."""
+        bm = self.block_manager
+        stored, used_slots = self._stored_and_reserved_slots()
+        return KVStats(bm.num_blocks, bm.num_used_blocks, bm.num_free_blocks, bm.num_cached_free_blocks,
+                       stored, used_slots)
+
+    def kv_utilization(self) -> float:
+        """`kv_stats().utilization` without building the stats: the simulator reads it after every step."""
+        stored, used_slots = self._stored_and_reserved_slots()
+        return stored / used_slots if used_slots else 1.0
+
+    def _stored_and_reserved_slots(self) -> tuple[int, int]:
+        """(token slots holding a running request's KV, each shared block once; slots of used blocks)."""
         bm, size = self.block_manager, self.block_size
         stored = held = 0
         for req in self.running:
-            num_slots = len(req.block_table) * size
-            held += num_slots
+            num_blocks = len(req.block_table)
+            held += num_blocks
             computed = req.num_computed_tokens
-            stored += computed if computed < num_slots else num_slots
+            stored += computed if computed < num_blocks * size else num_blocks * size
         used_slots = bm.num_used_blocks * size
-        return KVStats(bm.num_blocks, bm.num_used_blocks, bm.num_free_blocks, bm.num_cached_free_blocks,
-                       stored - (held - used_slots), used_slots)
+        return stored - (held * size - used_slots), used_slots

@@ -1,46 +1,37 @@
 """What one engine step computes, in tokens: the input of the cost model and of the profiler.
 
-The sums the cost model reads several times per step are computed once per shape (cached).
+The sums the cost model reads on every simulated step are computed once, when the shape is made (plain
+attributes: a read costs no descriptor call), so the cost model's per-step path is a few attribute reads.
 """
 from dataclasses import dataclass
-from functools import cached_property
 
 
 @dataclass(frozen=True)
 class StepShape:
     """prefill_chunks: (new tokens, tokens already in the cache before them) per prefilling sequence;
-    decode_context_lens: context length (cached tokens + the new one) per decoding sequence."""
+    decode_context_lens: context length (cached tokens + the new one) per decoding sequence.
+
+    Derived on creation (not fields: equality, hashing and repr see only the two above):
+    num_prefill_tokens, num_prefill_seqs, num_decode_seqs, num_batched_tokens, num_seqs,
+    decode_context_tokens, prefill_attention_pairs (query-key pairs of causal attention over the new
+    tokens plus their cached prefix)."""
     prefill_chunks: tuple[tuple[int, int], ...] = ()
     decode_context_lens: tuple[int, ...] = ()
 
-    @cached_property
-    def num_prefill_tokens(self) -> int:
-        return sum(new for new, _ in self.prefill_chunks)
-
-    @property
-    def num_prefill_seqs(self) -> int:
-        return len(self.prefill_chunks)
-
-    @property
-    def num_decode_seqs(self) -> int:
-        return len(self.decode_context_lens)
-
-    @property
-    def num_batched_tokens(self) -> int:
-        return self.num_prefill_tokens + self.num_decode_seqs
-
-    @property
-    def num_seqs(self) -> int:
-        return self.num_prefill_seqs + self.num_decode_seqs
-
-    @cached_property
-    def decode_context_tokens(self) -> int:
-        return sum(self.decode_context_lens)
-
-    @cached_property
-    def prefill_attention_pairs(self) -> int:
-        """Query-key pairs of causal attention over the new tokens plus their cached prefix."""
-        return sum(new * cached + new * (new + 1) // 2 for new, cached in self.prefill_chunks)
+    def __post_init__(self) -> None:
+        chunks, decode = self.prefill_chunks, self.decode_context_lens
+        num_prefill = pairs = 0
+        for new, cached in chunks:
+            num_prefill += new
+            pairs += new * cached + new * (new + 1) // 2
+        derived = self.__dict__                  # frozen: set the derived counts past __setattr__
+        derived["num_prefill_tokens"] = num_prefill
+        derived["num_prefill_seqs"] = len(chunks)
+        derived["num_decode_seqs"] = len(decode)
+        derived["num_batched_tokens"] = num_prefill + len(decode)
+        derived["num_seqs"] = len(chunks) + len(decode)
+        derived["decode_context_tokens"] = sum(decode)
+        derived["prefill_attention_pairs"] = pairs
 
     @property
     def is_empty(self) -> bool:

@@ -11,7 +11,7 @@ The model is fitted by non-negative least squares on relative error, so every te
 physical, non-negative time and the model extrapolates the way hardware does.
 """
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -42,28 +42,47 @@ MIN_SPILL_TOKENS = 32  # fewer tokens than this never fill a last-level cache wi
 _STAT_COLUMNS = ("num_seqs", "num_batched_tokens", "prefill_attention_pairs", "decode_context_tokens")
 
 
+def _gemm_step(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+    return float(tokens >= fit.gemm_switch_tokens)
+
+
+def _gemv_extra_token(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+    return float(max(tokens - 1, 0)) if tokens < fit.gemm_switch_tokens else 0.0
+
+
+def _token_above_knee(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+    return float(max(-(-tokens // fit.tile_tokens) * fit.tile_tokens, fit.knee_tokens))
+
+
+def _token_above_spill(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+    return 0.0 if fit.spill_tokens is None else float(max(tokens - fit.spill_tokens, 0.0))
+
+
+# feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small function each,
+# so the per-step path calls exactly the features its terms use (`CostModel._groups`), no if-chain
+FEATURE_UNITS = {
+    "step": lambda shape, fit, tokens: 1.0,
+    "gemm_step": _gemm_step,
+    "gemv_extra_token": _gemv_extra_token,
+    "sequence": lambda shape, fit, tokens: float(shape.num_seqs),
+    "token": lambda shape, fit, tokens: float(tokens),
+    "token_above_knee": _token_above_knee,
+    "token_above_spill": _token_above_spill,
+    "prefill_attention_pair": lambda shape, fit, tokens: float(shape.prefill_attention_pairs),
+    "decode_context_token": lambda shape, fit, tokens: float(shape.decode_context_tokens),
+}
+
+
+def _units_of(feature: Feature):
+    units = FEATURE_UNITS.get(feature)
+    if units is None:
+        raise ValueError(f"cost feature {feature!r} is unknown; expected one of {list(PROFILE_TERMS)}")
+    return units
+
+
 def feature_value(feature: Feature, shape: StepShape, fit: CostModelFit) -> float:
     """How many units of `feature` this step does, under the fit's shape parameters."""
-    tokens = shape.num_batched_tokens
-    if feature == "step":
-        return 1.0
-    if feature == "gemm_step":
-        return float(tokens >= fit.gemm_switch_tokens)
-    if feature == "gemv_extra_token":
-        return float(max(tokens - 1, 0)) if tokens < fit.gemm_switch_tokens else 0.0
-    if feature == "sequence":
-        return float(shape.num_seqs)
-    if feature == "token":
-        return float(tokens)
-    if feature == "token_above_knee":
-        return float(max(-(-tokens // fit.tile_tokens) * fit.tile_tokens, fit.knee_tokens))
-    if feature == "token_above_spill":
-        return 0.0 if fit.spill_tokens is None else float(max(tokens - fit.spill_tokens, 0.0))
-    if feature == "prefill_attention_pair":
-        return float(shape.prefill_attention_pairs)
-    if feature == "decode_context_token":
-        return float(shape.decode_context_tokens)
-    raise ValueError(f"cost feature {feature!r} is unknown; expected one of {list(PROFILE_TERMS)}")
+    return _units_of(feature)(shape, fit, shape.num_batched_tokens)
 
 
 class CostModel:
@@ -73,9 +92,10 @@ class CostModel:
         self.fit = fit
         # the terms grouped by name, in order of first appearance: what `explain` reports and `step_time`
         # adds up, read once here so the per-step path builds no dict (the fit is not changed after this)
-        groups: dict[str, list[tuple[Feature, float]]] = {}
+        # (each feature's units function, not its name: no lookup per step)
+        groups: dict[str, list[tuple[Callable, float]]] = {}
         for term in fit.terms:
-            groups.setdefault(term.name, []).append((term.feature, term.seconds_per_unit))
+            groups.setdefault(term.name, []).append((_units_of(term.feature), term.seconds_per_unit))
         self._names = tuple(groups)
         self._groups = tuple(tuple(group) for group in groups.values())
 
@@ -103,11 +123,11 @@ class CostModel:
 
     def _seconds_by_name(self, shape: StepShape) -> list[float]:
         """Seconds per term name, in `explain`'s order; they sum to `step_time`."""
-        fit, parts = self.fit, []
+        fit, parts, tokens = self.fit, [], shape.num_batched_tokens
         for group in self._groups:
             seconds = 0.0
-            for feature, seconds_per_unit in group:
-                seconds += seconds_per_unit * feature_value(feature, shape, fit)
+            for units, seconds_per_unit in group:
+                seconds += seconds_per_unit * units(shape, fit, tokens)
             parts.append(seconds)
         return parts
 

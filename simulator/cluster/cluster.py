@@ -49,13 +49,18 @@ class ClusterConfig:
 class Cluster:
     def __init__(self, config: ClusterConfig, arrival_s: list[float], prompt_tokens: list[int],
                  output_tokens: list[int], tenants: list[str],
-                 prompt_ids: Callable[[int], list[int]] | None = None):
+                 prompt_ids: Callable[[int], list[int]] | None = None,
+                 prompt_hashes: Callable[[int], list[int]] | None = None):
+        """`prompt_ids(i)`: request i's prompt tokens (default: the sampled token, repeated);
+        `prompt_hashes(i)`: the prefix cache's hashes of its leading blocks, where the trace names them
+        (hash ids), set on each of its requests so those blocks are never hashed from tokens."""
         self.config = config
         self.env = simpy.Environment()
         self.router = Router(config.router_policy, config.seed)
         self.arrival_s, self.prompt_tokens, self.output_tokens, self.tenants = (arrival_s, prompt_tokens,
                                                                                 output_tokens, tenants)
         self.prompt_ids = prompt_ids or (lambda index: [SIM_TOKEN_ID] * prompt_tokens[index])
+        self.prompt_hashes = prompt_hashes
         self.records = [RequestRecord(index=i, tenant=tenants[i], arrival_s=arrival_s[i], prompt_tokens=prompt_tokens[i],
                                       expected_output_tokens=output_tokens[i]) for i in range(len(arrival_s))]
         self.replicas: list[Replica] = []
@@ -131,6 +136,8 @@ class Cluster:
         request = Request(f"{index}.{attempt}", self.prompt_ids(index),
                           SamplingParams(temperature=0.0, max_tokens=self.output_tokens[index], ignore_eos=True),
                           self.env.now, self.tenants[index])
+        if self.prompt_hashes is not None:
+            request.block_hashes = self.prompt_hashes(index)
         self._attempts[request.request_id] = (index, attempt, replica)
         replica.add_request(request)
         if config.ttft_timeout_s is not None:
@@ -140,7 +147,10 @@ class Cluster:
         """What the router looks at: the request as it will be sent (prefix affinity hashes its prompt)."""
         if self.router.policy != "prefix_affinity":
             return None  # type: ignore[return-value]
-        return Request("probe", self.prompt_ids(index), SamplingParams(max_tokens=1), self.env.now)
+        probe = Request("probe", self.prompt_ids(index), SamplingParams(max_tokens=1), self.env.now)
+        if self.prompt_hashes is not None:
+            probe.block_hashes = self.prompt_hashes(index)
+        return probe
 
     def _check_timeout(self, request: Request) -> None:
         if request.first_token_time is not None or request.is_finished:

@@ -199,6 +199,7 @@ class DisaggregatedCluster(Cluster):
         output_tokens: list[int],
         tenants: list[str],
         prompt_ids: Callable[[int], list[int]] | None = None,
+        prompt_hashes: Callable[[int], list[int]] | None = None,
     ):
         self.link = link
         self.kv_bytes_per_token = kv_bytes_per_token
@@ -209,7 +210,7 @@ class DisaggregatedCluster(Cluster):
         self.transfer_wait_s: list[float] = []  # queueing for the decode replica's link before it
         self._handed: dict[str, tuple[PrefillReplica, Request]] = {}
         super().__init__(
-            config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids
+            config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids, prompt_hashes
         )  # 0 replicas
         self.pools = {
             "prefill": Pool(self, prefill, PrefillReplica),

@@ -151,7 +151,7 @@ class Replica:
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
         arrives or is aborted meanwhile, after the step in progress."""
         start = self.env.now
-        start_utilization = self.scheduler.kv_stats().utilization
+        start_utilization = self.scheduler.kv_utilization()
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
         step_times[0] += self._wake_up()
         ends, elapsed = [], 0.0
@@ -182,7 +182,7 @@ class Replica:
         by the mean of that and the end state (one step: the end state, as the live engine measures)."""
         self.num_steps += num_steps
         self.busy_s += busy_s
-        end_utilization = self.scheduler.kv_stats().utilization
+        end_utilization = self.scheduler.kv_utilization()
         mean = end_utilization if start_utilization is None else (start_utilization + end_utilization) / 2
         self.kv_utilization_busy_s += mean * busy_s
         if shape is not None and self.step_shapes is not None:
@@ -192,7 +192,7 @@ class Replica:
         self._load_changed()
         now = self.env.now
         for request in progressed:                 # a first token or a finish is news to the client
-            if request.first_token_time == now or request.is_finished:
+            if request.first_token_time == now or request.finish_time is not None:   # set on finish
                 self.on_progress(request)
 
 
