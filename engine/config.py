@@ -5,7 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, bounds, setting
+from engine.core.config import (BatchController, CacheConfig, KVCacheDtype, Policy, SchedulerConfig, StaticReserve,
+                                bounds, setting)
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
@@ -27,6 +28,7 @@ class EngineConfig(BaseModel):
                                           "may use for weights, activations and KV")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,

@@ -1,4 +1,5 @@
 """LLMEngine: the scheduler's decisions executed by the model runner, one `step()` at a time."""
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import KVStats, Scheduler
 from engine.core.step_shape import StepShape
 from engine.tokenizer import load_tokenizer
+
+log = logging.getLogger("surgeplan.engine")
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class LLMEngine:
                              f"attends over whole contexts, so expected max_model_len ≤ {window}")
         self.cache_config = CacheConfig(
             block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching,
-            tenant_block_quota=config.tenant_block_quota,
+            tenant_block_quota=config.tenant_block_quota, kv_cache_dtype=config.kv_cache_dtype,
             num_kv_blocks=resolve_num_kv_blocks(config, self.model_config, self.dtype, self.device, max_model_len))
         self.scheduler_config = SchedulerConfig(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
@@ -54,6 +57,7 @@ class LLMEngine:
             batch_controller=config.batch_controller, batch_target_tpot_s=config.batch_target_tpot_s)
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
+        log.info(self.kv_cache_line())
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))
         self.tokenizer = load_tokenizer(config.model, self.model_config.vocab_size, self.model_config.bos_token_id,
                                         (self.model_config.eos_token_ids or (None,))[0])
@@ -112,6 +116,14 @@ class LLMEngine:
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
+
+    def kv_cache_line(self) -> str:
+        """The startup line: the KV pool's blocks, storage dtype and bytes."""
+        cache = self.cache_config
+        pool_bytes = self.model_runner.kv_cache_bytes
+        return (f"KV cache: {cache.num_kv_blocks} blocks x {cache.block_size} tokens = "
+                f"{cache.num_token_slots} token slots, kv_cache_dtype={cache.kv_cache_dtype} "
+                f"({self.model_runner.kv_caches[0].k.dtype}), {pool_bytes / 2**30:.3f} GiB")
 
     def kv_stats(self) -> KVStats:
         return self.scheduler.kv_stats()

@@ -12,6 +12,8 @@ from pydantic.fields import FieldInfo
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
 BatchController = Literal["fixed", "slo"]
+# vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
+KVCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "int8"]
 
 
 class CacheConfig(BaseModel):
@@ -22,6 +24,10 @@ class CacheConfig(BaseModel):
                                         "found by a chained hash of their tokens")
     tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
                                                "hold at once (TENANT=BLOCKS)")
+    kv_cache_dtype: KVCacheDtype = Field("auto", description="KV cache storage (vLLM's --kv-cache-dtype): auto "
+                                         "= the model's dtype; fp8 = fp8_e4m3 or fp8_e5m2 with a per-tensor "
+                                         "scale per layer; int8 with a scale per block and KV head. 1 byte a "
+                                         "value: about twice the blocks for the same memory")
 
     @property
     def num_token_slots(self) -> int:
