@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, setting
+from engine.core.config import BatchController, CacheConfig, KVCacheDtype, Policy, SchedulerConfig, setting
 from engine.settings_file import read_mapping
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
@@ -89,7 +89,8 @@ class TrafficSpec(_Strict):
 
 class ModelChoice(_Strict):
     name: str = Field("llama-2-7b", description="model preset (llama-2-7b, llama-3-8b, llama-2-70b, ...)")
-    dtype: str = Field("float16", description="weights and KV dtype (float16, bfloat16, fp8, int8)")
+    dtype: str = Field("float16", description="weights dtype (float16, bfloat16, fp8, int8), and the KV "
+                       "cache's where scheduler.kv_cache_dtype is auto")
 
 
 class HardwareChoice(_Strict):
@@ -163,6 +164,7 @@ class SchedulerSettings(_Strict):
     block_size: int = setting(CacheConfig, "block_size")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory for "
                                           "weights, activations and KV (as the engine's)")
     num_kv_blocks: int | None = Field(None, ge=1, description="override the KV pool (default: from memory)")

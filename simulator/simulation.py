@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.core.config import CacheConfig, SchedulerConfig
 from simulator.calibration.cost_model import CostModel
+from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
@@ -72,7 +73,9 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
         return settings.num_kv_blocks
     gpu = get_hardware(hardware.gpu)
     blocks = kv_blocks_available(model, gpu, hardware.tensor_parallel, settings.gpu_memory_utilization,
-                                 settings.block_size)
+                                 settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
+                                 max_num_batched_tokens=settings.max_num_batched_tokens,
+                                 max_num_seqs=settings.max_num_seqs)
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
         raise ValueError(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
@@ -106,7 +109,8 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
                                        batch_controller=settings.batch_controller,
                                        batch_target_tpot_s=settings.batch_target_tpot_s)
     cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
-                               tenant_block_quota=settings.tenant_block_quota)
+                               tenant_block_quota=settings.tenant_block_quota, kv_cache_dtype=settings.kv_cache_dtype)
+    calibration = kv_cache_calibration(calibration, settings.kv_cache_dtype, scenario.model.dtype)
     need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
     if need > num_blocks:
