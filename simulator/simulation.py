@@ -142,7 +142,8 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if autoscaler.enabled:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
-             "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
+             "kv_blocks_per_replica": num_blocks, "kv_cache_dtype": settings.kv_cache_dtype,
+             "block_size": settings.block_size, "max_model_len": max_model_len,
              "prefix_caching": caching, "cold_start_s": cold_start_s,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,

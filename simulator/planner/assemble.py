@@ -47,6 +47,7 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
     data["static_baseline"] = _fleet_summary(results.get("static"), fleet.tensor_parallel) if "static" in results else None
     data["autoscaled"] = _autoscaled(results["autoscaled"], answer, fleet) if "autoscaled" in results else None
     data["dynamic_batch"] = _dynamic(results["dynamic"], best, fleet) if "dynamic" in results else None
+    data["kv_cache_dtypes"] = kv_cache_rows(results, fleet)
     static = data["static_baseline"]
     recommendation["sentence"] = (
         f"{n} x {fleet.gpu} (TP {fleet.tensor_parallel}: {best['gpus']} GPUs) with max_num_seqs "
@@ -54,6 +55,23 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
         f"${best['cost_per_hour_usd']:.2f}/hour, ${best['cost_per_request_usd']:.6f}/request"
         + (f"; a traditional (static batching) server needs {_count(static)} replicas" if static else ""))
     return data
+
+
+def kv_cache_rows(results: dict, fleet: Fleet) -> list[dict]:
+    """"Does FP8 KV help?": per KV cache dtype compared, the fleet (GPUs, $/request, P99s, KV blocks) beside
+    the measured quality cost of that dtype (benchmarks/kv_cache_quality.py, in simulator/data)."""
+    from simulator.kv_quality import measured_quality
+
+    rows = []
+    for key, answer in results.items():
+        if not key.startswith("kv_cache "):
+            continue
+        kv_cache_dtype = key.removeprefix("kv_cache ")
+        facts = answer.outcome.get("facts", {})
+        rows.append(_fleet_summary(answer, fleet.tensor_parallel) | {
+            "kv_cache_dtype": kv_cache_dtype, "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
+            "quality": measured_quality(kv_cache_dtype)})
+    return rows
 
 
 def _count(fleet_summary: dict) -> str:

@@ -132,8 +132,8 @@ def _ratio(observed: float, allowed: float) -> float:
 
 
 def _facts(facts: dict) -> dict:
-    return {key: facts[key] for key in ("calibration", "kv_blocks_per_replica", "price_usd_per_gpu_hour",
-                                        "cold_start_s", "max_model_len") if key in facts}
+    return {key: facts[key] for key in ("calibration", "kv_blocks_per_replica", "kv_cache_dtype",
+                                        "price_usd_per_gpu_hour", "cold_start_s", "max_model_len") if key in facts}
 
 
 def _invalid_reason(message: str) -> str:
