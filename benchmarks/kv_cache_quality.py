@@ -1,6 +1,6 @@
 """What a quantised KV cache costs in quality, measured on a real (if small) model trained here.
 
-A tiny Llama (4 layers, 4 query / 2 KV heads of 32, byte vocabulary; ~0.9M parameters) is trained on the
+A tiny Llama (4 layers, 4 query / 2 KV heads of 32, byte vocabulary; 0.79M parameters) is trained on the
 CPU for 250 steps (batch 8 x 128 bytes) on a fixed English text, the Python documentation topics that ship with
 CPython (`pydoc_data.topics`, 465k characters); the last tenth of the topics (sorted by name) is held
 out. The weights are cached under benchmarks/.cache/ (git-ignored) by a hash of the training settings;
@@ -161,8 +161,9 @@ def main() -> None:
                     "v_error": float((v0 - ref_v).norm() / ref_v.norm())}
         row["seconds"] = time.perf_counter() - started
         results[kv_cache_dtype] = row
-    table = {"model": f"tiny Llama trained {args.steps} steps on CPython's pydoc topics (~0.9M parameters, "
-                      "4 layers, 2 KV heads x 32, byte vocabulary), float32 weights",
+    table = {"model": f"tiny Llama trained {args.steps} steps on CPython's pydoc topics "
+                      f"({config.num_parameters / 1e6:.2f}M parameters, 4 layers, 2 KV heads x 32, byte "
+                      "vocabulary), float32 weights",
              "held_out": f"{args.sequences} sequences x {args.length} bytes: {PROMPT_TOKENS}-token prompt "
                          "prefilled, the rest decoded one token a step over the paged cache",
              "hardware": f"{platform.processor() or platform.machine()}, torch {torch.__version__} (CPU)",

@@ -110,7 +110,7 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
                                        batch_target_tpot_s=settings.batch_target_tpot_s)
     cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
                                tenant_block_quota=settings.tenant_block_quota, kv_cache_dtype=settings.kv_cache_dtype)
-    calibration = kv_cache_calibration(calibration, settings.kv_cache_dtype, scenario.model.dtype)
+    calibration = kv_cache_calibration(calibration, settings.kv_cache_dtype)
     need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
     if need > num_blocks:

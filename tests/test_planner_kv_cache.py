@@ -4,7 +4,6 @@ with GPUs, $/request and P99s per dtype beside the measured quality."""
 import json
 
 import pytest
-
 import yaml
 from typer.testing import CliRunner
 
@@ -13,6 +12,9 @@ from simulator import Scenario, simulate
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.shipped import calibration_for
+from simulator.planner.claims_base import base
+from simulator.planner.claims_kv import kv_cache_row, kv_cache_search
+from simulator.planner.evaluate import evaluate_job
 from surgeplan_cli import app
 from test_planner_helpers import QUICK, spike_scenario
 
@@ -59,3 +61,17 @@ def test_plan_compares_kv_cache_dtypes(tmp_path):
     assert rows["fp8"]["replicas"] <= rows["auto"]["replicas"]   # more KV and faster decode never need more
     table = CliRunner().invoke(app, args)
     assert table.exit_code == 0 and "KV cache dtype" in table.output and "int8" in table.output, table.output
+
+
+def test_claims_row_answers_does_fp8_kv_help_beside_measured_quality():
+    spike = base("continuous", 0, {"arrivals": {"kind": "spike", "base": {"kind": "poisson", "rate_per_s": 3.0},
+                                                "multiplier": 10, "start_s": 10, "ramp_up_s": 5, "hold_s": 20,
+                                                "ramp_down_s": 5}, "duration_s": 50}, "claims-spike-test")
+    search, dtypes = kv_cache_search(spike)
+    jobs = next(search)
+    assert [j[0]["scenario"]["scheduler"]["kv_cache_dtype"] for j in jobs] == list(dtypes)
+    row, figures = kv_cache_row([evaluate_job(j) for j, _ in jobs], "simulated")
+    assert row["verdict"] in ("helps", "no gain") and "fp8" in row["ours"] and "int8" in row["ours"]
+    blocks = {f["kv_cache_dtype"]: f["kv_blocks_per_replica"] for f in figures}
+    assert blocks["fp8"] >= 1.95 * blocks["auto"] and blocks["int8"] >= 1.95 * blocks["auto"]
+    assert all(f["quality"] is None or 0 < f["quality"]["top1_agreement"] <= 1 for f in figures)

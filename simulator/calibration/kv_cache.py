@@ -14,16 +14,16 @@ from simulator.model_spec import dtype_bytes
 DECODE_ATTENTION_FEATURE = "decode_context_token"
 
 
-def kv_bytes_factor(calibration: Calibration, kv_cache_dtype: str, model_dtype: str | None = None) -> float:
-    """Bytes per stored K/V value with `kv_cache_dtype` / those the calibration measured (its own dtype).
-    `model_dtype` (the scenario's weights dtype, for `auto`) defaults to the calibration's."""
+def kv_bytes_factor(calibration: Calibration, kv_cache_dtype: str) -> float:
+    """Bytes per stored K/V value with `kv_cache_dtype` / those the calibration measured (its own dtype);
+    1 for auto, which keeps the cache the calibration was measured with."""
     measured = dtype_bytes(calibration.dtype)
-    return kv_value_bytes(kv_cache_dtype, dtype_bytes(model_dtype or calibration.dtype)) / measured
+    return kv_value_bytes(kv_cache_dtype, measured) / measured
 
 
-def kv_cache_calibration(calibration: Calibration, kv_cache_dtype: str, model_dtype: str | None = None) -> Calibration:
+def kv_cache_calibration(calibration: Calibration, kv_cache_dtype: str) -> Calibration:
     """The calibration with its decode-attention term scaled by `kv_bytes_factor` (itself when the factor is 1)."""
-    factor = kv_bytes_factor(calibration, kv_cache_dtype, model_dtype)
+    factor = kv_bytes_factor(calibration, kv_cache_dtype)
     fit = calibration.cost_model
     if factor == 1.0 or fit is None:
         return calibration
