@@ -1,6 +1,7 @@
 """One memory formula: the live engine's GPU pool and the simulator's replica pool come from
 `engine.core.memory` and agree block for block, for every KV cache dtype; fp8/int8 hold ≥ 1.95x the
 float16 blocks in the same memory."""
+
 import pytest
 import torch
 
@@ -21,15 +22,40 @@ def test_engine_and_simulator_size_the_same_pool(preset, gpu):
     hardware = get_hardware(gpu)
     blocks = {}
     for kv_cache_dtype in KV_DTYPES:
-        settings = dict(block_size=16, gpu_memory_utilization=0.9, max_num_batched_tokens=4096, max_num_seqs=128,
-                        kv_cache_dtype=kv_cache_dtype)
-        engine = gpu_kv_pool_blocks(EngineConfig(model=preset, **settings), ModelConfig.load(preset), torch.float16,
-                                    hardware.memory_bytes)
-        simulated = kv_blocks_available(ModelSpec.from_preset(preset, dtype="float16"), hardware, 1, 0.9, 16,
-                                        kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=4096, max_num_seqs=128)
-        scenario = Scenario(model={"name": preset, "dtype": "float16"}, hardware={"gpu": gpu},
-                            scheduler={k: v for k, v in settings.items()})
-        assert engine == simulated == resolve_pool(scenario, ModelSpec.from_preset(preset, dtype="float16")) > 0
+        settings = dict(
+            block_size=16,
+            gpu_memory_utilization=0.9,
+            max_num_batched_tokens=4096,
+            max_num_seqs=128,
+            kv_cache_dtype=kv_cache_dtype,
+        )
+        engine = gpu_kv_pool_blocks(
+            EngineConfig(model=preset, **settings),
+            ModelConfig.load(preset),
+            torch.float16,
+            hardware.memory_bytes,
+        )
+        simulated = kv_blocks_available(
+            ModelSpec.from_preset(preset, dtype="float16"),
+            hardware,
+            1,
+            0.9,
+            16,
+            kv_cache_dtype=kv_cache_dtype,
+            max_num_batched_tokens=4096,
+            max_num_seqs=128,
+        )
+        scenario = Scenario(
+            model={"name": preset, "dtype": "float16"},
+            hardware={"gpu": gpu},
+            scheduler={k: v for k, v in settings.items()},
+        )
+        assert (
+            engine
+            == simulated
+            == resolve_pool(scenario, ModelSpec.from_preset(preset, dtype="float16"))
+            > 0
+        )
         blocks[kv_cache_dtype] = engine
     for kv_cache_dtype in KV_DTYPES[1:]:
         assert blocks[kv_cache_dtype] / blocks["auto"] >= 1.95, (kv_cache_dtype, blocks)

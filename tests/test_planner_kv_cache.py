@@ -1,6 +1,9 @@
-"""KV cache dtype in the simulator and planner: fp8/int8 replicas hold ~2x the blocks, decode attention
-reads half the bytes (a `derived` term), and `surgeplan plan --kv-cache-dtype` answers "does FP8 KV help?"
+"""KV cache dtype in the simulator and planner: fp8/int8 replicas hold ~2x the blocks, decode
+attention
+reads half the bytes (a `derived` term), and `surgeplan plan --kv-cache-dtype` answers "does FP8 KV
+help?"
 with GPUs, $/request and P99s per dtype beside the measured quality."""
+
 import json
 
 import pytest
@@ -28,29 +31,53 @@ def test_decode_attention_term_scales_with_kv_bytes_and_is_labelled_derived():
     attention = [t for t in fp8.cost_model.terms if t.feature == "decode_context_token"]
     assert attention and all(t.label == "derived" and "fp8" in t.name for t in attention)
     saved = base.step_time(decode) - quantised.step_time(decode)
-    original = sum(t.seconds_per_unit for t in calibration.cost_model.terms if t.feature == "decode_context_token")
+    original = sum(
+        t.seconds_per_unit
+        for t in calibration.cost_model.terms
+        if t.feature == "decode_context_token"
+    )
     assert saved == pytest.approx(0.5 * original * 64 * 2048, rel=1e-9)
-    assert quantised.step_time(StepShape(((512, 0),), ())) == base.step_time(StepShape(((512, 0),), ()))
+    assert quantised.step_time(StepShape(((512, 0),), ())) == base.step_time(
+        StepShape(((512, 0),), ())
+    )
 
 
 def test_simulated_replica_holds_twice_the_blocks_with_fp8():
     facts = {}
     for kv_cache_dtype in ("auto", "fp8", "int8"):
-        scenario = Scenario.model_validate(spike_scenario(duration_s=20).model_dump(mode="json")
-                                           | {"scheduler": {"kv_cache_dtype": kv_cache_dtype}})
+        scenario = Scenario.model_validate(
+            spike_scenario(duration_s=20).model_dump(mode="json")
+            | {"scheduler": {"kv_cache_dtype": kv_cache_dtype}}
+        )
         result = simulate(scenario)
         facts[kv_cache_dtype] = result.facts
         assert result.facts["kv_cache_dtype"] == kv_cache_dtype
     for kv_cache_dtype in ("fp8", "int8"):
-        ratio = facts[kv_cache_dtype]["kv_blocks_per_replica"] / facts["auto"]["kv_blocks_per_replica"]
+        ratio = (
+            facts[kv_cache_dtype]["kv_blocks_per_replica"] / facts["auto"]["kv_blocks_per_replica"]
+        )
         assert ratio >= 1.95, (kv_cache_dtype, ratio)
 
 
 def test_plan_compares_kv_cache_dtypes(tmp_path):
     path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(spike_scenario(duration_s=60).model_dump(mode="json") | {"plan": QUICK}))
-    args = ["plan", str(path), "--workers", "1", "--gpu", "A100-80GB:1", "--kv-cache-dtype", "auto",
-            "--kv-cache-dtype", "fp8", "--kv-cache-dtype", "int8"]
+    path.write_text(
+        yaml.safe_dump(spike_scenario(duration_s=60).model_dump(mode="json") | {"plan": QUICK})
+    )
+    args = [
+        "plan",
+        str(path),
+        "--workers",
+        "1",
+        "--gpu",
+        "A100-80GB:1",
+        "--kv-cache-dtype",
+        "auto",
+        "--kv-cache-dtype",
+        "fp8",
+        "--kv-cache-dtype",
+        "int8",
+    ]
     result = CliRunner().invoke(app, args + ["--json"])
     assert result.exit_code == 0, result.output
     rows = {row["kv_cache_dtype"]: row for row in json.loads(result.output)["kv_cache_dtypes"]}
@@ -58,15 +85,33 @@ def test_plan_compares_kv_cache_dtypes(tmp_path):
     assert rows["fp8"]["kv_blocks_per_replica"] >= 1.95 * rows["auto"]["kv_blocks_per_replica"]
     for row in rows.values():
         assert row["replicas"] and row["cost_per_request_usd"] and row["ttft_p99_s"] is not None
-    assert rows["fp8"]["replicas"] <= rows["auto"]["replicas"]   # more KV and faster decode never need more
+    assert (
+        rows["fp8"]["replicas"] <= rows["auto"]["replicas"]
+    )  # more KV and faster decode never need more
     table = CliRunner().invoke(app, args)
-    assert table.exit_code == 0 and "KV cache dtype" in table.output and "int8" in table.output, table.output
+    assert table.exit_code == 0 and "KV cache dtype" in table.output and "int8" in table.output, (
+        table.output
+    )
 
 
 def test_claims_row_answers_does_fp8_kv_help_beside_measured_quality():
-    spike = base("continuous", 0, {"arrivals": {"kind": "spike", "base": {"kind": "poisson", "rate_per_s": 3.0},
-                                                "multiplier": 10, "start_s": 10, "ramp_up_s": 5, "hold_s": 20,
-                                                "ramp_down_s": 5}, "duration_s": 50}, "claims-spike-test")
+    spike = base(
+        "continuous",
+        0,
+        {
+            "arrivals": {
+                "kind": "spike",
+                "base": {"kind": "poisson", "rate_per_s": 3.0},
+                "multiplier": 10,
+                "start_s": 10,
+                "ramp_up_s": 5,
+                "hold_s": 20,
+                "ramp_down_s": 5,
+            },
+            "duration_s": 50,
+        },
+        "claims-spike-test",
+    )
     search, dtypes = kv_cache_search(spike)
     jobs = next(search)
     assert [j[0]["scenario"]["scheduler"]["kv_cache_dtype"] for j in jobs] == list(dtypes)
