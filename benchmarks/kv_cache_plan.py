@@ -105,7 +105,7 @@ def offline_tokens_per_s(gpu: str, kv_cache_dtype: str) -> dict:
     return {
         "gpu": gpu,
         "kv_cache_dtype": kv_cache_dtype,
-        "output_tokens_per_s": summary["output_tokens_per_s"],
+        "output_tokens_per_s": summary.output_tokens_per_s,
         "kv_blocks_per_replica": result.facts["kv_blocks_per_replica"],
         "calibration": result.facts["calibration"]["name"],
         "label": result.facts["calibration"]["label"],

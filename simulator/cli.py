@@ -45,15 +45,16 @@ def simulate_command(
         result.write(out)
         write_timeline(result, out / "timeline.html")
     if as_json:
-        typer.echo(json.dumps({"summary": result.summary, "facts": result.facts,
+        typer.echo(json.dumps({"summary": result.summary.as_dict(), "facts": result.facts,
                                "scenario": scenario.model_dump(mode="json")}))
         return
     calibration = result.facts["calibration"]
     typer.echo(f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
                f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
                f"({calibration['label']}, fit error {_format('', calibration['fit_error'])})")
-    width = max(len(key) for key in result.summary)
-    for key, value in result.summary.items():
+    summary = result.summary.as_dict()
+    width = max(len(key) for key in summary)
+    for key, value in summary.items():
         typer.echo(f"  {key:<{width}}  {_format(key, value)}")
     if out is not None:
         typer.echo(f"wrote {out}/requests.csv, timeseries.csv, timeseries.json, timeline.html")

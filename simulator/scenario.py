@@ -16,8 +16,17 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import BatchController, CacheConfig, KVCacheDtype, Policy, SchedulerConfig, setting
+from engine.core.config import (
+    BatchController,
+    CacheConfig,
+    KVCacheDtype,
+    Policy,
+    SchedulerConfig,
+    StaticReserve,
+    setting,
+)
 from engine.settings_file import read_mapping
+from simulator.slo import SLO
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
 from traces.request import DEFAULT_TENANT
@@ -155,6 +164,7 @@ class ClusterSpec(_Strict):
 class SchedulerSettings(_Strict):
     """The engine's own settings, with their engine definitions."""
     policy: Policy = setting(SchedulerConfig, "policy")
+    static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
@@ -165,9 +175,8 @@ class SchedulerSettings(_Strict):
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
     kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory for "
-                                          "weights, activations and KV (as the engine's)")
-    num_kv_blocks: int | None = Field(None, ge=1, description="override the KV pool (default: from memory)")
+    gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
+    num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
 
 
 class ClientSpec(_Strict):
@@ -175,12 +184,6 @@ class ClientSpec(_Strict):
                                          "first token after this long (the article's 10-second spinner)")
     max_retries: int = Field(0, ge=0, le=10, description="times an abandoned or rejected request is retried")
     retry_backoff_s: float = Field(1.0, ge=0, description="wait before the first retry; doubles each time")
-
-
-class SLO(_Strict):
-    ttft_p99_s: float = Field(2.0, gt=0, description="P99 time to first token")
-    tpot_p99_s: float = Field(0.2, gt=0, description="P99 time per output token after the first")
-    max_abandon_rate: float = Field(0.01, ge=0, le=1, description="share of requests timed out or rejected")
 
 
 class Prices(_Strict):

@@ -2,10 +2,15 @@
 
 Resolution is where bad scenarios are caught, one clear error each: an unknown GPU, a model that does
 not fit the GPU at that tensor-parallel degree, a calibration made for another model, a request
-longer than `max_model_len`. The KV pool per replica comes from the same memory math the live engine
-sizes itself with (`kv_blocks_available`). Prefix caching acts when the trace names its prompt blocks
-(hash ids, as Mooncake traces do): prompts are then made of `traces`' hash-consistent tokens;
-without hash ids no two prompts share a block, so the cache could never hit and is left off.
+longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The KV pool per replica
+comes from the simulator's memory math (`kv_blocks_available`: weights, an activation estimate and
+KV per token within `gpu_memory_utilization`); the live engine sizes its own pool from the device
+it runs on (`engine.worker.resources.resolve_num_kv_blocks`), so the two agree in method, not yet
+to the block.
+The engine configs come from the scenario's settings through `engine_configs`, as the live engine's
+do. Prefix caching acts when the trace names its prompt blocks (hash ids, as Mooncake traces do):
+prompts are then made of `traces`' hash-consistent tokens; without hash ids no two prompts share a
+block, so the cache could never hit and is left off.
 """
 from __future__ import annotations
 
@@ -15,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.errors import ModelDoesNotFit, PoolTooSmall
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
@@ -78,7 +84,7 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
                                  max_num_seqs=settings.max_num_seqs)
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
-        raise ValueError(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
+        raise ModelDoesNotFit(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
                          f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
                          f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
                          "larger tensor_parallel, a bigger GPU or a smaller dtype")
@@ -104,17 +110,14 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if np.any(trace.output_tokens < 1):
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
-    scheduler_config = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=max_model_len,
-                                       max_num_batched_tokens=settings.max_num_batched_tokens, policy=settings.policy,
-                                       batch_controller=settings.batch_controller,
-                                       batch_target_tpot_s=settings.batch_target_tpot_s)
-    cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
-                               tenant_block_quota=settings.tenant_block_quota, kv_cache_dtype=settings.kv_cache_dtype)
+    cache_config, scheduler_config = engine_configs(settings, num_kv_blocks=num_blocks, max_model_len=max_model_len,
+                                                    enable_prefix_caching=caching)
     calibration = kv_cache_calibration(calibration, settings.kv_cache_dtype)
-    need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
+    reserves_max_len = settings.policy == "static" and settings.static_reserve == "max_model_len"
+    need = -(-max_model_len // settings.block_size) if reserves_max_len else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
     if need > num_blocks:
-        raise ValueError(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
+        raise PoolTooSmall(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
                          f"may need {need}; expected a larger pool (gpu_memory_utilization, tensor_parallel) or "
                          "shorter requests")
     autoscaler = scenario.cluster.autoscaler

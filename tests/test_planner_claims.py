@@ -44,11 +44,11 @@ def test_a_part_that_could_have_empty_prompts_is_refused_by_name():
 def test_tenant_summaries_split_the_run():
     result = simulate(quota_scenario(False, seed=0, rate_per_s=1.0, duration_s=60, spike_start_s=10, spike_hold_s=20))
     assert set(result.tenants) == {QUIET, NOISY}
-    assert sum(t["requests"] for t in result.tenants.values()) == result.summary["requests"]
-    assert sum(t["completed"] for t in result.tenants.values()) == result.summary["completed"]
+    assert sum(t.requests for t in result.tenants.values()) == result.summary.requests
+    assert sum(t.completed for t in result.tenants.values()) == result.summary.completed
     quiet = [r for r in result.records if r.tenant == QUIET]
-    assert result.tenants[QUIET]["ttft_p99_s"] == flat_summary(quiet, result.summary["simulated_s"])["ttft_p99_s"]
-    assert 0.0 <= result.tenants[QUIET]["abandon_rate"] <= 1.0
+    assert result.tenants[QUIET].ttft_p99_s == flat_summary(quiet, result.summary.simulated_s)["ttft_p99_s"]
+    assert 0.0 <= result.tenants[QUIET].abandon_rate <= 1.0
 
 
 def test_quotas_protect_the_quiet_tenant_from_the_spike():
@@ -92,11 +92,11 @@ def test_sampled_confirmation_is_exact_under_round_robin():
         "cluster": {"replicas": 6, "router": {"policy": "round_robin"}}})
     full = simulate(scenario)
     sample = [r for r in full.records if r.index % 6 < 2]
-    expected = flat_summary(sample, full.summary["simulated_s"])
+    expected = flat_summary(sample, full.summary.simulated_s)
     outcome = evaluate_job(make_job(scenario, share=6, share_replicas=2, early_stop=False))
-    assert outcome["summary"]["requests"] == len(sample)
+    assert outcome.summary.requests == len(sample)
     for key in ("ttft_p99_s", "e2e_mean_s", "tpot_p99_s", "preemptions"):
-        assert outcome["summary"][key] == pytest.approx(expected[key])
+        assert getattr(outcome.summary, key) == pytest.approx(expected[key])
     assert checked_by(outcome).startswith("full fleet, sampled: 2 of the 6")
 
 

@@ -109,10 +109,10 @@ def test_error_of_uses_the_fit_error_or_says_it_is_assumed():
 def test_early_stop_never_changes_the_verdict(replicas):
     scenario = fleet_scenario(spike_scenario(rate_per_s=3.0, duration_s=90), "A100-80GB", 1, replicas, Batch(256, 2048))
     quick, full = evaluate_job(make_job(scenario)), evaluate_job(make_job(scenario, early_stop=False))
-    assert quick["meets"] == full["meets"]
-    assert set(quick["reasons"]) <= set(full["reasons"])
-    if not full["meets"]:
-        assert quick["early_stop_s"] is not None and quick["early_stop_s"] < full["summary"]["simulated_s"]
+    assert quick.meets == full.meets
+    assert set(quick.reasons) <= set(full.reasons)
+    if not full.meets:
+        assert quick.early_stop_s is not None and quick.early_stop_s < full.summary.simulated_s
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -133,8 +133,8 @@ def test_goodput_share_is_an_slo_term():
     scenario = fleet_scenario(spike_scenario(rate_per_s=2.0, duration_s=60), "A100-80GB", 1, 1, Batch(256, 2048))
     plain = evaluate_job(make_job(scenario, early_stop=False))
     strict = evaluate_job(make_job(scenario, goodput_share=1.0, early_stop=False))
-    within = plain["summary"]["slo_attainment"]
+    within = plain.summary.slo_attainment
     assert 0.5 < within < 1.0                  # one replica through the spike: some requests miss a target
-    assert "goodput" not in plain["ratios"] and "goodput" in strict["reasons"]
+    assert "goodput" not in plain.ratios and "goodput" in strict.reasons
     loose = evaluate_job(make_job(scenario, goodput_share=max(within - 0.01, 0.01), early_stop=False))
-    assert "goodput" not in loose["reasons"]
+    assert "goodput" not in loose.reasons

@@ -40,14 +40,14 @@ def _max_rate(policy: str, requests: int, low: float, high: float, steps: int):
         scenario = base(policy, 0, {"arrivals": {"kind": "poisson", "rate_per_s": rate},
                                     "duration_s": max(requests / rate, _STEADY_S)}, f"claims-rate-{policy}")
         outcome = (yield [job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]
-        if outcome["meets"]:
+        if outcome.meets:
             best, low = rate, rate
         else:
             high = rate
     if best is None:
         scenario = base(policy, 0, {"arrivals": {"kind": "poisson", "rate_per_s": low},
                                     "duration_s": max(requests / low, _STEADY_S)}, f"claims-rate-{policy}")
-        best = low if (yield [job(scenario, {"phase": f"claims: max rate, {policy}"})])[0]["meets"] else None
+        best = low if (yield [job(scenario, {"phase": f"claims: max rate, {policy}"})])[0].meets else None
     return best
 
 
@@ -62,8 +62,8 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
                    for p in ("continuous", "static") for s in range(repeats)}
         done = drive(runner, {"offline": all_at_once([job(sc, {"phase": "claims: offline"}) for sc in offline.values()])})
         outcomes = dict(zip(offline, done["offline"]))
-        static_rps = statistics.fmean(outcomes[("static", s)]["summary"]["throughput_rps"] for s in range(repeats))
-        continuous_rps = statistics.fmean(outcomes[("continuous", s)]["summary"]["throughput_rps"] for s in range(repeats))
+        static_rps = statistics.fmean(outcomes[("static", s)].summary.throughput_rps for s in range(repeats))
+        continuous_rps = statistics.fmean(outcomes[("continuous", s)].summary.throughput_rps for s in range(repeats))
         # a replica busy at 60% of what the static server sustains; each tenant at 15% of continuous capacity,
         # so the noisy tenant's 10x spike brings the replica to 165% of it
         pool, pool_keys = pool_searches(repeats, 0.6 * static_rps, 0.15 * continuous_rps)
@@ -85,11 +85,11 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
         runner.close()
     sweep_out = dict(zip(sweep, done["sweep"]))
     spike_out = dict(zip(spike, done["spike"]))
-    calibration = outcomes[("continuous", 0)]["facts"]["calibration"]
+    calibration = outcomes[("continuous", 0)].facts["calibration"]
     label = f"simulated ({calibration['name']}, {calibration['label']}, fit error " + (
         f"{calibration['fit_error']:.1%})" if calibration.get("fit_error") else "n/a)")
     report = _rows(outcomes, sweep_out, spike_out, done["rate continuous"], done["rate static"], static_rps,
-                   repeats, label, outcomes[("continuous", 0)]["facts"])
+                   repeats, label, outcomes[("continuous", 0)].facts)
     long_row, report["long_context"] = long_context_row(dict(zip(pool_keys["long context"], done["long context"])),
                                                         repeats, label)
     quota, report["quotas"] = quota_row(dict(zip(pool_keys["quotas"], done["quotas"])), repeats, label)
@@ -106,13 +106,13 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
 
 
 def _ratio(outcomes: dict, key: str, repeats: int, numerator: tuple, denominator: tuple) -> tuple[float, float, float]:
-    return interval([outcomes[numerator + (s,)]["summary"][key] / outcomes[denominator + (s,)]["summary"][key]
+    return interval([getattr(outcomes[numerator + (s,)].summary, key) / getattr(outcomes[denominator + (s,)].summary, key)
                      for s in range(repeats)])
 
 
 def _rows(offline, sweep, spike, rate_cont, rate_static, static_rps, repeats, label, facts) -> dict:
     rows, series = [], {"loads": list(LOADS), "latency_ratio": [], "ttft_spread": {"continuous": [], "static": []}}
-    kv = {p: interval([offline[(p, s)]["summary"]["kv_utilization"] for s in range(repeats)]) for p in ("continuous", "static")}
+    kv = {p: interval([offline[(p, s)].summary.kv_utilization for s in range(repeats)]) for p in ("continuous", "static")}
     pool_tokens = facts["kv_blocks_per_replica"] * 16
     rows.append({"claim": "KV memory utilisation, paged vs contiguous reservation", "article": "paged wastes little; "
                  "contiguous reservation wastes most of the KV memory",
@@ -128,7 +128,7 @@ def _rows(offline, sweep, spike, rate_cont, rate_static, static_rps, repeats, la
         ratio = _ratio(sweep, "e2e_mean_s", repeats, (load, "continuous"), (load, "static"))
         series["latency_ratio"].append(ratio)
         for policy in ("continuous", "static"):
-            spreads = [sweep[(load, policy, s)]["summary"]["ttft_p99_s"] / sweep[(load, policy, s)]["summary"]["ttft_p50_s"]
+            spreads = [sweep[(load, policy, s)].summary.ttft_p99_s / sweep[(load, policy, s)].summary.ttft_p50_s
                        for s in range(repeats)]
             series["ttft_spread"][policy].append(statistics.fmean(spreads))
         if load in (0.05, 0.6, 1.2):
@@ -140,14 +140,14 @@ def _rows(offline, sweep, spike, rate_cont, rate_static, static_rps, repeats, la
                                  f"{series['ttft_spread']['continuous'][-1]:.1f} vs {series['ttft_spread']['static'][-1]:.1f}",
                          "verdict": verdict(ratio[1], ratio[2], (0.8, 1.2) if low_load else (0.4, 0.6), False),
                          "label": label})
-    cont, stat = spike["continuous"]["summary"], spike["static"]["summary"]
+    cont, stat = spike["continuous"].summary, spike["static"].summary
     rows.append({"claim": "10x spike on one replica (10 s client timeout)", "article": "queues, timeouts, preemptions",
-                 "ours": f"abandoned {cont['abandon_rate']:.1%} vs {stat['abandon_rate']:.1%}, P99 TTFT "
-                         f"{cont['ttft_p99_s'] or 0:.1f} s vs {stat['ttft_p99_s'] or 0:.1f} s, preemptions "
-                         f"{cont['preemptions']} vs {stat['preemptions']} (continuous vs static)",
-                 "verdict": "confirms" if cont["abandon_rate"] < stat["abandon_rate"] else "contradicts", "label": label})
+                 "ours": f"abandoned {cont.abandon_rate:.1%} vs {stat.abandon_rate:.1%}, P99 TTFT "
+                         f"{cont.ttft_p99_s or 0:.1f} s vs {stat.ttft_p99_s or 0:.1f} s, preemptions "
+                         f"{cont.preemptions} vs {stat.preemptions} (continuous vs static)",
+                 "verdict": "confirms" if cont.abandon_rate < stat.abandon_rate else "contradicts", "label": label})
     price = facts["price_usd_per_gpu_hour"]
-    capacity = {p: statistics.fmean(offline[(p, s)]["summary"]["throughput_rps"] for s in range(repeats))
+    capacity = {p: statistics.fmean(offline[(p, s)].summary.throughput_rps for s in range(repeats))
                 for p in ("continuous", "static")}
     by_throughput = {p: math.ceil(FLEET_RATE_PER_S / rate) for p, rate in capacity.items()}
     ratio = by_throughput["static"] / by_throughput["continuous"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from simulator.kv_quality import measured_quality
 from simulator.planner.claims_base import all_at_once, job
+from simulator.planner.outcome import Outcome
 from simulator.scenario import Scenario
 
 KV_CACHE_DTYPES = ("auto", "fp8", "int8")
@@ -35,20 +36,20 @@ def kv_cache_search(spike: Scenario):
     ), KV_CACHE_DTYPES
 
 
-def kv_cache_row(outcomes: list[dict], label: str) -> tuple[dict, list[dict]]:
+def kv_cache_row(outcomes: list[Outcome], label: str) -> tuple[dict, list[dict]]:
     """The row, and per dtype its figures, from the spike's outcomes in KV_CACHE_DTYPES order."""
     figures = []
     for kv, outcome in zip(KV_CACHE_DTYPES, outcomes):
-        summary = outcome["summary"]
+        summary = outcome.summary
         figures.append(
             {
                 "kv_cache_dtype": kv,
-                "kv_blocks_per_replica": outcome["facts"]["kv_blocks_per_replica"],
-                "ttft_p99_s": summary.get("ttft_p99_s"),
-                "tpot_p99_s": summary.get("tpot_p99_s"),
-                "abandon_rate": summary.get("abandon_rate"),
-                "preemptions": summary.get("preemptions"),
-                "cost_per_request_usd": summary.get("cost_per_request_usd"),
+                "kv_blocks_per_replica": outcome.facts["kv_blocks_per_replica"],
+                "ttft_p99_s": summary.ttft_p99_s,
+                "tpot_p99_s": summary.tpot_p99_s,
+                "abandon_rate": summary.abandon_rate,
+                "preemptions": summary.preemptions,
+                "cost_per_request_usd": summary.cost_per_request_usd,
                 "quality": measured_quality(kv),
             }
         )

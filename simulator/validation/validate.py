@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.from_steps import calibration_from_steps
 from simulator.calibration.live_run import LiveEngine, LiveRequests, StepLog
@@ -85,12 +85,11 @@ def ladder_requests(prompt: np.ndarray, output: np.ndarray, sizes=LADDER) -> lis
 
 def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests) -> tuple[list, float, float | None]:
     """The same requests on one simulated replica with the live engine's settings and KV pool."""
-    settings = live.settings
+    cache_config, scheduler_config = engine_configs(live.settings, num_kv_blocks=live.num_kv_blocks,
+                                                    max_model_len=live.settings.max_model_len,
+                                                    enable_prefix_caching=False)
     config = ClusterConfig(
-        scheduler_config=SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=settings.max_model_len,
-                                         max_num_batched_tokens=settings.max_num_batched_tokens),
-        cache_config=CacheConfig(block_size=settings.block_size, num_kv_blocks=live.num_kv_blocks,
-                                 enable_prefix_caching=False),
+        scheduler_config=scheduler_config, cache_config=cache_config,
         cost_model=CostModel.from_calibration(calibration), tensor_parallel=1, initial_replicas=1,
         router_policy="round_robin", max_waiting_per_replica=None, ttft_timeout_s=None, max_retries=0,
         retry_backoff_s=1.0, cold_start_s=0.0, window_s=1.0, scrape_interval_s=None, seed=0)
@@ -118,7 +117,7 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
                                                            length_scale, settings.max_model_len)
     if via not in ("engine", "http"):
         raise ValueError(f"--via {via!r}; expected engine or http")
-    grid = _grid_calibration(model, calibration, profile, seed, settings)
+    grid = grid_calibration(model, calibration, profile, seed, settings)
     say = progress or (lambda message: None)
     if via == "http":
         from simulator.validation.http_run import HttpEngine
@@ -205,7 +204,7 @@ def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summari
     return {"speed_factors": factors, "relative_error": errors, "verdict": verdicts(errors, floor)}
 
 
-def _grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
+def grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
                       settings: EngineSettings) -> Calibration | None:
     """--calibration as given; or a grid profiled now: `quick` (the CI grid, batches to 16, contexts to
     128) or `full` (sized to the validated engine: batches, token budget and contexts to its limits)."""
