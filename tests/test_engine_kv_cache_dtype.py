@@ -12,11 +12,11 @@ import time
 import httpx
 import pytest
 import torch
+from live_server import free_port, metric_value, tiny_config
 
 from engine import LLM, SamplingParams
 from engine.core.config import CacheConfig
 from engine.llm_engine import LLMEngine
-from live_server import free_port, metric_value, tiny_config
 
 POOL_BYTES = 1 << 20
 

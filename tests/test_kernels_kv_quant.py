@@ -12,10 +12,10 @@ os.environ.setdefault(
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from kernels_oracle import dense_attention_float64, relative_error  # noqa: E402
 
 from kernels import reference, triton_cache, triton_decode, triton_prefill  # noqa: E402
 from kernels.kv_quant import STORAGE_DTYPES, allocate_layer, dequantize, kv_quantisation_error  # noqa: E402
-from kernels_oracle import dense_attention_float64, relative_error  # noqa: E402
 
 NUM_KV_HEADS, GROUP, HEAD_DIM, BLOCK_SIZE = 2, 2, 32, 16
 KV_DTYPES = ["fp8_e4m3", "fp8_e5m2", "int8"]

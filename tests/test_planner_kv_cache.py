@@ -8,6 +8,7 @@ import json
 
 import pytest
 import yaml
+from test_planner_helpers import QUICK, spike_scenario
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
@@ -19,7 +20,6 @@ from simulator.planner.claims_base import base
 from simulator.planner.claims_kv import kv_cache_row, kv_cache_search
 from simulator.planner.evaluate import evaluate_job
 from surgeplan_cli import app
-from test_planner_helpers import QUICK, spike_scenario
 
 
 def test_decode_attention_term_scales_with_kv_bytes_and_is_labelled_derived():
