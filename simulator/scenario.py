@@ -195,6 +195,11 @@ class Scenario(_Strict):
     traffic: TrafficSpec = TrafficSpec()
     model: ModelChoice = ModelChoice()
     hardware: HardwareChoice = HardwareChoice()
+    engine_profile: str | None = Field(None, description="serving stack whose host overhead is added to the "
+                                       "GPU calibration's step time: a name from `surgeplan calibrations "
+                                       "profiles` (vllm-v0, vllm-v1, sglang, trtllm, surgeplan) or a profile "
+                                       "JSON file (default: surgeplan for a calibration measured on our own "
+                                       "engine, else vllm-v1)")
     cluster: ClusterSpec = ClusterSpec()
     scheduler: SchedulerSettings = SchedulerSettings()
     clients: ClientSpec = ClientSpec()

@@ -23,6 +23,8 @@ import numpy as np
 from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.kv_cache import kv_cache_calibration
+from simulator.calibration.engine_profile import (EngineProfile, ProfiledCostModel, default_profile_name,
+                                                  load_profile)
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
@@ -73,6 +75,14 @@ def resolve_calibration_for(scenario: Scenario) -> Calibration:
     return calibration
 
 
+def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfile:
+    """The scenario's engine profile, or the default for its calibration."""
+    try:
+        return load_profile(scenario.engine_profile or default_profile_name(calibration))
+    except ValueError as error:
+        raise ValueError(f"engine_profile: {error}") from None
+
+
 def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
     settings, hardware = scenario.scheduler, scenario.hardware
     if settings.num_kv_blocks is not None:
@@ -91,11 +101,17 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
     return blocks
 
 
-def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None) -> tuple[Cluster, dict]:
-    """The cluster for a scenario and its traffic, and the facts resolved on the way."""
+def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None,
+                  step_scale: float = 1.0, profile: EngineProfile | None = None) -> tuple[Cluster, dict]:
+    """The cluster for a scenario and its traffic, and the facts resolved on the way. `step_scale`:
+    every step (GPU and serving stack) takes that many times as long (the planner's error band)."""
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
+    profile = profile or resolve_profile(scenario, calibration)
+    # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
+    calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
+    step_model = ProfiledCostModel(CostModel.from_calibration(calibration), profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
     num_blocks = resolve_pool(scenario, model)
@@ -112,7 +128,6 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
     cache_config, scheduler_config = engine_configs(settings, num_kv_blocks=num_blocks, max_model_len=max_model_len,
                                                     enable_prefix_caching=caching)
-    calibration = kv_cache_calibration(calibration, settings.kv_cache_dtype)
     reserves_max_len = settings.policy == "static" and settings.static_reserve == "max_model_len"
     need = -(-max_model_len // settings.block_size) if reserves_max_len else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
@@ -127,7 +142,7 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         weight_load_s = model.weight_bytes_per_gpu(scenario.hardware.tensor_parallel) / cold_start.weight_load_bytes_per_s
     cold_start_s = cold_start.provisioning_s + weight_load_s + cold_start.warmup_s
     config = ClusterConfig(
-        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=CostModel.from_calibration(calibration),
+        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=step_model,
         tensor_parallel=scenario.hardware.tensor_parallel,
         initial_replicas=max(scenario.cluster.replicas, autoscaler.min_replicas if autoscaler.enabled else 1),
         router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
@@ -150,7 +165,9 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
              "prefix_caching": caching, "cold_start_s": cold_start_s,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,
-                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration)},
+                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration),
+                             "engine_profile": profile.name,
+                             "held_out_error": profile.held_out_error(gpu.name), "step_scale": step_scale},
              "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}}
     return cluster, facts
 
@@ -164,11 +181,11 @@ def _fit_error(calibration: Calibration) -> float | None:
 
 
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, trace: Trace | None = None,
-             calibration: Calibration | None = None) -> SimResult:
+             calibration: Calibration | None = None, profile: EngineProfile | None = None) -> SimResult:
     """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
     started = time.process_time()
     trace = load_traffic(scenario) if trace is None else trace
-    cluster, facts = build_cluster(scenario, trace, calibration)
+    cluster, facts = build_cluster(scenario, trace, calibration, profile=profile)
     end_s = cluster.run(scenario.horizon_s, progress)
     facts["cpu_s"] = time.process_time() - started
     return summarize(scenario, cluster, end_s, facts)

@@ -71,7 +71,9 @@ def test_long_context_burst_preempts_on_paged_and_makes_static_clients_give_up()
     row, figures = long_context_row(outcomes, 1, "simulated (test)")
     cont, stat = figures["continuous"], figures["static"]
     assert cont["preemptions"] > 0 and stat["preemptions"] == 0    # only paged KV runs out mid-request
-    assert cont["long_completed_share"][0] > 0.8 > 0.5 > stat["long_completed_share"][0]
+    # at most half the long requests complete on the static server (exactly half with the default vllm-v1
+    # serving-stack overhead on top of the A100 calibration), more than 80% on paged KV
+    assert cont["long_completed_share"][0] > 0.8 > 0.5 >= stat["long_completed_share"][0]
     assert cont["short_abandon_rate"][0] < stat["short_abandon_rate"][0]
     assert row["verdict"] == "confirms"
 
@@ -81,9 +83,11 @@ def test_live_rows_state_the_interval_and_verdict():
     throughput, latency = live_rows(found, 48)
     assert throughput["verdict"] == "confirms" and throughput["label"] == "measured (cpu-small on this CPU)"
     assert "2.50x" in throughput["ours"] and "3 repeats of 48 requests" in throughput["ours"]
-    assert latency["verdict"] == "contradicts" and "90% of static's capacity" in latency["claim"]
+    assert latency["verdict"] == "above" and "90% of static's capacity" in latency["claim"]
+    assert "worse than claimed" in latency["reason"]
     noisy = live_rows({"throughput": [1.0, 5.0], "latency": {}, "static_rps": [2.0, 2.0]}, 48)[0]
     assert noisy["verdict"] == "inconclusive"            # an interval wider than the 2-4x band on both sides
+    assert "straddles" in noisy["reason"]
 
 
 def test_sampled_confirmation_is_exact_under_round_robin():

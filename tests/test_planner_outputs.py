@@ -14,6 +14,7 @@ from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.shipped import calibration_for
 from simulator.planner.claims import interval, verdict
+from simulator.planner.claims_base import reason
 from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
@@ -124,9 +125,13 @@ def test_claims_statistics():
     mean, low, high = interval([0.5, 0.52, 0.48, 0.5, 0.5])
     assert mean == pytest.approx(0.5) and low < 0.5 < high and high - low < 0.05
     assert verdict(0.45, 0.55, (0.4, 0.6), higher_is_better=False) == "confirms"
-    assert verdict(0.2, 0.3, (0.4, 0.6), higher_is_better=False) == "exceeds"
-    assert verdict(0.8, 0.9, (0.4, 0.6), higher_is_better=False) == "contradicts"
-    assert verdict(5.0, 6.0, (2.0, 4.0), higher_is_better=True) == "exceeds"
+    assert verdict(0.2, 0.3, (0.4, 0.6), higher_is_better=False) == "below"
+    assert verdict(0.8, 0.9, (0.4, 0.6), higher_is_better=False) == "above"
+    assert verdict(5.0, 6.0, (2.0, 4.0), higher_is_better=True) == "above"
+    # confirms only when the whole interval lies within the claim: 1.81x (1.53-2.09) against 2-4x does not
+    assert verdict(1.53, 2.09, (2.0, 4.0)) == "inconclusive"
+    assert "straddles" in reason(1.53, 2.09, (2.0, 4.0))
+    assert "wholly below" in reason(1.2, 1.5, (2.0, 4.0)) and "worse" in reason(1.2, 1.5, (2.0, 4.0))
 
 
 def test_goodput_share_is_an_slo_term():

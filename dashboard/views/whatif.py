@@ -20,6 +20,7 @@ from simulator.scenario import (
     HardwareChoice,
     ModelChoice,
     Prices,
+    Scenario,
     SchedulerSettings,
     TrafficSpec,
 )
@@ -103,6 +104,11 @@ def _fleet(side, base: dict) -> None:
                                format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)")
     base["model"]["name"] = w.select(ModelChoice, "name", base["model"]["name"], KEY + "model", "model", where=side,
                                      options=data.model_names())
+    profiles = data.engine_profiles()
+    base["engine_profile"] = w.select(Scenario, "engine_profile", base.get("engine_profile"), KEY + "engine_profile",
+                                      "serving stack (engine profile)", where=side, options=[None, *profiles],
+                                      format_func=lambda n: "default for the calibration (vllm-v1 on GPUs)"
+                                      if n is None else profiles[n])
     uploaded = handoff.offered(handoff.CALIBRATION)
     if uploaded:
         hardware["calibration"] = w.select(
@@ -201,8 +207,11 @@ def _facts(result) -> str:
     calibration = facts["calibration"]
     error = calibration["fit_error"]
     fit = f", fit error {error:.1%}" if error is not None else ""
+    held_out = calibration.get("held_out_error")
+    stack = (f" plus the **{calibration.get('engine_profile')}** serving stack"
+             + (f" (held-out error {held_out:.1%} on published measurements)" if held_out is not None else ""))
     return (f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
-            f"({calibration['label']}{fit}); {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
+            f"({calibration['label']}{fit}){stack}; {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
             f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
             f"GPU-hour; {result.summary.requests:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
 

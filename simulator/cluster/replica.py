@@ -51,6 +51,9 @@ class Replica:
         self.kv_utilization_busy_s = 0.0      # Σ KV utilisation after a step × its time: the live engine's measure
         self.step_shapes: list | None = None     # set to [] to record every step's shape (fidelity tests)
         self._wake: simpy.Event | None = None      # set while idle or inside a stretch
+        # the engine profile's wake-up cost, paid by the first step after idleness (0 for a bare cost model)
+        self.wake_s = getattr(cost_model, "wake_s", 0.0)
+        self._woke = False
         # the state as of the last completed step, which observers (metrics, autoscaler) read
         self.snapshot = (0, 0, 0)                  # (waiting, running, used blocks)
         self.process = env.process(self.run())
@@ -123,7 +126,7 @@ class Replica:
             yield from self._stretch(out, num_steps)
             return True
         shape = out.shape
-        step_s = self.cost_model.step_time(shape)
+        step_s = self.cost_model.step_time(shape) + self._wake_up()
         yield self.env.timeout(step_s)
         progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
         self._after_steps(1, step_s, progressed, shape)
@@ -133,6 +136,14 @@ class Replica:
         self._wake = self.env.event()
         yield self._wake
         self._wake = None
+        self._woke = True
+
+    def _wake_up(self) -> float:
+        """The wake-up cost once after idleness (threads asleep, caches cold), else 0."""
+        if not self._woke:
+            return 0.0
+        self._woke = False
+        return self.wake_s
 
     def _stretch(self, out: "SchedulerOutput", num_steps: int):
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
@@ -140,6 +151,7 @@ class Replica:
         start = self.env.now
         start_utilization = self.scheduler.kv_stats().utilization
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
+        step_times[0] += self._wake_up()
         ends, elapsed = [], 0.0
         horizon = self.next_observation_s(start)
         for step_s in step_times:

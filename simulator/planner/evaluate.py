@@ -72,10 +72,8 @@ def evaluate_job(job: dict) -> Outcome:
             trace = trace.select(keep, step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
                                  f"replicas' share of {share}")
         calibration: Calibration = resolve_calibration_for(scenario)
-        if job["step_scale"] != 1.0:
-            from simulator.calibration.cost_model import scaled_calibration
-            calibration = scaled_calibration(calibration, job["step_scale"])
-        cluster, facts = build_cluster(scenario, trace, calibration)
+        # the error band scales whole steps: GPU kernels and the serving stack's host time alike
+        cluster, facts = build_cluster(scenario, trace, calibration, step_scale=job["step_scale"])
     except ValueError as error:
         reason = invalid_reason(error)
         return Outcome(**about, status="invalid", meets=False, reasons=[reason], binding=reason, error=str(error),
