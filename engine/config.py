@@ -5,8 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import (BatchController, CacheConfig, Policy, Role, SchedulerConfig, StaticReserve, bounds,
-                                setting)
+from engine.core.config import (BatchController, CacheConfig, KVCacheDtype, Policy, Role, SchedulerConfig, StaticReserve,
+                                bounds, setting)
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
@@ -28,6 +28,7 @@ class EngineConfig(BaseModel):
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
     num_cpu_kv_blocks: int = setting(CacheConfig, "num_cpu_kv_blocks")
+    kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,

@@ -1,4 +1,5 @@
 """LLMEngine: the scheduler's decisions executed by the model runner, one `step()` at a time."""
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import KVStats, Scheduler
 from engine.core.step_shape import StepShape
 from engine.tokenizer import load_tokenizer
+
+log = logging.getLogger("surgeplan.engine")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class LLMEngine:
                                                                   max_model_len=max_model_len)
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
+        log.info(self.kv_cache_line())
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))
         self.host_tier = self.scheduler.block_manager.host_tier
         self.host_kv = None
@@ -114,6 +118,14 @@ class LLMEngine:
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
+
+    def kv_cache_line(self) -> str:
+        """The startup line: the KV pool's blocks, storage dtype and bytes."""
+        cache = self.cache_config
+        pool_bytes = self.model_runner.kv_cache_bytes
+        return (f"KV cache: {cache.num_kv_blocks} blocks x {cache.block_size} tokens = "
+                f"{cache.num_token_slots} token slots, kv_cache_dtype={cache.kv_cache_dtype} "
+                f"({self.model_runner.kv_caches[0].k.dtype}), {pool_bytes / 2**30:.3f} GiB")
 
     def kv_stats(self) -> KVStats:
         return self.scheduler.kv_stats()

@@ -144,6 +144,13 @@ class ServingMetrics:
         if rejected_reason is not None:
             self.rejected.labels(self._model, rejected_reason).inc()
 
+    def observe_cache_config(self, cache_config) -> None:
+        """vLLM's `vllm:cache_config_info`: the KV pool's settings as labels of a gauge set to 1."""
+        Gauge("vllm:cache_config_info", "KV cache settings (labels; value 1).",
+              ("model_name", "block_size", "cache_dtype", "num_gpu_blocks"), registry=self.registry).labels(
+            self._model, str(cache_config.block_size), cache_config.kv_cache_dtype,
+            str(cache_config.num_kv_blocks)).set(1)
+
     def observe_engine(self, engine, now: float | None = None) -> None:
         """Gauges and counters read from the engine's scheduler and block manager."""
         now = time.perf_counter() if now is None else now

@@ -34,13 +34,17 @@ def _impl(name: str, tensor: torch.Tensor):
     return getattr(reference, name)
 
 
-def store_kv_cache(k, v, k_cache, v_cache, slot_mapping) -> None:
-    _impl("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping)
+def store_kv_cache(k, v, k_cache, v_cache, slot_mapping, k_scale=None, v_scale=None) -> None:
+    """k_scale / v_scale: None for a cache in the model dtype, else its scales (kernels.kv_quant)."""
+    _impl("store_kv_cache", k)(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)
 
 
-def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale):
-    return _impl("paged_decode_attention", q)(q, k_cache, v_cache, block_tables, context_lens, scale)
+def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale, k_scale=None, v_scale=None):
+    return _impl("paged_decode_attention", q)(q, k_cache, v_cache, block_tables, context_lens, scale,
+                                              k_scale=k_scale, v_scale=v_scale)
 
 
-def paged_prefill_attention(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale):
-    return _impl("paged_prefill_attention", q)(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale)
+def paged_prefill_attention(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale, k_scale=None,
+                            v_scale=None):
+    return _impl("paged_prefill_attention", q)(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale,
+                                               k_scale=k_scale, v_scale=v_scale)

@@ -6,6 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.kv_quant import quant_mode
+
 _DOT_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 
 
@@ -76,19 +78,45 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
 
 
 @triton.jit
+def _dequantise(x, scale_ptr, physical_block, kv_head, num_kv_heads, key_mask, QUANT: tl.constexpr):
+    """x [N, D] float32 read from the cache -> values (scale [1], or [num_blocks, num_kv_heads] row-major)."""
+    if QUANT == 1:
+        x = x * tl.load(scale_ptr)
+    elif QUANT == 2:
+        scales = tl.load(scale_ptr + physical_block * num_kv_heads + kv_head, mask=key_mask, other=0.0)  # [N]
+        x = x * scales[:, None]
+    return x
+
+
+def scale_arguments(k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
+                    v_scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(k_scale, v_scale, QUANT) for the attention kernels, with shapes asserted; an unquantised cache passes
+    its own tensors as never-read placeholders."""
+    mode = quant_mode(k_cache, k_scale, "k_scale")
+    if quant_mode(v_cache, v_scale, "v_scale") != mode:
+        raise ValueError(f"k_cache is {k_cache.dtype} but v_cache is {v_cache.dtype}; expected one dtype")
+    if mode == 0:
+        return k_cache, v_cache, 0
+    return k_scale, v_scale, mode
+
+
+@triton.jit
 def attend_paged_tile(q, keys, key_mask, visible, table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
                       stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
                       scale_log2, acc, running_max, running_sum,
-                      KV_BLOCK_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                      KV_BLOCK_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                      k_scale_ptr, v_scale_ptr, num_kv_heads, QUANT: tl.constexpr):
     """One online-softmax step over a tile of paged keys: q [M, D] against the keys at positions `keys` [N]
     (found through the block table), `visible` [M, N] masking what each query row may see.
+    A quantised cache is dequantised on load (QUANT 1: × a per-tensor scale; 2: × its block and head's).
     Returns the updated (acc [M, D], running_max [M], running_sum [M]), in base-2 exponent space."""
     physical_block = tl.load(table_row + keys // KV_BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
     slot = keys % KV_BLOCK_SIZE
     kv_mask = key_mask[:, None] & dim_mask[None, :]
     k_offsets = (physical_block[:, None] * stride_k_block + slot[:, None] * stride_k_slot
                  + kv_head * stride_k_head + dims[None, :])
-    k = tl.load(k_cache_ptr + k_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [N, D]
+    k = tl.where(kv_mask, tl.load(k_cache_ptr + k_offsets, mask=kv_mask).to(tl.float32), 0.0)  # [N, D]
+    k = _dequantise(k, k_scale_ptr, physical_block, kv_head, num_kv_heads, key_mask, QUANT)
     scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * scale_log2  # [M, N]
     scores = tl.where(visible, scores, float("-inf"))
     tile_max = tl.maximum(running_max, tl.max(scores, 1))
@@ -97,6 +125,7 @@ def attend_paged_tile(q, keys, key_mask, visible, table_row, k_cache_ptr, v_cach
     running_sum = running_sum * rescale + tl.sum(probs, 1)
     v_offsets = (physical_block[:, None] * stride_v_block + slot[:, None] * stride_v_slot
                  + kv_head * stride_v_head + dims[None, :])
-    v = tl.load(v_cache_ptr + v_offsets, mask=kv_mask, other=0.0).to(tl.float32)  # [N, D]
+    v = tl.where(kv_mask, tl.load(v_cache_ptr + v_offsets, mask=kv_mask).to(tl.float32), 0.0)  # [N, D]
+    v = _dequantise(v, v_scale_ptr, physical_block, kv_head, num_kv_heads, key_mask, QUANT)
     acc = acc * rescale[:, None] + tl.dot(probs.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
     return acc, tile_max, running_sum

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_common import (attend_paged_tile, check_paged_inputs, dot_operands, num_multiprocessors,
+from kernels.triton_common import (attend_paged_tile, check_paged_inputs, scale_arguments, dot_operands, num_multiprocessors,
                                    padded_head_dim)
 
 LOG2_E = 1.4426950408889634  # scores are kept in base 2 so the kernel can use exp2
@@ -23,6 +23,7 @@ WAVES = 2  # programs per multiprocessor to aim for
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, partial_out_ptr, partial_lse_ptr,
+    k_scale_ptr, v_scale_ptr, num_kv_heads,
     scale_log2, tokens_per_split,
     stride_q_batch, stride_q_head,
     stride_k_block, stride_k_slot, stride_k_head,
@@ -32,6 +33,7 @@ def _decode_split_kernel(
     stride_lse_batch, stride_lse_head,
     GROUP: tl.constexpr, BLOCK_H: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     KV_BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    QUANT: tl.constexpr,
 ):
     batch = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -59,7 +61,8 @@ def _decode_split_kernel(
         acc, running_max, running_sum = attend_paged_tile(
             q, tokens, token_mask, token_mask[None, :], table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
             stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
-            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION)
+            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION,
+            k_scale_ptr, v_scale_ptr, num_kv_heads, QUANT)
 
     # A split past this sequence's context stores lse = -inf, which gives it weight 0 in the merge.
     has_tokens = running_sum > 0
@@ -112,13 +115,15 @@ def split_layout(max_context_tokens: int, num_splits: int) -> tuple[int, int]:
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float, *,
-                           num_splits: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                           num_splits: int | None = None, out: torch.Tensor | None = None,
+                           k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Triton twin of `reference.paged_decode_attention`; context_lens[b] ≥ 1 for every sequence.
 
     The longest context is bounded by block_tables' width (no device sync), so callers should pass tables
     trimmed to the batch's longest sequence. `num_splits` overrides the automatic choice (tests, benchmarks)."""
     # q: [B, Hq, D], k_cache/v_cache: [N, block_size, Hkv, D] -> out [B, Hq, D]
     check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    k_scale, v_scale, quant = scale_arguments(k_cache, v_cache, k_scale, v_scale)
     batch, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     if block_tables.shape[0] != batch or context_lens.shape != (batch,):
@@ -143,6 +148,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     dot_dtype, dot_precision = dot_operands(q.dtype)
     _decode_split_kernel[(batch, num_kv_heads, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, partial_out, partial_lse,
+        k_scale, v_scale, num_kv_heads,
         scale * LOG2_E, tokens_per_split,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -152,6 +158,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         partial_lse.stride(0), partial_lse.stride(1),
         GROUP=group, BLOCK_H=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         KV_BLOCK_SIZE=block_size, BLOCK_N=BLOCK_N, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
+        QUANT=quant,
     )
     _decode_merge_kernel[(batch, num_heads)](
         partial_out, partial_lse, out, num_splits,

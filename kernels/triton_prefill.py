@@ -9,7 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_common import attend_paged_tile, check_paged_inputs, dot_operands, padded_head_dim
+from kernels.triton_common import (attend_paged_tile, check_paged_inputs, dot_operands, padded_head_dim,
+                                    scale_arguments)
 
 LOG2_E = 1.4426950408889634
 BLOCK_M = 64  # rows (new token × query head of the group) per program
@@ -19,6 +20,7 @@ BLOCK_N = 64  # context tokens per tile
 @triton.jit
 def _prefill_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, cu_seqlens_q_ptr, context_lens_ptr, block_tables_ptr, out_ptr,
+    k_scale_ptr, v_scale_ptr, num_kv_heads,
     scale_log2,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_slot, stride_k_head,
@@ -27,7 +29,7 @@ def _prefill_kernel(
     stride_out_token, stride_out_head,
     GROUP: tl.constexpr, TOKENS_PER_TILE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     KV_BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr, QUANT: tl.constexpr,
 ):
     tile = tl.program_id(0)
     batch = tl.program_id(1)
@@ -65,7 +67,8 @@ def _prefill_kernel(
         acc, running_max, running_sum = attend_paged_tile(
             q, keys, key_mask, visible, table_row, k_cache_ptr, v_cache_ptr, kv_head, dims, dim_mask,
             stride_k_block, stride_k_slot, stride_k_head, stride_v_block, stride_v_slot, stride_v_head,
-            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION)
+            scale_log2, acc, running_max, running_sum, KV_BLOCK_SIZE, DOT_DTYPE, DOT_PRECISION,
+            k_scale_ptr, v_scale_ptr, num_kv_heads, QUANT)
 
     result = acc / tl.where(running_sum > 0, running_sum, 1.0)[:, None]
     out_offsets = (q_start + row_token)[:, None].to(tl.int64) * stride_out_token + row_head[:, None] * stride_out_head
@@ -85,12 +88,14 @@ def _check_varlen(q: torch.Tensor, cu_seqlens_q: torch.Tensor, context_lens: tor
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             cu_seqlens_q: torch.Tensor, context_lens: torch.Tensor, block_tables: torch.Tensor,
                             scale: float, *, max_seqlen_q: int | None = None,
-                            out: torch.Tensor | None = None) -> torch.Tensor:
+                            out: torch.Tensor | None = None, k_scale: torch.Tensor | None = None,
+                            v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Triton twin of `reference.paged_prefill_attention`.
 
     `max_seqlen_q` (longest new-token run) sizes the grid; when omitted it is read from cu_seqlens_q (a device sync)."""
     # q: [T, Hq, D], cu_seqlens_q: [B+1], context_lens: [B] (prefix + new) -> out [T, Hq, D]
     check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    k_scale, v_scale, quant = scale_arguments(k_cache, v_cache, k_scale, v_scale)
     _check_varlen(q, cu_seqlens_q, context_lens, block_tables)
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -109,6 +114,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     grid = (triton.cdiv(max_seqlen_q, tokens_per_tile), batch, num_kv_heads)
     _prefill_kernel[grid](
         q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, out,
+        k_scale, v_scale, num_kv_heads,
         scale * LOG2_E,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -117,5 +123,6 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         out.stride(0), out.stride(1),
         GROUP=group, TOKENS_PER_TILE=tokens_per_tile, HEAD_DIM=head_dim, BLOCK_D=padded_head_dim(head_dim),
         KV_BLOCK_SIZE=block_size, BLOCK_M=block_m, BLOCK_N=BLOCK_N, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
+        QUANT=quant,
     )
     return out

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import ProfiledCostModel
+from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
@@ -44,7 +45,10 @@ def _pool_config(
         num_blocks = settings.num_kv_blocks
     else:
         num_blocks = kv_blocks_available(
-            model, gpu, tp, settings.gpu_memory_utilization, settings.block_size
+            model, gpu, tp, settings.gpu_memory_utilization, settings.block_size,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            max_num_batched_tokens=pool.max_num_batched_tokens or settings.max_num_batched_tokens,
+            max_num_seqs=pool.max_num_seqs or settings.max_num_seqs,
         )
     need = -(-need_tokens // settings.block_size)
     if need > num_blocks:
@@ -54,7 +58,9 @@ def _pool_config(
             "shorter requests"
         )
     if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
-        calibration = calibration_for(scenario.model.name, scenario.hardware.gpu, tp)
+        calibration = kv_cache_calibration(
+            calibration_for(scenario.model.name, scenario.hardware.gpu, tp), settings.kv_cache_dtype
+        )
     changes = {"role": role}
     if pool.max_num_seqs is not None:
         changes["max_num_seqs"] = pool.max_num_seqs

@@ -1,9 +1,11 @@
 """A model's shape and the memory arithmetic built on it: weight bytes, KV bytes per token, how many
-KV blocks fit on N GPUs with tensor parallelism, and the largest batch at given lengths."""
+KV blocks fit on N GPUs with tensor parallelism, and the largest batch at given lengths. The pool comes
+from the one memory formula the live engine also calls (`engine.core.memory`), with the KV cache dtype."""
 import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core.memory import activation_bytes, kv_block_bytes, kv_pool_blocks, kv_value_bytes, llama_parameters
 from simulator.hardware import HardwareSpec
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
@@ -82,8 +84,9 @@ class ModelSpec(BaseModel):
 
     @property
     def num_params(self) -> int:
-        norms = (2 * self.num_layers + 1) * self.hidden_size
-        return self.num_layers * self.linear_params_per_layer + self.embedding_params + self.lm_head_params + norms
+        return llama_parameters(self.hidden_size, self.intermediate_size, self.num_layers, self.num_attention_heads,
+                                self.num_kv_heads, self.head_dim, self.vocab_size, self.tie_word_embeddings,
+                                self.qkv_bias)
 
     @property
     def weight_bytes(self) -> int:
@@ -116,8 +119,14 @@ class ModelSpec(BaseModel):
         _check_tensor_parallel(self, tensor_parallel)
         return math.ceil(self.num_kv_heads / tensor_parallel)
 
-    def kv_bytes_per_token_per_gpu(self, tensor_parallel: int) -> int:
-        return 2 * self.num_layers * self.kv_heads_per_gpu(tensor_parallel) * self.head_dim * self.dtype_bytes
+    def kv_bytes_per_token_per_gpu(self, tensor_parallel: int, kv_cache_dtype: str = "auto") -> int:
+        """K and V values of one token on one GPU, in `kv_cache_dtype` (auto: the model's dtype; scales aside)."""
+        return (2 * self.num_layers * self.kv_heads_per_gpu(tensor_parallel) * self.head_dim
+                * kv_value_bytes(kv_cache_dtype, self.dtype_bytes))
+
+    def kv_block_bytes_per_gpu(self, tensor_parallel: int, block_size: int, kv_cache_dtype: str = "auto") -> int:
+        return kv_block_bytes(self.num_layers, self.kv_heads_per_gpu(tensor_parallel), self.head_dim, block_size,
+                              kv_cache_dtype, self.dtype_bytes)
 
     def weight_bytes_per_gpu(self, tensor_parallel: int) -> int:
         """Linear layers, embedding and LM head shard across GPUs; KV projections replicate when
@@ -130,12 +139,10 @@ class ModelSpec(BaseModel):
         return (math.ceil(sharded / tensor_parallel) + norms) * self.dtype_bytes
 
     def activation_bytes_per_gpu(self, max_num_batched_tokens: int, max_num_seqs: int, tensor_parallel: int = 1) -> int:
-        """Peak transient memory of one forward pass, as vLLM's profiling run would find it: the
-        widest per-token intermediates (gate+up output, QKV, residual) and fp32 logits per sequence."""
-        widest_per_token = (2 * self.intermediate_size + self.num_attention_heads * self.head_dim
-                            + 2 * self.num_kv_heads * self.head_dim) // tensor_parallel + 2 * self.hidden_size
-        logits = max_num_seqs * self.vocab_size * 4
-        return max_num_batched_tokens * widest_per_token * self.dtype_bytes + logits
+        """Peak transient memory of one forward pass (`engine.core.memory.activation_bytes`)."""
+        return activation_bytes(self.hidden_size, self.intermediate_size, self.num_attention_heads, self.num_kv_heads,
+                                self.head_dim, self.vocab_size, self.dtype_bytes, max_num_batched_tokens, max_num_seqs,
+                                tensor_parallel)
 
 
 def _check_tensor_parallel(model: ModelSpec, tensor_parallel: int) -> None:
@@ -146,20 +153,20 @@ def _check_tensor_parallel(model: ModelSpec, tensor_parallel: int) -> None:
 
 def kv_blocks_available(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1,
                         gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                        reserved_bytes_per_gpu: float | None = None) -> int:
-    """KV-cache blocks (each `block_size` tokens of every layer, spread over the TP group) that fit
-    after weights and activations, within `gpu_memory_utilization` of each GPU's memory.
-    `reserved_bytes_per_gpu` defaults to the activation estimate at 8192 tokens and 256 sequences."""
-    if not 0 < gpu_memory_utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization={gpu_memory_utilization}; expected a fraction in (0, 1]")
+                        reserved_bytes_per_gpu: float | None = None, kv_cache_dtype: str = "auto",
+                        max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> int:
+    """KV-cache blocks (each `block_size` tokens of every layer, spread over the TP group, stored in
+    `kv_cache_dtype`) that fit after weights and activations, within `gpu_memory_utilization` of each GPU's
+    memory: `engine.core.memory.kv_pool_blocks`, the formula the live engine sizes its pool with.
+    `reserved_bytes_per_gpu` defaults to the activation estimate at `max_num_batched_tokens` tokens and
+    `max_num_seqs` sequences (the engine's own settings give the engine's own estimate)."""
     if block_size < 1:
         raise ValueError(f"block_size={block_size}; expected ≥ 1 token")
     if reserved_bytes_per_gpu is None:
-        reserved_bytes_per_gpu = model.activation_bytes_per_gpu(8192, 256, tensor_parallel)
-    free_bytes = (hardware.memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tensor_parallel)
-                  - reserved_bytes_per_gpu)
-    block_bytes = model.kv_bytes_per_token_per_gpu(tensor_parallel) * block_size
-    return max(0, math.floor(free_bytes / block_bytes))
+        reserved_bytes_per_gpu = model.activation_bytes_per_gpu(max_num_batched_tokens, max_num_seqs, tensor_parallel)
+    return kv_pool_blocks(hardware.memory_bytes, gpu_memory_utilization, model.weight_bytes_per_gpu(tensor_parallel),
+                          reserved_bytes_per_gpu, model.kv_block_bytes_per_gpu(tensor_parallel, block_size,
+                                                                               kv_cache_dtype))
 
 
 def blocks_per_sequence(num_tokens: int, block_size: int) -> int:

@@ -16,7 +16,15 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, setting
+from engine.core.config import (
+    BatchController,
+    CacheConfig,
+    KVCacheDtype,
+    Policy,
+    SchedulerConfig,
+    StaticReserve,
+    setting,
+)
 from engine.settings_file import read_mapping
 from simulator.slo import SLO
 from traces.arrivals import ArrivalSpec, PoissonArrivals
@@ -90,7 +98,8 @@ class TrafficSpec(_Strict):
 
 class ModelChoice(_Strict):
     name: str = Field("llama-2-7b", description="model preset (llama-2-7b, llama-3-8b, llama-2-70b, ...)")
-    dtype: str = Field("float16", description="weights and KV dtype (float16, bfloat16, fp8, int8)")
+    dtype: str = Field("float16", description="weights dtype (float16, bfloat16, fp8, int8), and the KV "
+                       "cache's where scheduler.kv_cache_dtype is auto")
 
 
 class HardwareChoice(_Strict):
@@ -197,6 +206,7 @@ class SchedulerSettings(_Strict):
     block_size: int = setting(CacheConfig, "block_size")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
+    kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
     cpu_kv_gb: float = Field(0.0, ge=0, le=16384, description="host memory per replica for a second KV "

@@ -22,6 +22,7 @@ import numpy as np
 
 from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
+from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.engine_profile import (EngineProfile, ProfiledCostModel, default_profile_name,
                                                   load_profile)
 from simulator.calibration.schema import Calibration, resolve_calibration
@@ -90,7 +91,9 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
         return settings.num_kv_blocks
     gpu = get_hardware(hardware.gpu)
     blocks = kv_blocks_available(model, gpu, hardware.tensor_parallel, settings.gpu_memory_utilization,
-                                 settings.block_size)
+                                 settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
+                                 max_num_batched_tokens=settings.max_num_batched_tokens,
+                                 max_num_seqs=settings.max_num_seqs)
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
         raise ModelDoesNotFit(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
@@ -113,6 +116,8 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
     profile = profile or resolve_profile(scenario, calibration)
+    # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
+    calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
     step_model = ProfiledCostModel(CostModel.from_calibration(calibration), profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
@@ -190,7 +195,8 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
-             "kv_blocks_per_replica": num_blocks, "block_size": settings.block_size, "max_model_len": max_model_len,
+             "kv_blocks_per_replica": num_blocks, "kv_cache_dtype": settings.kv_cache_dtype,
+             "block_size": settings.block_size, "max_model_len": max_model_len,
              "prefix_caching": caching, "cold_start_s": cold_start_s, "cpu_kv_blocks_per_replica": cpu_blocks,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,

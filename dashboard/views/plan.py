@@ -15,7 +15,7 @@ import yaml
 
 from dashboard import charts, data, handoff, views
 from dashboard import widgets as w
-from simulator.scenario import SLO, Scenario
+from simulator.scenario import SLO, Scenario, SchedulerSettings
 
 KEY = "plan_"
 HIGHLIGHT = "background-color: #fef9c3; font-weight: 600"
@@ -55,7 +55,35 @@ def _inputs(scenario: Scenario):
         for name, label in (("static_baseline", "traditional server"), ("autoscaled", "autoscaled fleet"),
                             ("dynamic_batch", "SLO-aware batch size"), ("uncertainty", "± calibration error")):
             settings[name] = w.toggle(PlanSettings, name, getattr(defaults, name), KEY + name, label)
+        w.start(KEY + "kv", [])
+        settings["kv_cache_dtypes"] = st.multiselect(
+            "KV cache dtypes (does FP8 KV help?)", w.choices(SchedulerSettings, "kv_cache_dtype"), key=KEY + "kv",
+            help=w.field_help(PlanSettings, "kv_cache_dtypes", w.field_help(SchedulerSettings, "kv_cache_dtype")),
+            persist_state=w.PERSIST)
     return settings, slo
+
+
+def _kv_cache(answer: dict) -> None:
+    """What each KV cache dtype buys (simulated) beside what it costs (measured quality)."""
+    rows = []
+    for row in answer.get("kv_cache_dtypes") or []:
+        quality = row.get("quality") or {}
+        rows.append({"KV cache dtype": row["kv_cache_dtype"], "KV blocks / replica": row["kv_blocks_per_replica"],
+                     "replicas": row["replicas"], "GPUs": row["gpus"],
+                     "$ / 1k requests": None if row["cost_per_request_usd"] is None
+                     else row["cost_per_request_usd"] * 1000,
+                     "P99 TTFT (s)": row["ttft_p99_s"], "P99 TPOT (s)": row["tpot_p99_s"],
+                     "KL divergence (measured)": quality.get("kl_divergence"),
+                     "top-1 agreement (measured)": quality.get("top1_agreement"),
+                     "perplexity (measured)": quality.get("perplexity")})
+    if rows:
+        st.subheader("Does FP8 KV help? What each KV cache dtype buys, and what it costs")
+        st.dataframe(rows, hide_index=True, column_config={
+            "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
+            "top-1 agreement (measured)": st.column_config.NumberColumn(format="%.3f")})
+        st.caption("Buys: simulated (KV blocks from the one memory formula; decode attention from the KV bytes "
+                   "read, labelled derived). Costs: measured by benchmarks/kv_cache_quality.py on a small model "
+                   "trained locally, against the unquantised cache.")
 
 
 def _recommendation(answer: dict) -> None:
@@ -178,6 +206,7 @@ def render() -> None:
     st.subheader("Per GPU type")
     _per_gpu(answer)
     _comparisons(answer)
+    _kv_cache(answer)
     simulations = answer.get("simulations", {})
     st.caption(f"{simulations.get('evaluated', '?')} candidate fleets evaluated ({simulations.get('simulated', '?')} "
                f"simulated) in {answer.get('elapsed_s', 0):.0f} s.")

@@ -33,7 +33,7 @@ TRACE_REQUESTS = 3000          # a trace's first requests, by default: a re-rend
 SCHEDULER = (("policy", "batching policy"), ("max_num_seqs", "max running requests per replica"),
              ("max_num_batched_tokens", "token budget per step"), ("batch_controller", "batch size controller"),
              ("batch_target_tpot_s", "controller's target TPOT (s)"), ("block_size", "KV block (tokens)"),
-             ("gpu_memory_utilization", "GPU memory share"))
+             ("gpu_memory_utilization", "GPU memory share"), ("kv_cache_dtype", "KV cache dtype"))
 
 
 def _take_offers() -> None:

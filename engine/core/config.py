@@ -13,6 +13,8 @@ Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
 BatchController = Literal["fixed", "slo"]
 Role = Literal["both", "prefill", "decode"]
+# vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
+KVCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "int8"]
 
 
 class CacheConfig(BaseModel):
@@ -27,6 +29,10 @@ class CacheConfig(BaseModel):
                                    "GPU prefix cache evicts are kept there and loaded back on a later hit, and a "
                                    "preempted request's blocks come back from it instead of being recomputed "
                                    "(engine.core.host_tier); 0: no host tier")
+    kv_cache_dtype: KVCacheDtype = Field("auto", description="KV cache storage (vLLM's --kv-cache-dtype): auto "
+                                         "= the model's dtype; fp8 = fp8_e4m3 or fp8_e5m2 with a per-tensor "
+                                         "scale per layer; int8 with a scale per block and KV head. 1 byte a "
+                                         "value: about twice the blocks for the same memory")
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="share of each GPU's memory the engine may use for weights, "
         "activations and KV (sizes the pool when num_kv_blocks is not given)")

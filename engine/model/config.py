@@ -3,6 +3,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core.memory import llama_parameters
 from engine.model.presets import PRESETS, preset_config
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
@@ -67,11 +68,9 @@ class ModelConfig:
 
     @property
     def num_parameters(self) -> int:
-        h, kv = self.hidden_size, self.num_kv_heads * self.head_dim
-        attention = h * self.num_heads * self.head_dim * 2 + h * kv * 2
-        mlp = 3 * h * self.intermediate_size
-        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return self.num_layers * (attention + mlp + 2 * h) + embeddings + h
+        return llama_parameters(self.hidden_size, self.intermediate_size, self.num_layers, self.num_heads,
+                                self.num_kv_heads, self.head_dim, self.vocab_size, self.tie_word_embeddings,
+                                self.qkv_bias)
 
 
 def _sliding_window(config: dict) -> int | None:

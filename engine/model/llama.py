@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import kernels
+from kernels.kv_quant import PagedKVCache
 from engine.model.config import ModelConfig
 from engine.model.rotary import apply_rotary, rope_cos_sin
 
@@ -50,23 +51,23 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv_cache: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata) -> torch.Tensor:
+                kv_cache: PagedKVCache, meta: AttentionMetadata) -> torch.Tensor:
         # x: [T, hidden]
         num_tokens = x.shape[0]
         q = apply_rotary(self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim), cos, sin)
         k = apply_rotary(self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim), cos, sin)
         v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
-        k_cache, v_cache = kv_cache
-        kernels.store_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        k_cache, v_cache, k_scale, v_scale = kv_cache  # scales: None unless the cache is fp8 / int8
+        kernels.store_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
         nd = meta.num_decode_tokens
         parts = []
         if nd:
             parts.append(kernels.paged_decode_attention(q[:nd], k_cache, v_cache, meta.decode_block_tables,
-                                                        meta.decode_context_lens, self.scale))
+                                                        meta.decode_context_lens, self.scale, k_scale, v_scale))
         if nd < num_tokens:
             parts.append(kernels.paged_prefill_attention(q[nd:], k_cache, v_cache, meta.prefill_cu_seqlens,
                                                          meta.prefill_context_lens, meta.prefill_block_tables,
-                                                         self.scale))
+                                                         self.scale, k_scale, v_scale))
         out = parts[0] if len(parts) == 1 else torch.cat(parts)  # [T, Hq, D]
         return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
 
@@ -122,7 +123,7 @@ class LlamaForCausalLM(nn.Module):
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata) -> torch.Tensor:
+                kv_caches: list[PagedKVCache], meta: AttentionMetadata) -> torch.Tensor:
         # input_ids, positions: [T] -> logits [S, vocab] float32 at meta.logits_indices
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # [T, D]
         x = self.model.embed_tokens(input_ids)

@@ -52,6 +52,7 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
     async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests,
                                recorder=recorder)
     engine = async_engine.engine
+    metrics.observe_cache_config(engine.cache_config)
     admission = Admission(config, tenancy, metrics)
     drainer = Drainer(admission, async_engine, config.drain_timeout_s)
     ctx = ServingContext(async_engine, engine.tokenizer, names, engine.scheduler_config.max_model_len, admission,

@@ -50,6 +50,7 @@ def serve(
     num_kv_blocks: Optional[int] = cli_option(EngineConfig, "num_kv_blocks"),
     kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV pool size, e.g. 4GiB"),
     gpu_memory_utilization: float = cli_option(EngineConfig, "gpu_memory_utilization"),
+    kv_cache_dtype: str = cli_option(EngineConfig, "kv_cache_dtype"),
     max_num_seqs: int = cli_option(EngineConfig, "max_num_seqs"),
     max_num_batched_tokens: int = cli_option(EngineConfig, "max_num_batched_tokens"),
     max_model_len: Optional[int] = cli_option(EngineConfig, "max_model_len"),
@@ -95,7 +96,7 @@ def serve(
         config = EngineConfig(
             model=model, load_format=load_format, dtype=dtype, device=device, seed=seed, block_size=block_size,
             num_kv_blocks=num_kv_blocks, kv_cache_memory_bytes=parse_bytes(kv_cache_memory) if kv_cache_memory else None,
-            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len, policy=policy,
             batch_controller=batch_controller, batch_target_tpot_s=batch_target_tpot,
             enable_prefix_caching=enable_prefix_caching, tenant_block_quota=parse_quotas(tenant_kv_quota),
@@ -113,6 +114,7 @@ def serve(
     except ValueError as exc:   # pydantic's ValidationError is a ValueError too
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
+    typer.echo(app.state.serving.engine.engine.kv_cache_line(), err=True)  # the startup line
     serve_forever(app, host, port, uvicorn_log_level)
 
 

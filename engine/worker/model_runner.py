@@ -14,6 +14,7 @@ from engine.worker.inputs import build_inputs
 from engine.core.request import Request
 from engine.worker.sampler import Sampler
 from engine.model.loader import build_model
+from kernels.kv_quant import PagedKVCache, allocate_layer
 
 
 @dataclass(frozen=True)
@@ -37,19 +38,20 @@ class ModelRunner:
         self.device = device
         self.dtype = dtype
         self.block_size = cache_config.block_size
+        self.kv_cache_dtype = cache_config.kv_cache_dtype
         self.model = build_model(model_config, model, load_format, dtype, device, seed)
         self.kv_caches = self._allocate_kv_cache(cache_config.num_kv_blocks)
         self.sampler = Sampler(frozenset(model_config.eos_token_ids), seed)
 
-    def _allocate_kv_cache(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _allocate_kv_cache(self, num_blocks: int) -> list[PagedKVCache]:
         c = self.config
-        shape = (num_blocks, self.block_size, c.num_kv_heads, c.head_dim)  # [N, block_size, Hkv, D]
-        return [(torch.zeros(shape, dtype=self.dtype, device=self.device),
-                 torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in range(c.num_layers)]
+        return [allocate_layer(num_blocks, self.block_size, c.num_kv_heads, c.head_dim, self.kv_cache_dtype,
+                               self.dtype, self.device) for _ in range(c.num_layers)]
 
     @property
     def kv_cache_bytes(self) -> int:
-        return sum(k.numel() * k.element_size() * 2 for k, _ in self.kv_caches)
+        """Bytes the pool holds: K and V of every layer, and their scales where quantised."""
+        return sum(t.numel() * t.element_size() for layer in self.kv_caches for t in layer if t is not None)
 
     def execute(self, scheduled: list[tuple[Request, int]]) -> ModelRunnerOutput:
         """Runs one step; the output holds each scheduled entry's token and where the time went."""

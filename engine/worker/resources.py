@@ -1,14 +1,15 @@
-"""Resolving the engine's device, dtype and KV pool size from its settings."""
+"""Resolving the engine's device, dtype and KV pool size from its settings (the pool on a GPU from the
+one memory formula, `engine.core.memory`, which the simulator shares)."""
 import torch
 
 from engine.config import EngineConfig
+from engine.core.memory import activation_bytes, kv_block_bytes, kv_pool_blocks
 from engine.model.config import ModelConfig
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
            "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 CPU_KV_CACHE_BYTES = 1 << 30           # default KV pool on the CPU: 1 GiB
-GPU_ACTIVATION_RESERVE_BYTES = 2 << 30  # kept free on a GPU for activations and logits
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -29,27 +30,44 @@ def resolve_dtype(dtype: str, model: ModelConfig, device: torch.device) -> torch
     return _DTYPES[dtype]
 
 
-def kv_bytes_per_block(model: ModelConfig, dtype: torch.dtype, block_size: int) -> int:
-    element_bytes = torch.empty((), dtype=dtype).element_size()
-    return 2 * model.num_layers * model.num_kv_heads * model.head_dim * element_bytes * block_size
+def kv_bytes_per_block(model: ModelConfig, dtype: torch.dtype, block_size: int, kv_cache_dtype: str = "auto") -> int:
+    """One block of the pool in `kv_cache_dtype` (auto = `dtype`), scales included (engine.core.memory)."""
+    return kv_block_bytes(model.num_layers, model.num_kv_heads, model.head_dim, block_size, kv_cache_dtype,
+                          _element_bytes(dtype))
+
+
+def gpu_kv_pool_blocks(config: EngineConfig, model: ModelConfig, dtype: torch.dtype, memory_bytes: int) -> int:
+    """The pool on one GPU of `memory_bytes`: the one memory formula (`engine.core.memory`) that the simulator's
+    `kv_blocks_available` also calls, with activations estimated at this engine's token budget and batch."""
+    element_bytes = _element_bytes(dtype)
+    activations = activation_bytes(model.hidden_size, model.intermediate_size, model.num_heads, model.num_kv_heads,
+                                   model.head_dim, model.vocab_size, element_bytes, config.max_num_batched_tokens,
+                                   config.max_num_seqs)
+    return kv_pool_blocks(memory_bytes, config.gpu_memory_utilization, model.num_parameters * element_bytes,
+                          activations, kv_bytes_per_block(model, dtype, config.block_size, config.kv_cache_dtype))
 
 
 def resolve_num_kv_blocks(config: EngineConfig, model: ModelConfig, dtype: torch.dtype, device: torch.device,
                           max_model_len: int) -> int:
     if config.num_kv_blocks is not None:
         return config.num_kv_blocks
-    block_bytes = kv_bytes_per_block(model, dtype, config.block_size)
+    block_bytes = kv_bytes_per_block(model, dtype, config.block_size, config.kv_cache_dtype)
     if config.kv_cache_memory_bytes is not None:
+        num_blocks = config.kv_cache_memory_bytes // block_bytes
         budget = config.kv_cache_memory_bytes
     elif device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        weight_bytes = model.num_parameters * torch.empty((), dtype=dtype).element_size()
-        budget = int(total * config.gpu_memory_utilization) - weight_bytes - GPU_ACTIVATION_RESERVE_BYTES
+        budget = torch.cuda.get_device_properties(device).total_memory
+        num_blocks = gpu_kv_pool_blocks(config, model, dtype, budget)
     else:
+        # the CPU pool holds what max_num_seqs sequences of max_model_len need, up to 1 GiB
         wanted = config.max_num_seqs * max_model_len * block_bytes // config.block_size
         budget = min(CPU_KV_CACHE_BYTES, wanted)
-    num_blocks = budget // block_bytes
+        num_blocks = budget // block_bytes
     if num_blocks < 1:
         raise ValueError(f"KV cache budget of {budget} bytes holds no block of {block_bytes} bytes; "
                          "give more memory (kv_cache_memory_bytes / gpu_memory_utilization) or set num_kv_blocks")
     return num_blocks
+
+
+def _element_bytes(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simulator.kv_quality import measured_quality
 from simulator.planner.outcome import Outcome
 from simulator.planner.search import Answer, Fleet, checked_by, drive, simulated_replicas
 from simulator.planner.spec import PlanError, PlanSettings
@@ -48,6 +49,7 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
     data["static_baseline"] = _fleet_summary(results.get("static"), fleet.tensor_parallel) if "static" in results else None
     data["autoscaled"] = _autoscaled(results["autoscaled"], answer, fleet) if "autoscaled" in results else None
     data["dynamic_batch"] = _dynamic(results["dynamic"], best, fleet) if "dynamic" in results else None
+    data["kv_cache_dtypes"] = kv_cache_rows(results, fleet, settings.kv_cache_dtypes)
     static = data["static_baseline"]
     recommendation["sentence"] = (
         f"{n} x {fleet.gpu} (TP {fleet.tensor_parallel}: {best['gpus']} GPUs) with max_num_seqs "
@@ -55,6 +57,19 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
         f"${best['cost_per_hour_usd']:.2f}/hour, ${best['cost_per_request_usd']:.6f}/request"
         + (f"; a traditional (static batching) server needs {_count(static)} replicas" if static else ""))
     return data
+
+
+def kv_cache_rows(results: dict, fleet: Fleet, kv_cache_dtypes: list[str]) -> list[dict]:
+    """"Does FP8 KV help?": per KV cache dtype compared, the fleet (GPUs, $/request, P99s, KV blocks) beside
+    the measured quality cost of that dtype (benchmarks/kv_cache_quality.py, in simulator/data)."""
+    rows = []
+    for kv_cache_dtype in dict.fromkeys(kv_cache_dtypes):   # in the order asked
+        answer = results[f"kv_cache {kv_cache_dtype}"]
+        facts = answer.outcome.facts
+        rows.append(_fleet_summary(answer, fleet.tensor_parallel) | {
+            "kv_cache_dtype": kv_cache_dtype, "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
+            "quality": measured_quality(kv_cache_dtype)})
+    return rows
 
 
 def _count(fleet_summary: dict) -> str:

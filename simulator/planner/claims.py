@@ -22,6 +22,7 @@ from pathlib import Path
 from simulator.planner.backends import Runner, make_backend
 from simulator.planner.claims_base import all_at_once, base, interval, job, reason, verdict
 from simulator.planner.claims_live import live_rows, run_live
+from simulator.planner.claims_kv import kv_cache_row, kv_cache_search
 from simulator.planner.claims_scenarios import long_context_row, pool_searches, quota_row
 from simulator.planner.search import drive
 from simulator.scenario import Scenario
@@ -75,7 +76,8 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
                                              "ramp_down_s": 20}, "duration_s": 240}, f"claims-spike-{p}")
                  .model_copy(update={"clients": Scenario().clients.model_copy(update={"ttft_timeout_s": 10.0})})
                  for p in ("continuous", "static")}
-        searches = {"sweep": all_at_once([job(sc, {"phase": "claims: load sweep"}) for sc in sweep.values()]),
+        kv_search, _ = kv_cache_search(spike["continuous"])
+        searches = {"kv cache": kv_search, "sweep": all_at_once([job(sc, {"phase": "claims: load sweep"}) for sc in sweep.values()]),
                     "spike": all_at_once([job(sc, {"phase": "claims: spike"}) for sc in spike.values()]),
                     "rate continuous": _max_rate("continuous", requests, 0.05 * static_rps, 20 * static_rps, 8),
                     "rate static": _max_rate("static", requests, 0.01 * static_rps, 2 * static_rps, 8)} | pool
@@ -92,7 +94,8 @@ def run_claims(repeats: int = 5, requests: int = 400, workers: int | None = None
     long_row, report["long_context"] = long_context_row(dict(zip(pool_keys["long context"], done["long context"])),
                                                         repeats, label)
     quota, report["quotas"] = quota_row(dict(zip(pool_keys["quotas"], done["quotas"])), repeats, label)
-    report["rows"] += [long_row, quota]
+    kv_row, report["kv_cache"] = kv_cache_row(done["kv cache"], label)
+    report["rows"] += [long_row, quota, kv_row]
     if live_repeats:
         report["live"] = run_live(live_repeats, live_requests, live_loads, progress=bool(progress))
         report["rows"] += live_rows(report["live"], live_requests)

@@ -22,6 +22,9 @@ def plan_command(
     gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="candidate GPU, GPU:TP to fix its tensor-parallel "
                                             "degree; repeat for several (replaces plan.candidates)"),
     max_replicas: Optional[int] = typer.Option(None, "--max-replicas", min=1, help="largest fleet searched"),
+    kv_cache_dtype: Optional[list[str]] = typer.Option(None, "--kv-cache-dtype", help="also size the fleet with "
+                                                       "this KV cache dtype (auto, fp8, fp8_e5m2, int8); repeat "
+                                                       "to compare (replaces plan.kv_cache_dtypes): does FP8 KV help?"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (recommendation, scenarios, ...)"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for plan.json, ledger.csv/.json, pareto.html "
                                        "and the recommended / one-fewer scenarios"),
@@ -47,6 +50,8 @@ def plan_command(
             updates["candidates"] = [_candidate(text, Candidate) for text in gpu]
         if max_replicas is not None:
             updates["max_replicas"] = max_replicas
+        if kv_cache_dtype:
+            updates["kv_cache_dtypes"] = kv_cache_dtype
         if updates:
             settings = settings.model_validate(settings.model_dump() | updates)
         result = plan(scenario, settings, backend=backend, workers=workers, ray_address=ray_address,
@@ -130,9 +135,30 @@ def format_plan(name: str, data: dict) -> list[str]:
                      f"{_money(dynamic['cost_per_request_usd'], 6)}/request; best fixed: {fixed['replicas']} replicas, "
                      f"P99 TTFT {_seconds(fixed['ttft_p99_s'])}, P99 TPOT {_seconds(fixed['tpot_p99_s'])}, "
                      f"{_money(fixed['cost_per_request_usd'], 6)}/request")
+    lines += kv_cache_lines(data.get("kv_cache_dtypes") or [])
     sims = data["simulations"]
     lines.append(f"{sims['evaluated']} evaluations ({sims['simulated']} simulated, {sims['from_cache']} from cache) "
                  f"on {sims['backend']} in {data['elapsed_s']:.1f} s")
+    return lines
+
+
+def kv_cache_lines(rows: list[dict]) -> list[str]:
+    """"Does FP8 KV help?": per KV cache dtype, what it buys (simulated) beside what it costs (measured)."""
+    if not rows:
+        return []
+    lines = ["  KV cache dtype (same batch settings): what it buys, simulated (decode attention derived from KV "
+             "bytes) | what it costs, measured (benchmarks/kv_cache_quality.py)",
+             f"    {'kv dtype':<10}{'blocks':>8}{'repl':>6}{'GPUs':>6}{'$/request':>11}{'P99 TTFT':>10}"
+             f"{'P99 TPOT':>10} | {'KL':>9}{'top-1':>8}{'ppl':>8}"]
+    for row in rows:
+        quality = row.get("quality") or {}
+        kl, top1, ppl = (quality.get("kl_divergence"), quality.get("top1_agreement"), quality.get("perplexity"))
+        lines.append(
+            f"    {row['kv_cache_dtype']:<10}{row['kv_blocks_per_replica'] or 0:>8}"
+            f"{row['replicas'] or '>' + str(row['searched_up_to']):>6}{row['gpus'] or '-':>6}"
+            f"{_money(row['cost_per_request_usd'], 6):>11}{_seconds(row['ttft_p99_s']):>10}"
+            f"{_seconds(row['tpot_p99_s']):>10} | " + ("not measured" if not quality else
+                                                      f"{kl:>9.2e}{top1:>8.1%}{ppl:>8.3f}"))
     return lines
 
 

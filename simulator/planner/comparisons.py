@@ -6,7 +6,9 @@
   request) on the same GPU — "with a traditional server you would need M";
 - autoscaled fleet: the smallest warm pool (min_replicas) with which the scenario's autoscaler, cold
   starts included, still holds the SLO through the spike's ramp, and the money it saves;
-- dynamic batch sizing: the fleet with the SLO-aware batch controller against the best fixed setting.
+- dynamic batch sizing: the fleet with the SLO-aware batch controller against the best fixed setting;
+- KV cache dtypes: the fewest replicas with the answer's batch settings and the KV cache in another dtype
+  (auto vs fp8 vs int8: "does FP8 KV help?").
 """
 from __future__ import annotations
 
@@ -75,3 +77,10 @@ def dynamic_batch(fleet: Fleet, answer: Answer, grid: list[Batch], target_tpot_s
                   batch_controller="slo", batch_target_tpot_s=target_tpot_s)
     dynamic = replace(fleet, label="dynamic ")
     return (yield from fewest_replicas(dynamic, [batch], fast_pass=fast_pass, check_below=True))
+
+
+def kv_cache(fleet: Fleet, answer: Answer, kv_cache_dtype: str, fast_pass: bool):
+    """Fewest replicas with the answer's batch settings and the KV cache stored in `kv_cache_dtype`."""
+    batch = replace(answer.batch, kv_cache_dtype=kv_cache_dtype)
+    return (yield from fewest_replicas(replace(fleet, label=f"kv {kv_cache_dtype} "), [batch], fast_pass=fast_pass,
+                                       check_below=True))

@@ -98,8 +98,8 @@ def evaluate_job(job: dict) -> Outcome:
 
 
 def _facts(facts: dict) -> dict:
-    return {key: facts[key] for key in ("calibration", "kv_blocks_per_replica", "price_usd_per_gpu_hour",
-                                        "cold_start_s", "max_model_len") if key in facts}
+    return {key: facts[key] for key in ("calibration", "kv_blocks_per_replica", "kv_cache_dtype",
+                                        "price_usd_per_gpu_hour", "cold_start_s", "max_model_len") if key in facts}
 
 
 def invalid_reason(error: ValueError) -> str:

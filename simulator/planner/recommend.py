@@ -129,7 +129,8 @@ def _grid(settings: PlanSettings) -> list[Batch]:
     """The largest setting first (it anchors the share pass), then the rest of the grid."""
     seqs, tokens = sorted(settings.batch.max_num_seqs, reverse=True), sorted(settings.batch.max_num_batched_tokens,
                                                                                 reverse=True)
-    return [Batch(s, t) for s, t in product(dict.fromkeys(seqs), dict.fromkeys(tokens))]
+    return [Batch(s, t, kv_cache_dtype=kv) for s, t, kv in product(dict.fromkeys(seqs), dict.fromkeys(tokens),
+                                                                    dict.fromkeys(settings.batch.kv_cache_dtype))]
 
 
 def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, ledger: Ledger):
@@ -176,7 +177,8 @@ def _gpu_row(fleet: Fleet, answer: Answer) -> dict:
     row = {"gpu": fleet.gpu, "tensor_parallel": fleet.tensor_parallel, "replicas": answer.replicas,
            "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
            "max_num_seqs": answer.batch.max_num_seqs, "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
-           "calibration": facts.get("calibration"), "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
+           "kv_cache_dtype": answer.batch.kv_cache_dtype, "calibration": facts.get("calibration"),
+           "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
            "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"), "batch_grid": answer.grid}
     if answer.replicas is None:
         reason = outcome.binding or "slo"
@@ -218,4 +220,6 @@ def _comparisons(fleet: Fleet, answer: Answer, grid: list[Batch], settings: Plan
     if settings.dynamic_batch:
         target = settings.batch_target_tpot_s or 0.8 * scenario.slo.tpot_p99_s
         extras["dynamic"] = comparisons.dynamic_batch(fleet, answer, grid, target, settings.fast_pass)
+    for kv_cache_dtype in dict.fromkeys(settings.kv_cache_dtypes):
+        extras[f"kv_cache {kv_cache_dtype}"] = comparisons.kv_cache(fleet, answer, kv_cache_dtype, settings.fast_pass)
     return extras

@@ -52,10 +52,12 @@ class Batch:
     policy: str = "continuous"
     batch_controller: str = "fixed"
     batch_target_tpot_s: float | None = None
+    kv_cache_dtype: str = "auto"
 
     def scheduler_updates(self) -> dict:
         updates = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
-                   "policy": self.policy, "batch_controller": self.batch_controller}
+                   "policy": self.policy, "batch_controller": self.batch_controller,
+                   "kv_cache_dtype": self.kv_cache_dtype}
         if self.batch_target_tpot_s is not None:
             updates["batch_target_tpot_s"] = self.batch_target_tpot_s
         return updates
@@ -89,7 +91,7 @@ class Fleet:
         context = {"phase": self.label + phase, "gpu": self.gpu, "tensor_parallel": self.tensor_parallel,
                    "replicas": replicas, "max_num_seqs": batch.max_num_seqs,
                    "max_num_batched_tokens": batch.max_num_batched_tokens, "policy": batch.policy,
-                   "batch_controller": batch.batch_controller,
+                   "batch_controller": batch.batch_controller, "kv_cache_dtype": batch.kv_cache_dtype,
                    "warm_pool": autoscaler.min_replicas if autoscaler is not None else None}
         return job, context
 
@@ -269,5 +271,5 @@ def checked_by(outcome: Outcome) -> str:
 def _grid_row(batch: Batch, replicas: int | None, outcome: Outcome) -> dict:
     """`worst_ratio`: the largest SLO ratio (observed / allowed): the smaller, the more headroom."""
     return {"max_num_seqs": batch.max_num_seqs, "max_num_batched_tokens": batch.max_num_batched_tokens,
-            "replicas": replicas, "status": outcome.status, "reasons": outcome.reasons,
-            "worst_ratio": outcome.worst_ratio}
+            "kv_cache_dtype": batch.kv_cache_dtype, "replicas": replicas, "status": outcome.status,
+            "reasons": outcome.reasons, "worst_ratio": outcome.worst_ratio}

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import SchedulerConfig
+from engine.core.config import KVCacheDtype, SchedulerConfig
 from engine.settings_file import read_mapping
 from simulator.errors import PlanError
 from simulator.scenario import Scenario, describe_errors
@@ -36,6 +36,8 @@ class BatchGrid(_Strict):
     max_num_seqs: list[int] = Field([128, 256], min_length=1, description="values of the engine's max_num_seqs")
     max_num_batched_tokens: list[int] = Field([2048, 8192], min_length=1,
                                               description="values of the engine's max_num_batched_tokens")
+    kv_cache_dtype: list[KVCacheDtype] = Field(["auto"], min_length=1, description="values of the engine's "
+                                               "kv_cache_dtype (auto, fp8, fp8_e4m3, fp8_e5m2, int8)")
 
     @model_validator(mode="after")
     def _bounds(self) -> "BatchGrid":
@@ -68,6 +70,9 @@ class PlanSettings(_Strict):
     static_baseline: bool = Field(True, description="also size a traditional (static batching) server")
     autoscaled: bool = Field(True, description="also size an autoscaled fleet: the warm pool that holds the SLO")
     dynamic_batch: bool = Field(True, description="also size the fleet with the SLO-aware batch controller")
+    kv_cache_dtypes: list[KVCacheDtype] = Field(default_factory=list, description="also size the fleet with "
+                                                "each of these KV cache dtypes (e.g. [auto, fp8, int8]: does "
+                                                "FP8 KV help?), beside their measured quality cost")
     batch_target_tpot_s: float | None = Field(None, gt=0, description="the SLO-aware batch controller's "
                                               "target time per output token (default: 0.8 x the SLO's P99 TPOT)")
 
