@@ -63,6 +63,12 @@ def feature_value(feature: Feature, shape: StepShape, fit: CostModelFit) -> floa
         return float(shape.prefill_attention_pairs)
     if feature == "decode_context_token":
         return float(shape.decode_context_tokens)
+    if feature == "decode_step":
+        return 1.0 if shape.decode_context_lens else 0.0
+    if feature == "decode_sequence":
+        return float(len(shape.decode_context_lens))
+    if feature == "prefill_step":
+        return 1.0 if shape.prefill_chunks else 0.0
     raise ValueError(f"cost feature {feature!r} is unknown; expected one of {list(PROFILE_TERMS)}")
 
 
