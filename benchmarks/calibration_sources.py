@@ -16,11 +16,18 @@ from pathlib import Path
 
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
+from engine.core.step_shape import StepShape  # noqa: E402
 from simulator.calibration.compare import disagreement  # noqa: E402
-from simulator.calibration.roofline import DEFAULT_EFFICIENCIES  # noqa: E402
+from simulator.calibration.cost_model import CostModel  # noqa: E402
+from simulator.calibration.roofline import (  # noqa: E402
+    DEFAULT_EFFICIENCIES,
+    Efficiencies,
+    roofline_calibration,
+)
 from simulator.calibration.schema import Calibration, load_shipped  # noqa: E402
 from simulator.calibration.shipped import calibration_for, load_all_shipped, measured_support  # noqa: E402
 from simulator.hardware import get_hardware  # noqa: E402
+from simulator.model_spec import ModelSpec  # noqa: E402
 
 # (Vidur-side calibration, the aiconfigurator one of the same model, GPU and TP)
 PAIRS = [
@@ -157,6 +164,57 @@ def disagreement_table() -> list[dict]:
     return rows
 
 
+ROOFLINE_BEFORE = Efficiencies(
+    matmul=0.65, decode_attention_bandwidth=0.70, prefill_attention_compute=0.50
+)
+BIAS_STEPS = {
+    "decode b1 c512": StepShape(decode_context_lens=(512,)),
+    "decode b128 c2048": StepShape(decode_context_lens=(2048,) * 128),
+    "prefill 512": StepShape(prefill_chunks=((512, 0),)),
+    "prefill 2048": StepShape(prefill_chunks=((2048, 0),)),
+    "prefill 8192": StepShape(prefill_chunks=((8192, 0),)),
+}
+
+
+def roofline_bias() -> list[dict]:
+    """The datasheet roofline, with the efficiencies it assumed before and those measured now,
+    against the aiconfigurator fit of the same GPU (vLLM): the prefill bias of the cross-check."""
+    rows = []
+    print("\n(d) roofline / aiconfigurator step time, before (matmul 65%, decode attention 70%,")
+    print("    prefill attention 50%, no decode floor) and after (measured efficiencies and a")
+    print("    10 µs decode-attention floor per layer)")
+    print(f"{'model @ GPU':26s} {'step':18s} {'aic ms':>8s} {'before':>7s} {'after':>7s}")
+    for model, gpu in (
+        ("llama-3-8b", "A100-80GB"),
+        ("llama-3-8b", "H100-80GB"),
+        ("llama-3-8b", "H200-141GB"),
+        ("llama-2-7b", "L40S"),
+    ):
+        aic = CostModel.from_calibration(load_shipped(f"{model}@{gpu}-tp1-aic-vllm"))
+        spec, hardware = ModelSpec.from_preset(model, dtype="bfloat16"), get_hardware(gpu)
+        # the old roofline had no decode floor: take that term out of its attention terms
+        before = roofline_calibration(spec, hardware, 1, ROOFLINE_BEFORE)
+        terms = [t for t in before.cost_model.terms if t.feature != "decode_step"]
+        before = CostModel(before.cost_model.model_copy(update={"terms": terms}))
+        after = CostModel.from_calibration(roofline_calibration(spec, hardware, 1))
+        for name, shape in BIAS_STEPS.items():
+            measured = aic.step_time(shape)
+            row = {
+                "model": model,
+                "gpu": gpu,
+                "step": name,
+                "aic_s": measured,
+                "before": before.step_time(shape) / measured,
+                "after": after.step_time(shape) / measured,
+            }
+            rows.append(row)
+            print(
+                f"{model + ' @ ' + gpu:26s} {name:18s} {measured * 1e3:8.2f} {row['before']:7.2f} "
+                f"{row['after']:7.2f}"
+            )
+    return rows
+
+
 def markdown_table() -> str:
     """Every shipped calibration: label, source, backend, the held-out error of its first fit."""
     lines = [
@@ -210,6 +268,7 @@ def main() -> None:
         "fitted": fitted_table(aic),
         "efficiencies": implied_efficiencies(aic),
         "disagreement": disagreement_table(),
+        "roofline_bias": roofline_bias(),
     }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

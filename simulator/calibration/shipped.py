@@ -90,10 +90,11 @@ def measured_support(calibration: Calibration) -> int:
 
 
 def calibration_rank(calibration: Calibration, backend: str = "vllm") -> tuple:
-    """Sort key, best first: measured, then fitted, then derived; roofline last; the most terms
-    fitted on measurements; the requested serving backend."""
-    return (_RANK[calibration.label], calibration.provenance.method == "roofline", -measured_support(calibration),
-            (calibration.provenance.backend or backend) != backend)
+    """Sort key, best first: measured, then fitted, then derived; roofline last; the requested
+    serving backend (a calibration that names none, e.g. Vidur's, is not passed over for it); the
+    most terms fitted on measurements."""
+    return (_RANK[calibration.label], calibration.provenance.method == "roofline",
+            (calibration.provenance.backend or backend) != backend, -measured_support(calibration))
 
 
 def calibration_for(model: str, hardware: str, tensor_parallel: int = 1,
