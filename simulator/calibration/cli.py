@@ -77,6 +77,9 @@ def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) 
     _out(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
     _out(f"model {loaded.model.name} ({loaded.dtype}), device {loaded.device.name} × TP {loaded.device.tensor_parallel}")
     _out(f"source: {loaded.provenance.source}\nmethod: {loaded.provenance.method}")
+    if loaded.provenance.backend:
+        _out(f"backend: {loaded.provenance.backend} {loaded.provenance.backend_version} "
+             f"(database mode {loaded.provenance.database_mode})")
     for note in loaded.provenance.notes:
         _out(f"  - {note}")
     if loaded.points:

@@ -8,7 +8,10 @@ tiles of `tile_tokens`. Two effects a CPU shows are terms too: below `gemm_switc
 runs one matrix-vector pass per token, from it on matrix-matrix kernels (a fixed extra cost), and
 beyond `spill_tokens` a step's activations leave the last-level cache (a steeper per-token cost).
 The model is fitted by non-negative least squares on relative error, so every term stays a
-physical, non-negative time and the model extrapolates the way hardware does.
+physical, non-negative time and the model extrapolates the way hardware does. Calibrations fitted
+on public kernel tables also use per-step floors of the attention kernels (`decode_step`,
+`prefill_step`: a fixed cost per layer whenever the step decodes or prefills) and a cost per
+decoding sequence (`decode_sequence`).
 """
 import math
 from collections.abc import Sequence
