@@ -35,7 +35,6 @@ def copy_bandwidth_bytes_per_s(device: torch.device, size_bytes: int) -> float:
     src = torch.empty(size_bytes // 2, dtype=torch.bfloat16, device=device).normal_()
     dst = torch.empty_like(src)
     seconds = median_seconds(lambda: dst.copy_(src), device)
-    del src, dst
     return 2 * size_bytes / seconds
 
 
@@ -45,7 +44,6 @@ def matmul_flops_per_s(device: torch.device, size: int, dtype: torch.dtype) -> f
     b = torch.randn(size, size, dtype=dtype, device=device)
     out = torch.empty(size, size, dtype=dtype, device=device)
     seconds = median_seconds(lambda: torch.matmul(a, b, out=out), device)
-    del a, b, out
     return 2 * size**3 / seconds
 
 

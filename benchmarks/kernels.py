@@ -93,7 +93,7 @@ def decode_cell(batch: int, context: int, args, device, copy_bps: float) -> dict
     paged_s = median_seconds(paged, device)
     # Dense baseline: each KV head's query heads form a length-`group` query, so SDPA needs no GQA expansion.
     k_dense, v_dense = _dense(k_cache, block_tables, context), _dense(v_cache, block_tables, context)
-    del k_cache, v_cache
+    k_cache = v_cache = None           # free the paged cache before the dense baseline runs
     q_dense = q.view(batch, args.kv_heads, group, args.head_dim)
     sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
         q_dense, k_dense, v_dense, scale=scale)

@@ -11,14 +11,10 @@ machine other processes slow single runs by up to several times, and the best ru
 """
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,6 +22,7 @@ sys.path[0] = str(REPO)   # not benchmarks/: its traces.py would shadow the pack
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from engine import LLM, SamplingParams  # noqa: E402
+from engine.openai.launcher import ServerProcess  # noqa: E402
 from engine.model.presets import preset_config  # noqa: E402
 from engine.workload import scale_lengths  # noqa: E402
 from traces import Trace  # noqa: E402
@@ -71,36 +68,16 @@ class Offline:
                 "client_cpu_s": time.process_time() - cpu_start}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(model: str, port: int) -> subprocess.Popen:
-    options = [f"--{k.replace('_', '-')}={v}" for k, v in SETTINGS.items()]
-    command = [sys.executable, "-m", "engine.openai.cli", "--model", model, "--load-format", "dummy", *options,
-               "--port", str(port), "--uvicorn-log-level", "warning"]
-    server = subprocess.Popen(command, cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)})
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    server.terminate()
-    raise RuntimeError(f"the server did not come up on port {port} (exit code {server.poll()})")
-
-
 class Online:
     """The server in its own process; the replay client here sends every request at t=0."""
 
     def __init__(self, model: str, trace: Trace, seed: int):
-        port = free_port()
-        self.server = start_server(model, port)
+        options = [f"--{k.replace('_', '-')}={v}" for k, v in SETTINGS.items()]
+        self.server = ServerProcess(["--model", model, "--load-format", "dummy", *options,
+                                     "--uvicorn-log-level", "warning"], env={"PYTHONPATH": str(REPO)})
+        self.server.wait_healthy(timeout_s=300)
         self.trace = trace
-        self.config = ReplayConfig(url=f"http://127.0.0.1:{port}", time_scale=0, seed=seed, min_token_id=MIN_TOKEN_ID)
+        self.config = ReplayConfig(url=self.server.url, time_scale=0, seed=seed, min_token_id=MIN_TOKEN_ID)
         run_replay(trace.select(slice(0, WARM_UP)), self.config, progress=False)   # as offline
         self.last_summary = ""
 
@@ -115,8 +92,7 @@ class Online:
                 "client_cpu_s": time.process_time() - cpu_start}
 
     def close(self) -> None:
-        self.server.terminate()
-        self.server.wait(timeout=60)
+        self.server.stop()
 
 
 def format_rows(rows: list[dict]) -> str:

@@ -14,8 +14,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +28,7 @@ if not __package__:                   # run as a script: import the repository's
     sys.path[0] = str(REPO)
 
 from benchmarks.soak_accounting import Snapshot, account, format_table  # noqa: E402
+from engine.openai.launcher import ServerProcess as Server  # noqa: E402
 from benchmarks.soak_traffic import (OUTPUT_TOKENS, PROMPT_TOKENS, TENANTS, VOCAB_HIGH, VOCAB_LOW,  # noqa: E402
                                      api_key, draw_plan, send)
 
@@ -66,30 +65,13 @@ def tenant_keys(capacity_req_per_s: float) -> dict:
                                   "prompt_tokens_per_s": round(8 * capacity_req_per_s, 1)}}}
 
 
-class ServerProcess:
-    """`surgeplan serve` in its own process, its output in a file (a full pipe would stall it). One
-    OpenMP thread: the server shares the machine's cores with the clients, and two OpenMP threads per
-    step spin against them (steps of the tiny model measured 4x slower that way on 2 cores)."""
+class ServerProcess(Server):
+    """The soak's server: `SERVE` settings plus `options`, its output in `log_path`. One OpenMP
+    thread: the server shares the machine's cores with the clients, and two OpenMP threads per step
+    spin against them (steps of the tiny model measured 4x slower that way on 2 cores)."""
 
     def __init__(self, options: list[str], log_path: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = open(log_path, "w")
-        self.process = subprocess.Popen([sys.executable, "-m", "engine.openai.cli", *SERVE, *options,
-                                         "--port", str(self.port)], cwd=REPO, stdout=self._log,
-                                        stderr=subprocess.STDOUT, env=os.environ | {"OMP_NUM_THREADS": "1"})
-
-    def wait_healthy(self, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"the server did not start: {self.log_path.read_text()[-3000:]}")
+        super().__init__([*SERVE, *options], log_path, env={"OMP_NUM_THREADS": "1"})
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -99,25 +81,6 @@ class ServerProcess:
 
     def metrics(self) -> Snapshot:
         return Snapshot(httpx.get(f"{self.url}/metrics", timeout=30).text)
-
-    def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGTERM: the server drains and exits; its exit status."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-        finally:
-            self._log.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _closed_loop(url: str, seconds: float, seed: int) -> float:

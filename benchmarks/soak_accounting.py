@@ -37,13 +37,14 @@ class Snapshot:
                 self.samples.append((match.group(1), labels, float(match.group(3))))
 
     def total(self, name: str, **labels: str) -> float:
-        return sum(v for n, l, v in self.samples if n == name and all(l.get(k) == x for k, x in labels.items()))
+        return sum(v for n, found, v in self.samples
+                   if n == name and all(found.get(k) == x for k, x in labels.items()))
 
     def by(self, name: str, label: str, **labels: str) -> dict[str, float]:
         values: Counter = Counter()
-        for n, l, v in self.samples:
-            if n == name and label in l and all(l.get(k) == x for k, x in labels.items()):
-                values[l[label]] += v
+        for n, found, v in self.samples:
+            if n == name and label in found and all(found.get(k) == x for k, x in labels.items()):
+                values[found[label]] += v
         return dict(values)
 
 

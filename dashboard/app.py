@@ -25,7 +25,7 @@ from dashboard import views
 
 def main() -> None:
     st.set_page_config(page_title="surgeplan", page_icon=":material/bolt:", layout="wide")
-    navigation = st.navigation([views.page(module) for module in views.PAGES])
+    navigation = st.navigation(views.navigation_pages())
     st.sidebar.caption("surgeplan: how many GPUs keep latency inside the SLO when traffic spikes?")
     navigation.run()
 

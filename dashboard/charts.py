@@ -197,6 +197,28 @@ def step_curves(curves: dict[str, dict], batches: list[int], prefill_tokens: lis
     return figure
 
 
+def published_scatter(rows: list[dict], height: int = 420) -> go.Figure:
+    """Simulated vs measured, one point per published row (log-log), fit and held-out apart, the ±10% band."""
+    figure = go.Figure()
+    values = [v for row in rows for v in (row["measured"], row["simulated"])]
+    low, high = min(values) * 0.8, max(values) * 1.25
+    line = [low, high]
+    figure.add_scatter(x=line + line[::-1], y=[v * 1.1 for v in line] + [v * 0.9 for v in line[::-1]],
+                       fill="toself", fillcolor="rgba(120,120,120,0.15)", line={"width": 0}, name="±10%",
+                       hoverinfo="skip")
+    figure.add_scatter(x=line, y=line, mode="lines", line={"dash": "dot", "color": "grey"}, name="simulated = measured")
+    for split, symbol in (("fit", "circle-open"), ("held_out", "circle")):
+        part = [row for row in rows if row["split"] == split]
+        if part:
+            figure.add_scatter(x=[r["measured"] for r in part], y=[r["simulated"] for r in part], mode="markers",
+                               marker={"symbol": symbol, "size": 9}, name=split.replace("_", "-"),
+                               text=[f"{r['run']} {r['gpu']} {r['metric']}: {r['error']:+.1%}" for r in part],
+                               hoverinfo="text")
+    figure.update_xaxes(type="log", title="measured (s)")
+    figure.update_yaxes(type="log", title="simulated (s)")
+    return _style(figure, height, "published measurements: simulated vs measured")
+
+
 def predicted_vs_measured(points: list[dict], title: str, height: int = 420) -> go.Figure:
     figure = go.Figure()
     for i, kind in enumerate(sorted({p["kind"] for p in points})):

@@ -141,6 +141,28 @@ def model_names() -> list[str]:
 
 
 @st.cache_data(show_spinner=False)
+def engine_profiles() -> dict[str, str]:
+    """Engine profile name -> one line: engine, versions, held-out error on published measurements."""
+    from simulator.calibration.engine_profile import load_profile, profile_names
+
+    out = {}
+    for name in profile_names():
+        profile = load_profile(name)
+        error = profile.held_out_error()
+        out[name] = (f"{name}: {profile.engine} {profile.versions}; "
+                     + (f"held-out error {error:.1%}" if error is not None else "not validated on published data"))
+    return out
+
+
+@st.cache_data(show_spinner=False)
+def published_validation() -> list[dict]:
+    """`surgeplan validate --published all`: every published set replayed with its own profile."""
+    from simulator.validation.published import published_names, validate_published
+
+    return [validate_published(name) for name in published_names()]
+
+
+@st.cache_data(show_spinner=False)
 def shipped_calibrations() -> dict[str, Calibration]:
     return {(c := Calibration.load(path)).name: c for path in shipped_calibration_paths()}
 

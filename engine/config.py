@@ -23,8 +23,7 @@ class EngineConfig(BaseModel):
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
     kv_cache_memory_bytes: int | None = Field(None, ge=1, description="KV pool size in bytes (default: from "
                                               "device memory)")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory the engine "
-                                          "may use for weights, activations and KV")
+    gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")

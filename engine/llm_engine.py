@@ -6,7 +6,8 @@ from itertools import count
 
 import torch
 
-from engine.config import CacheConfig, EngineConfig, SchedulerConfig
+from engine.config import EngineConfig
+from engine.core.config import engine_configs
 from engine.worker.resources import resolve_device, resolve_dtype, resolve_num_kv_blocks
 from engine.model.config import ModelConfig
 from engine.worker.model_runner import ModelRunner, ModelRunnerOutput
@@ -44,14 +45,9 @@ class LLMEngine:
         if window is not None and max_model_len > window:
             raise ValueError(f"max_model_len={max_model_len} exceeds the model's sliding_window={window}; the engine "
                              f"attends over whole contexts, so expected max_model_len ≤ {window}")
-        self.cache_config = CacheConfig(
-            block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching,
-            tenant_block_quota=config.tenant_block_quota,
-            num_kv_blocks=resolve_num_kv_blocks(config, self.model_config, self.dtype, self.device, max_model_len))
-        self.scheduler_config = SchedulerConfig(
-            max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-            max_model_len=max_model_len, policy=config.policy, static_reserve=config.static_reserve,
-            batch_controller=config.batch_controller, batch_target_tpot_s=config.batch_target_tpot_s)
+        num_kv_blocks = resolve_num_kv_blocks(config, self.model_config, self.dtype, self.device, max_model_len)
+        self.cache_config, self.scheduler_config = engine_configs(config, num_kv_blocks=num_kv_blocks,
+                                                                  max_model_len=max_model_len)
         self.model_runner = ModelRunner(self.model_config, config.model, config.load_format, self.dtype,
                                         self.device, self.cache_config, config.seed)
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config, frozenset(self.model_config.eos_token_ids))

@@ -19,7 +19,7 @@ LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
 ALLOCATION_RATE_WINDOW_S = 10.0
 # refused before the engine took them (queue_full ... draining), or ended by the server (deadline)
 REJECTED_REASONS = ("queue_full", "deadline", "unauthorized", "forbidden", "header_too_large", "rate_limited",
-                    "draining")
+                    "draining", "header_timeout", "body_timeout", "too_many_connections")
 ABORTED_REASONS = ("disconnect", "deadline", "drain", "step_error", "shutdown")
 
 
@@ -33,7 +33,8 @@ class ServingMetrics:
         self._seen_preemptions = 0
         self._seen_allocations = 0
         self._seen_prefix = (0, 0)
-        self._tenants: set[str] = set()
+        self._tenant_published: dict[str, int] = {}   # what surgeplan:tenant_kv_blocks shows per tenant
+        self._tenants_kept: set[str] = set()
         self._define_vllm_metrics()
         self._define_surgeplan_metrics()
 
@@ -77,6 +78,7 @@ class ServingMetrics:
                                        "Requests refused or ended by the server, by reason.", ("reason",))
         self.step_errors = self._labelled(Counter, "surgeplan:engine_step_errors", "Engine steps that raised.")
         self._define_admission_metrics()
+        self.keep_tenants(["default"])
         for reason in ("stop", "length", "abort"):      # zeros from the start, so rates work at once
             self.success.labels(self._model, reason)
         for reason in REJECTED_REASONS:
@@ -173,9 +175,29 @@ class ServingMetrics:
         self.prefix_hit_rate.set(hits / queries if queries else 0.0)
 
     def _observe_tenants(self, tenant_blocks) -> None:
-        self._tenants |= set(tenant_blocks)
-        for tenant in self._tenants:
-            self.tenant_blocks.labels(self._model, tenant).set(tenant_blocks.get(tenant, 0))
+        """Sets only the tenants whose count changed; a tenant that holds no block any more loses its
+        series (the block manager keeps no zero entries), so the label set is the tenants holding KV,
+        not every name ever seen."""
+        published = self._tenant_published
+        for tenant, blocks in tenant_blocks.items():
+            if published.get(tenant) != blocks:
+                published[tenant] = blocks
+                self.tenant_blocks.labels(self._model, tenant).set(blocks)
+        for tenant in [t for t in published if t not in tenant_blocks and published[t]]:
+            if tenant in self._tenants_kept:
+                published[tenant] = 0
+                self.tenant_blocks.labels(self._model, tenant).set(0)
+            else:
+                del published[tenant]
+                self.tenant_blocks.remove(self._model, tenant)
+
+    def keep_tenants(self, tenants) -> None:
+        """Tenants whose KV series stays (at 0 when idle): the default and the configured ones."""
+        self._tenants_kept |= set(tenants)
+        for tenant in tenants:
+            if tenant not in self._tenant_published:
+                self._tenant_published[tenant] = 0
+                self.tenant_blocks.labels(self._model, tenant).set(0)
 
     # ---- event loop ------------------------------------------------------------------------------
     def observe_rejected(self, reason: str) -> None:

@@ -42,9 +42,13 @@ class StepRecorder:
             self._open = False
 
     def since(self, index: int) -> dict:
-        """Steps with index ≥ `index` still held, for GET /debug/steps?since=N."""
+        """Steps with index ≥ `index` still held, for GET /debug/steps?since=N. The lock, which the engine
+        thread takes after every step, is held only to copy the window's references; copying and
+        serialising the entries happen outside it."""
         with self._lock:
-            held = [dict(step) for step in self._steps if step["index"] >= index]
+            window, total = list(self._steps), self.total
+        first = max(0, index - window[0]["index"]) if window else 0
+        held = [dict(step) for step in window[first:]]
         for step in held:
             step["shape"] = asdict(step["shape"])
-        return {"total": self.total, "steps": held}
+        return {"total": total, "steps": held}

@@ -1,4 +1,5 @@
 """Tokenizers: the model directory's own (Hugging Face, local files only), or a byte-level one for presets."""
+import functools
 from pathlib import Path
 
 
@@ -12,6 +13,9 @@ class ByteTokenizer:
             raise ValueError(f"vocab_size {vocab_size} is too small for a byte tokenizer; expected ≥ 259")
         self.vocab_size = vocab_size
         self.bos_token_id, self.eos_token_id = bos_token_id, eos_token_id
+
+    # the most characters one token can stand for: a longer text cannot fit in fewer tokens
+    max_chars_per_token = 1
 
     def encode(self, text: str) -> list[int]:
         ids = [b + self.NUM_SPECIAL for b in text.encode("utf-8")]
@@ -30,6 +34,11 @@ class HFTokenizer:
         self.inner = AutoTokenizer.from_pretrained(directory, local_files_only=True)
         self.vocab_size = len(self.inner)
         self.bos_token_id, self.eos_token_id = self.inner.bos_token_id, self.inner.eos_token_id
+
+    @functools.cached_property
+    def max_chars_per_token(self) -> int:
+        """Twice the longest token's spelling: normalisation (NFKC and the like) may shorten a text."""
+        return 2 * max((len(token) for token in self.inner.get_vocab()), default=1)
 
     def encode(self, text: str) -> list[int]:
         return list(self.inner.encode(text))

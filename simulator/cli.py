@@ -21,11 +21,22 @@ def _format(key: str, value) -> str:
     return str(value)
 
 
+def _engine_profile_option():
+    from engine.config import cli_option
+    from simulator.scenario import Scenario
+
+    return cli_option(Scenario, "engine_profile", flag="--engine-profile")
+
+
+ENGINE_PROFILE_OPTION = _engine_profile_option()
+
+
 def simulate_command(
     scenario_file: Path = typer.Argument(..., help="scenario YAML or JSON (see examples/scenarios/)"),
     trace: Optional[Path] = typer.Option(None, "--trace", help="replace the scenario's traffic by this trace file"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for requests.csv, timeseries.csv/.json, timeline.html"),
     as_json: bool = typer.Option(False, "--json", help='print one JSON object: {"summary": ..., "scenario": ...}'),
+    engine_profile: Optional[str] = ENGINE_PROFILE_OPTION,
 ) -> None:
     """Simulate a cluster serving the scenario's traffic; summary, files and timeline."""
     from simulator.scenario import Scenario
@@ -36,6 +47,8 @@ def simulate_command(
         scenario = Scenario.load(scenario_file)
         if trace is not None:
             scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update={"trace": str(trace)})})
+        if engine_profile is not None:
+            scenario = scenario.model_copy(update={"engine_profile": engine_profile})
         progress = _progress_bar() if sys.stderr.isatty() and not as_json else None
         result = simulate(scenario, progress=progress)
     except ValueError as error:
@@ -45,15 +58,17 @@ def simulate_command(
         result.write(out)
         write_timeline(result, out / "timeline.html")
     if as_json:
-        typer.echo(json.dumps({"summary": result.summary, "facts": result.facts,
+        typer.echo(json.dumps({"summary": result.summary.as_dict(), "facts": result.facts,
                                "scenario": scenario.model_dump(mode="json")}))
         return
     calibration = result.facts["calibration"]
     typer.echo(f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
                f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
-               f"({calibration['label']}, fit error {_format('', calibration['fit_error'])})")
-    width = max(len(key) for key in result.summary)
-    for key, value in result.summary.items():
+               f"({calibration['label']}, fit error {_format('', calibration['fit_error'])}); engine profile "
+               f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])})")
+    summary = result.summary.as_dict()
+    width = max(len(key) for key in summary)
+    for key, value in summary.items():
         typer.echo(f"  {key:<{width}}  {_format(key, value)}")
     if out is not None:
         typer.echo(f"wrote {out}/requests.csv, timeseries.csv, timeseries.json, timeline.html")

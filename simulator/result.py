@@ -1,7 +1,8 @@
 """What a simulation returns: per-request records (the replay client's record type), per-window time
-series, the autoscaler's decisions, and a flat summary — the same metrics a live replay summarises
-(`traces.replay_summary.flat_summary`), plus KV, SLO and cost figures only a simulation knows — and the
-same request metrics per tenant, so a noisy tenant's effect on a quiet one can be read off."""
+series, the autoscaler's decisions, and a typed summary (`simulator.summary.SimSummary`) — the
+same metrics a live replay summarises (`traces.replay_summary.flat_summary`), plus KV, SLO and cost
+figures only a simulation knows — and the same request metrics per tenant, so a noisy tenant's
+effect on a quiet one can be read off. `summarize` is the one place a summary is built."""
 from __future__ import annotations
 
 import csv
@@ -10,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.scenario import SLO, Scenario
+from simulator.scenario import Scenario
+from simulator.slo import SLO
+from simulator.summary import RequestSummary, SimSummary
 from traces.replay import RequestRecord
-from traces.replay_summary import flat_summary
 
 if TYPE_CHECKING:
     from simulator.cluster.cluster import Cluster
@@ -23,21 +25,23 @@ class SimResult:
     scenario: Scenario
     records: list[RequestRecord]
     timeseries: list[dict]
-    summary: dict
+    summary: SimSummary
     facts: dict
     decisions: list[dict] = field(default_factory=list)
     replicas: list[dict] = field(default_factory=list)
-    tenants: dict[str, dict] = field(default_factory=dict)     # tenant -> `tenant_summaries` row
+    tenants: dict[str, RequestSummary] = field(default_factory=dict)     # tenant -> its requests' summary
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """requests.csv, timeseries.csv, timeseries.json (with summary, facts, decisions) in `out_dir`."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        written = [_write_csv(out / "requests.csv", [_request_row(r) for r in self.records]),
-                   _write_csv(out / "timeseries.csv", self.timeseries)]
+        written = [write_csv(out / "requests.csv", [_request_row(r) for r in self.records]),
+                   write_csv(out / "timeseries.csv", self.timeseries)]
         path = out / "timeseries.json"
-        path.write_text(json.dumps({"summary": self.summary, "facts": self.facts, "decisions": self.decisions,
-                                    "replicas": self.replicas, "tenants": self.tenants, "timeseries": self.timeseries,
+        path.write_text(json.dumps({"summary": self.summary.as_dict(), "facts": self.facts,
+                                    "decisions": self.decisions, "replicas": self.replicas,
+                                    "tenants": {name: row.as_dict() for name, row in self.tenants.items()},
+                                    "timeseries": self.timeseries,
                                     "scenario": self.scenario.model_dump(mode="json")}, indent=1))
         return written + [path]
 
@@ -48,7 +52,8 @@ def _request_row(record: RequestRecord) -> dict:
     return row
 
 
-def _write_csv(path: Path, rows: list[dict]) -> Path:
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    """Rows as CSV with the union of their keys as columns, in order of first appearance."""
     columns: list[str] = []
     for row in rows:
         columns += [key for key in row if key not in columns]
@@ -59,57 +64,39 @@ def _write_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _slo_shares(records: list[RequestRecord], summary: dict, slo: SLO) -> dict[str, float]:
-    """The share of requests abandoned (timed out or rejected) and the share that finished within both
-    the TTFT and TPOT targets; `summary` is the records' `flat_summary`."""
-    within = sum(1 for r in records
-                 if r.ok and (r.ttft_s or 0.0) <= slo.ttft_p99_s and (r.tpot_s or 0.0) <= slo.tpot_p99_s)
-    abandoned = summary["timed_out"] + summary["rejected"]
-    return {"abandon_rate": abandoned / len(records) if records else 0.0,
-            "slo_attainment": within / len(records) if records else 1.0}
-
-
-def tenant_summaries(records: list[RequestRecord], end_s: float, slo: SLO) -> dict[str, dict]:
+def tenant_summaries(records: list[RequestRecord], end_s: float,
+                     slo: SLO) -> dict[str, RequestSummary]:
     """Per tenant, in order of first appearance: its requests' summary (as the run's, abandon rate and SLO
     attainment included), so one tenant's P99 TTFT or abandon rate is read without the others'."""
     by_tenant: dict[str, list[RequestRecord]] = {}
     for record in records:
         by_tenant.setdefault(record.tenant, []).append(record)
-    summaries = {}
-    for tenant, group in by_tenant.items():
-        summary = flat_summary(group, end_s)
-        summaries[tenant] = summary | _slo_shares(group, summary, slo)
-    return summaries
+    return {tenant: RequestSummary.of(group, end_s, slo) for tenant, group in by_tenant.items()}
 
 
-def summarize(scenario: Scenario, cluster: "Cluster", end_s: float, facts: dict) -> SimResult:
+def summarize(scenario: Scenario, cluster: Cluster, end_s: float, facts: dict) -> SimResult:
+    """The one builder of a `SimSummary` (and the result around it) from a cluster that has run."""
     records = cluster.records
-    summary = flat_summary(records, end_s)
     slo = scenario.slo
     ok = [r for r in records if r.ok]
-    shares = _slo_shares(records, summary, slo)
-    abandon_rate = shares["abandon_rate"]
     queries = sum(r.scheduler.block_manager.num_prefix_queries for r in cluster.replicas)
     hits = sum(r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas)
     gpu_hours = cluster.gpu_hours(end_s)
     cost = gpu_hours * facts["price_usd_per_gpu_hour"]
     output_tokens = sum(r.output_tokens for r in ok)
-    ttft_ok = summary["ttft_p99_s"] is not None and summary["ttft_p99_s"] <= slo.ttft_p99_s
-    tpot_ok = summary["tpot_p99_s"] is None or summary["tpot_p99_s"] <= slo.tpot_p99_s
-    summary.update({
-        "kv_utilization": cluster.monitor.kv_utilization,
-        "kv_usage_peak": max((row["kv_usage"] for row in cluster.monitor.rows), default=0.0),
-        "block_allocations": sum(r.scheduler.block_manager.num_allocations for r in cluster.replicas),
-        "prefix_hit_rate": hits / queries if queries else 0.0,
-        **shares,
-        "meets_slo": bool(ttft_ok and tpot_ok and abandon_rate <= slo.max_abandon_rate and summary["in_flight"] == 0),
-        "replicas_peak": max((row["replicas_serving"] + row["replicas_starting"] for row in cluster.monitor.rows),
-                             default=len(cluster.replicas)),
-        "gpu_hours": gpu_hours, "cost_usd": cost,
-        "cost_per_request_usd": cost / len(ok) if ok else None,
-        "cost_per_million_output_tokens_usd": cost / output_tokens * 1e6 if output_tokens else None,
-        "simulated_s": end_s, "cpu_s": facts.get("cpu_s"),
-    })
+    requests = RequestSummary.of(records, end_s, slo)
+    summary = SimSummary(
+        **requests.as_dict(), meets_slo=slo.verdict(requests),
+        kv_utilization=cluster.monitor.kv_utilization,
+        kv_usage_peak=max((row["kv_usage"] for row in cluster.monitor.rows), default=0.0),
+        block_allocations=sum(r.scheduler.block_manager.num_allocations for r in cluster.replicas),
+        prefix_hit_rate=hits / queries if queries else 0.0,
+        replicas_peak=max((row["replicas_serving"] + row["replicas_starting"] for row in cluster.monitor.rows),
+                          default=len(cluster.replicas)),
+        gpu_hours=gpu_hours, cost_usd=cost,
+        cost_per_request_usd=cost / len(ok) if ok else None,
+        cost_per_million_output_tokens_usd=cost / output_tokens * 1e6 if output_tokens else None,
+        simulated_s=end_s, cpu_s=facts.get("cpu_s"))
     replicas = [{"replica": r.replica_id, "requested_at_s": r.requested_at_s, "ready_at_s": r.ready_at_s,
                  "stopped_at_s": r.stopped_at_s, "steps": r.num_steps, "busy_s": r.busy_s,
                  "preemptions": r.scheduler.num_preemptions} for r in cluster.replicas]

@@ -16,8 +16,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, setting
+from engine.core.config import BatchController, CacheConfig, Policy, SchedulerConfig, StaticReserve, setting
 from engine.settings_file import read_mapping
+from simulator.slo import SLO
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
 from traces.request import DEFAULT_TENANT
@@ -154,6 +155,7 @@ class ClusterSpec(_Strict):
 class SchedulerSettings(_Strict):
     """The engine's own settings, with their engine definitions."""
     policy: Policy = setting(SchedulerConfig, "policy")
+    static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
@@ -163,9 +165,8 @@ class SchedulerSettings(_Strict):
     block_size: int = setting(CacheConfig, "block_size")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory for "
-                                          "weights, activations and KV (as the engine's)")
-    num_kv_blocks: int | None = Field(None, ge=1, description="override the KV pool (default: from memory)")
+    gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
+    num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
 
 
 class ClientSpec(_Strict):
@@ -173,12 +174,6 @@ class ClientSpec(_Strict):
                                          "first token after this long (the article's 10-second spinner)")
     max_retries: int = Field(0, ge=0, le=10, description="times an abandoned or rejected request is retried")
     retry_backoff_s: float = Field(1.0, ge=0, description="wait before the first retry; doubles each time")
-
-
-class SLO(_Strict):
-    ttft_p99_s: float = Field(2.0, gt=0, description="P99 time to first token")
-    tpot_p99_s: float = Field(0.2, gt=0, description="P99 time per output token after the first")
-    max_abandon_rate: float = Field(0.01, ge=0, le=1, description="share of requests timed out or rejected")
 
 
 class Prices(_Strict):
@@ -190,6 +185,11 @@ class Scenario(_Strict):
     traffic: TrafficSpec = TrafficSpec()
     model: ModelChoice = ModelChoice()
     hardware: HardwareChoice = HardwareChoice()
+    engine_profile: str | None = Field(None, description="serving stack whose host overhead is added to the "
+                                       "GPU calibration's step time: a name from `surgeplan calibrations "
+                                       "profiles` (vllm-v0, vllm-v1, sglang, trtllm, surgeplan) or a profile "
+                                       "JSON file (default: surgeplan for a calibration measured on our own "
+                                       "engine, else vllm-v1)")
     cluster: ClusterSpec = ClusterSpec()
     scheduler: SchedulerSettings = SchedulerSettings()
     clients: ClientSpec = ClientSpec()

@@ -2,10 +2,15 @@
 
 Resolution is where bad scenarios are caught, one clear error each: an unknown GPU, a model that does
 not fit the GPU at that tensor-parallel degree, a calibration made for another model, a request
-longer than `max_model_len`. The KV pool per replica comes from the same memory math the live engine
-sizes itself with (`kv_blocks_available`). Prefix caching acts when the trace names its prompt blocks
-(hash ids, as Mooncake traces do): prompts are then made of `traces`' hash-consistent tokens;
-without hash ids no two prompts share a block, so the cache could never hit and is left off.
+longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The KV pool per replica
+comes from the simulator's memory math (`kv_blocks_available`: weights, an activation estimate and
+KV per token within `gpu_memory_utilization`); the live engine sizes its own pool from the device
+it runs on (`engine.worker.resources.resolve_num_kv_blocks`), so the two agree in method, not yet
+to the block.
+The engine configs come from the scenario's settings through `engine_configs`, as the live engine's
+do. Prefix caching acts when the trace names its prompt blocks (hash ids, as Mooncake traces do):
+prompts are then made of `traces`' hash-consistent tokens; without hash ids no two prompts share a
+block, so the cache could never hit and is left off.
 """
 from __future__ import annotations
 
@@ -15,12 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import (EngineProfile, ProfiledCostModel, default_profile_name,
+                                                  load_profile)
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.errors import ModelDoesNotFit, PoolTooSmall
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
@@ -66,6 +74,14 @@ def resolve_calibration_for(scenario: Scenario) -> Calibration:
     return calibration
 
 
+def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfile:
+    """The scenario's engine profile, or the default for its calibration."""
+    try:
+        return load_profile(scenario.engine_profile or default_profile_name(calibration))
+    except ValueError as error:
+        raise ValueError(f"engine_profile: {error}") from None
+
+
 def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
     settings, hardware = scenario.scheduler, scenario.hardware
     if settings.num_kv_blocks is not None:
@@ -75,18 +91,22 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
                                  settings.block_size)
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
-        raise ValueError(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
+        raise ModelDoesNotFit(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
                          f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
                          f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
                          "larger tensor_parallel, a bigger GPU or a smaller dtype")
     return blocks
 
 
-def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None) -> tuple[Cluster, dict]:
-    """The cluster for a scenario and its traffic, and the facts resolved on the way."""
+def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None,
+                  step_scale: float = 1.0, profile: EngineProfile | None = None) -> tuple[Cluster, dict]:
+    """The cluster for a scenario and its traffic, and the facts resolved on the way. `step_scale`:
+    every step (GPU and serving stack) takes that many times as long (the planner's error band)."""
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
+    profile = profile or resolve_profile(scenario, calibration)
+    step_model = ProfiledCostModel(CostModel.from_calibration(calibration), profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
     num_blocks = resolve_pool(scenario, model)
@@ -101,16 +121,13 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     if np.any(trace.output_tokens < 1):
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
-    scheduler_config = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=max_model_len,
-                                       max_num_batched_tokens=settings.max_num_batched_tokens, policy=settings.policy,
-                                       batch_controller=settings.batch_controller,
-                                       batch_target_tpot_s=settings.batch_target_tpot_s)
-    cache_config = CacheConfig(block_size=settings.block_size, num_kv_blocks=num_blocks, enable_prefix_caching=caching,
-                               tenant_block_quota=settings.tenant_block_quota)
-    need = -(-max_model_len // settings.block_size) if settings.policy == "static" else \
+    cache_config, scheduler_config = engine_configs(settings, num_kv_blocks=num_blocks, max_model_len=max_model_len,
+                                                    enable_prefix_caching=caching)
+    reserves_max_len = settings.policy == "static" and settings.static_reserve == "max_model_len"
+    need = -(-max_model_len // settings.block_size) if reserves_max_len else \
         -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
     if need > num_blocks:
-        raise ValueError(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
+        raise PoolTooSmall(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
                          f"may need {need}; expected a larger pool (gpu_memory_utilization, tensor_parallel) or "
                          "shorter requests")
     autoscaler = scenario.cluster.autoscaler
@@ -120,7 +137,7 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
         weight_load_s = model.weight_bytes_per_gpu(scenario.hardware.tensor_parallel) / cold_start.weight_load_bytes_per_s
     cold_start_s = cold_start.provisioning_s + weight_load_s + cold_start.warmup_s
     config = ClusterConfig(
-        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=CostModel.from_calibration(calibration),
+        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=step_model,
         tensor_parallel=scenario.hardware.tensor_parallel,
         initial_replicas=max(scenario.cluster.replicas, autoscaler.min_replicas if autoscaler.enabled else 1),
         router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
@@ -142,7 +159,9 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
              "prefix_caching": caching, "cold_start_s": cold_start_s,
              "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
              "calibration": {"name": calibration.name, "label": calibration.label,
-                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration)},
+                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration),
+                             "engine_profile": profile.name,
+                             "held_out_error": profile.held_out_error(gpu.name), "step_scale": step_scale},
              "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}}
     return cluster, facts
 
@@ -156,11 +175,11 @@ def _fit_error(calibration: Calibration) -> float | None:
 
 
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, trace: Trace | None = None,
-             calibration: Calibration | None = None) -> SimResult:
+             calibration: Calibration | None = None, profile: EngineProfile | None = None) -> SimResult:
     """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
     started = time.process_time()
     trace = load_traffic(scenario) if trace is None else trace
-    cluster, facts = build_cluster(scenario, trace, calibration)
+    cluster, facts = build_cluster(scenario, trace, calibration, profile=profile)
     end_s = cluster.run(scenario.horizon_s, progress)
     facts["cpu_s"] = time.process_time() - started
     return summarize(scenario, cluster, end_s, facts)

@@ -31,9 +31,9 @@ def timeline_figure(result: SimResult):
             figure.add_vrect(x0=replica["requested_at_s"], x1=replica["ready_at_s"], fillcolor="orange",
                              opacity=0.12, line_width=0)
     summary = result.summary
-    figure.update_layout(height=1100, title=f"{result.scenario.name}: P99 TTFT {summary['ttft_p99_s'] or 0:.2f} s, "
-                         f"{summary['completed']} completed, {summary['timed_out']} timed out, "
-                         f"${summary['cost_usd']:.2f} ({result.facts['calibration']['name']}, "
+    figure.update_layout(height=1100, title=f"{result.scenario.name}: P99 TTFT {summary.ttft_p99_s or 0:.2f} s, "
+                         f"{summary.completed} completed, {summary.timed_out} timed out, "
+                         f"${summary.cost_usd:.2f} ({result.facts['calibration']['name']}, "
                          f"{result.facts['calibration']['label']})")
     figure.update_xaxes(title_text="simulated time (s)", row=5, col=1)
     return figure

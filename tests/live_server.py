@@ -9,11 +9,10 @@ import time
 from contextlib import contextmanager
 
 import httpx
-import uvicorn
 
 from engine.config import EngineConfig
 from engine.openai.api_server import build_app
-from engine.openai.drain import DrainingServer
+from engine.openai.drain import make_server
 
 
 def free_port() -> int:
@@ -29,8 +28,7 @@ class LiveServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
-        self.server = DrainingServer(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                                    timeout_graceful_shutdown=5), app.state.drainer)
+        self.server = make_server(app, log_level="warning", lifespan="on")
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.startup_timeout_s = startup_timeout_s
 

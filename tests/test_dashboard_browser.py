@@ -27,7 +27,7 @@ from dashboard.cli import streamlit_command
 WIDTH = 1440
 # url path -> Plotly charts the page shows with its defaults ("": the What-if page, the app's default; the
 # Plan page searches only when asked; Validate: the error chart and the first load level's distributions)
-PAGES = {"": 1, "paged": 1, "traces": 2, "calibrations": 1, "plan": 0,
+PAGES = {"": 1, "whatif": 1, "paged": 1, "traces": 2, "calibrations": 1, "plan": 0,
          "validate": 2 if data.VALIDATE_JSON.is_file() else 0}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--hide-scrollbars",

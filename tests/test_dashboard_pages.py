@@ -285,7 +285,11 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
 
     (tmp_path / "validate.json").write_text(json.dumps(VALIDATION))
     at = _clean(_page("validate").run())
-    assert not at.error and _charts(at) == 3 and len(at.metric) == 2          # errors, a distribution per level
+    from simulator.validation.published import published_names
+    published = len(published_names())              # a simulated-vs-measured scatter per published set
+    assert not at.error and _charts(at) == 3 + published and len(at.metric) == 2   # errors, a distribution per level
+    splits = {row for frame in at.dataframe[1:] if "split" in frame.value for row in frame.value["split"]}
+    assert {"fit", "held_out"} <= splits
     assert any("cpu-small@steps (measured" in c.value for c in at.caption)
     table = at.dataframe[0].value.set_index("metric")
     assert table.loc["ttft_mean_s", "measured"] == "200.0 ms" and table.loc["output_tokens_per_s", "measured"] == "50"

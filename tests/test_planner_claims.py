@@ -44,11 +44,11 @@ def test_a_part_that_could_have_empty_prompts_is_refused_by_name():
 def test_tenant_summaries_split_the_run():
     result = simulate(quota_scenario(False, seed=0, rate_per_s=1.0, duration_s=60, spike_start_s=10, spike_hold_s=20))
     assert set(result.tenants) == {QUIET, NOISY}
-    assert sum(t["requests"] for t in result.tenants.values()) == result.summary["requests"]
-    assert sum(t["completed"] for t in result.tenants.values()) == result.summary["completed"]
+    assert sum(t.requests for t in result.tenants.values()) == result.summary.requests
+    assert sum(t.completed for t in result.tenants.values()) == result.summary.completed
     quiet = [r for r in result.records if r.tenant == QUIET]
-    assert result.tenants[QUIET]["ttft_p99_s"] == flat_summary(quiet, result.summary["simulated_s"])["ttft_p99_s"]
-    assert 0.0 <= result.tenants[QUIET]["abandon_rate"] <= 1.0
+    assert result.tenants[QUIET].ttft_p99_s == flat_summary(quiet, result.summary.simulated_s)["ttft_p99_s"]
+    assert 0.0 <= result.tenants[QUIET].abandon_rate <= 1.0
 
 
 def test_quotas_protect_the_quiet_tenant_from_the_spike():
@@ -77,7 +77,9 @@ def test_long_context_burst_preempts_on_paged_and_makes_static_clients_give_up()
     row, figures = long_context_row(outcomes, 1, "simulated (test)")
     cont, stat = figures["continuous"], figures["static"]
     assert cont["preemptions"] > 0 and stat["preemptions"] == 0    # only paged KV runs out mid-request
-    assert cont["long_completed_share"][0] > 0.8 > 0.5 > stat["long_completed_share"][0]
+    # at most half the long requests complete on the static server (exactly half with the default vllm-v1
+    # serving-stack overhead on top of the A100 calibration), more than 80% on paged KV
+    assert cont["long_completed_share"][0] > 0.8 > 0.5 >= stat["long_completed_share"][0]
     assert cont["short_abandon_rate"][0] < stat["short_abandon_rate"][0]
     assert row["verdict"] == "confirms"
 
@@ -87,9 +89,11 @@ def test_live_rows_state_the_interval_and_verdict():
     throughput, latency = live_rows(found, 48)
     assert throughput["verdict"] == "confirms" and throughput["label"] == "measured (cpu-small on this CPU)"
     assert "2.50x" in throughput["ours"] and "3 repeats of 48 requests" in throughput["ours"]
-    assert latency["verdict"] == "contradicts" and "90% of static's capacity" in latency["claim"]
+    assert latency["verdict"] == "above" and "90% of static's capacity" in latency["claim"]
+    assert "worse than claimed" in latency["reason"]
     noisy = live_rows({"throughput": [1.0, 5.0], "latency": {}, "static_rps": [2.0, 2.0]}, 48)[0]
     assert noisy["verdict"] == "inconclusive"            # an interval wider than the 2-4x band on both sides
+    assert "straddles" in noisy["reason"]
 
 
 def test_sampled_confirmation_is_exact_under_round_robin():
@@ -98,11 +102,11 @@ def test_sampled_confirmation_is_exact_under_round_robin():
         "cluster": {"replicas": 6, "router": {"policy": "round_robin"}}})
     full = simulate(scenario)
     sample = [r for r in full.records if r.index % 6 < 2]
-    expected = flat_summary(sample, full.summary["simulated_s"])
+    expected = flat_summary(sample, full.summary.simulated_s)
     outcome = evaluate_job(make_job(scenario, share=6, share_replicas=2, early_stop=False))
-    assert outcome["summary"]["requests"] == len(sample)
+    assert outcome.summary.requests == len(sample)
     for key in ("ttft_p99_s", "e2e_mean_s", "tpot_p99_s", "preemptions"):
-        assert outcome["summary"][key] == pytest.approx(expected[key])
+        assert getattr(outcome.summary, key) == pytest.approx(expected[key])
     assert checked_by(outcome).startswith("full fleet, sampled: 2 of the 6")
 
 

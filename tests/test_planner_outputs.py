@@ -14,6 +14,7 @@ from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.shipped import calibration_for
 from simulator.planner.claims import interval, verdict
+from simulator.planner.claims_base import reason
 from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
@@ -109,10 +110,10 @@ def test_error_of_uses_the_fit_error_or_says_it_is_assumed():
 def test_early_stop_never_changes_the_verdict(replicas):
     scenario = fleet_scenario(spike_scenario(rate_per_s=3.0, duration_s=90), "A100-80GB", 1, replicas, Batch(256, 2048))
     quick, full = evaluate_job(make_job(scenario)), evaluate_job(make_job(scenario, early_stop=False))
-    assert quick["meets"] == full["meets"]
-    assert set(quick["reasons"]) <= set(full["reasons"])
-    if not full["meets"]:
-        assert quick["early_stop_s"] is not None and quick["early_stop_s"] < full["summary"]["simulated_s"]
+    assert quick.meets == full.meets
+    assert set(quick.reasons) <= set(full.reasons)
+    if not full.meets:
+        assert quick.early_stop_s is not None and quick.early_stop_s < full.summary.simulated_s
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -124,17 +125,21 @@ def test_claims_statistics():
     mean, low, high = interval([0.5, 0.52, 0.48, 0.5, 0.5])
     assert mean == pytest.approx(0.5) and low < 0.5 < high and high - low < 0.05
     assert verdict(0.45, 0.55, (0.4, 0.6), higher_is_better=False) == "confirms"
-    assert verdict(0.2, 0.3, (0.4, 0.6), higher_is_better=False) == "exceeds"
-    assert verdict(0.8, 0.9, (0.4, 0.6), higher_is_better=False) == "contradicts"
-    assert verdict(5.0, 6.0, (2.0, 4.0), higher_is_better=True) == "exceeds"
+    assert verdict(0.2, 0.3, (0.4, 0.6), higher_is_better=False) == "below"
+    assert verdict(0.8, 0.9, (0.4, 0.6), higher_is_better=False) == "above"
+    assert verdict(5.0, 6.0, (2.0, 4.0), higher_is_better=True) == "above"
+    # confirms only when the whole interval lies within the claim: 1.81x (1.53-2.09) against 2-4x does not
+    assert verdict(1.53, 2.09, (2.0, 4.0)) == "inconclusive"
+    assert "straddles" in reason(1.53, 2.09, (2.0, 4.0))
+    assert "wholly below" in reason(1.2, 1.5, (2.0, 4.0)) and "worse" in reason(1.2, 1.5, (2.0, 4.0))
 
 
 def test_goodput_share_is_an_slo_term():
     scenario = fleet_scenario(spike_scenario(rate_per_s=2.0, duration_s=60), "A100-80GB", 1, 1, Batch(256, 2048))
     plain = evaluate_job(make_job(scenario, early_stop=False))
     strict = evaluate_job(make_job(scenario, goodput_share=1.0, early_stop=False))
-    within = plain["summary"]["slo_attainment"]
+    within = plain.summary.slo_attainment
     assert 0.5 < within < 1.0                  # one replica through the spike: some requests miss a target
-    assert "goodput" not in plain["ratios"] and "goodput" in strict["reasons"]
+    assert "goodput" not in plain.ratios and "goodput" in strict.reasons
     loose = evaluate_job(make_job(scenario, goodput_share=max(within - 0.01, 0.01), early_stop=False))
-    assert "goodput" not in loose["reasons"]
+    assert "goodput" not in loose.reasons

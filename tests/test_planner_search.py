@@ -8,6 +8,7 @@ import pytest
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import make_job
+from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
 from simulator.planner.search import bisect, drive
 from simulator.scenario import Scenario
@@ -26,7 +27,7 @@ def test_answer_is_minimal_by_plain_simulation(small_plan):
     fewer = Scenario.model_validate(data["one_fewer_scenario"])
     assert recommended.cluster.replicas == data["recommendation"]["replicas"] >= 2
     assert fewer.cluster.replicas == recommended.cluster.replicas - 1
-    assert simulate(recommended).summary["meets_slo"] is True
+    assert simulate(recommended).summary.meets_slo is True
     missed = simulate(fewer).summary
     assert missed["meets_slo"] is False
     # the binding constraint is a term that one replica less really misses
@@ -67,8 +68,9 @@ class _FakeRunner:
         raise AssertionError("never waits: every fake outcome is ready")
 
     def outcome(self, key):
-        n = self.calls[key]
-        return {"meets": self.meets(n), "status": "meets" if self.meets(n) else "misses", "reasons": [], "ratios": {}}
+        meets = self.meets(self.calls[key])
+        return Outcome(key=str(key), share=None, share_replicas=1, step_scale=1.0, status="meets" if meets else "misses",
+                       meets=meets, reasons=[], binding=None)
 
 
 @pytest.mark.parametrize("trial", range(5))
@@ -109,4 +111,4 @@ def test_runner_simulates_a_repeated_job_once():
     job = make_job(spike_scenario(duration_s=30), share=4)
     keys = [runner.submit(job) for _ in range(3)]
     assert [started for _, started in keys] == [True, False, False] and runner.simulated == 1
-    assert len({runner.outcome(key)["key"] for key, _ in keys}) == 1
+    assert len({runner.outcome(key).key for key, _ in keys}) == 1

@@ -156,7 +156,22 @@ def test_a_key_decides_the_tenant_and_a_disagreeing_header_gets_403(server):
     # alpha's own KV quota applies, whatever tenant the client would like to be
     too_big = post(server, bearer(ALPHA_KEY), body(prompt_len=30, max_tokens=8))
     assert too_big.status_code == 400 and "tenant 'alpha' has a quota of 4" in too_big.json()["error"]["message"]
-    assert post(server, bearer(OPEN_KEY, **{"X-Tenant": "alpha"}), body(prompt_len=30, max_tokens=8)).status_code == 400
+
+
+
+def test_an_open_key_cannot_act_as_a_tenant_with_its_own_key(server):
+    claimed = post(server, bearer(OPEN_KEY, **{"X-Tenant": "beta"}))         # would spend beta's rate limit
+    assert claimed.status_code == 403, claimed.text
+    assert "'beta'" in claimed.json()["error"]["message"] and "--open-keys-claim-tenants" in claimed.text
+    assert post(server, bearer(OPEN_KEY, **{"X-Tenant": "nobody-configured"})).status_code == 200
+
+
+def test_open_keys_may_claim_tenants_when_configured():
+    config = ServerConfig(api_keys=[OPEN_KEY], tenant_keys=TENANT_KEYS, open_keys_claim_tenants=True)
+    with tiny_server(engine_overrides=ENGINE, server_config=config) as live:
+        # served as alpha: alpha's own KV quota (4 blocks) applies
+        too_big = post(live, bearer(OPEN_KEY, **{"X-Tenant": "alpha"}), body(prompt_len=30, max_tokens=8))
+        assert too_big.status_code == 400 and "tenant 'alpha'" in too_big.text
 
 
 def test_oversized_headers_get_431_before_the_key_is_looked_at(server):

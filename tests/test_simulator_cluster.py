@@ -1,5 +1,7 @@
 """The simulated cluster against what must hold: conservation, queueing theory, the policies' known
 ordering, preemption, prefix caching, cold starts, timeouts and retries, determinism."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -87,8 +89,8 @@ def test_prefix_caching_raises_the_hit_rate_on_a_shared_prefix_trace():
                                 cluster=dict(router=dict(policy="prefix_affinity"))))
     plain = simulate(_scenario())
     assert shared.facts["prefix_caching"] and not plain.facts["prefix_caching"]
-    assert shared.summary["prefix_hit_rate"] > 0.3
-    assert plain.summary["prefix_hit_rate"] == 0.0
+    assert shared.summary.prefix_hit_rate > 0.3
+    assert plain.summary.prefix_hit_rate == 0.0
 
 
 def test_an_autoscaled_replica_serves_only_after_its_cold_start():
@@ -103,35 +105,35 @@ def test_an_autoscaled_replica_serves_only_after_its_cold_start():
         assert replica["ready_at_s"] - replica["requested_at_s"] == pytest.approx(cold)
         served = [r for r in result.records if r.replica == replica["replica"]]
         assert all(r.sent_s >= replica["ready_at_s"] for r in served)
-    assert result.summary["replicas_peak"] > 1
+    assert result.summary.replicas_peak > 1
 
 
 def test_timeouts_and_retries_are_counted():
     result = simulate(_scenario(traffic=dict(arrivals=dict(kind="poisson", rate_per_s=60.0)),
                                 cluster=dict(replicas=1), clients=dict(ttft_timeout_s=2.0, max_retries=1)))
     summary = result.summary
-    assert summary["timed_out"] > 0 and summary["retries"] > 0
-    assert summary["completed"] + summary["timed_out"] + summary["rejected"] + summary["in_flight"] == summary["requests"]
-    assert not summary["meets_slo"]
+    assert summary.timed_out > 0 and summary.retries > 0
+    assert summary.completed + summary.timed_out + summary.rejected + summary.in_flight == summary.requests
+    assert not summary.meets_slo
 
 
 def test_same_seed_same_result_and_another_seed_differs():
     a, b, c = simulate(_scenario()), simulate(_scenario()), simulate(_scenario(seed=1))
     key = lambda result: [(r.status, r.ttft_s, r.e2e_s) for r in result.records]  # noqa: E731
-    assert key(a) == key(b) and a.summary == {**b.summary, "cpu_s": a.summary["cpu_s"]}
+    assert key(a) == key(b) and a.summary == dataclasses.replace(b.summary, cpu_s=a.summary.cpu_s)
     assert key(a) != key(c)
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"])
 def test_every_router_serves_everything(policy):
     result = simulate(_scenario(cluster=dict(replicas=3, router=dict(policy=policy))))
-    assert result.summary["completed"] == result.summary["requests"]
+    assert result.summary.completed == result.summary.requests
     assert len({r.replica for r in result.records}) == 3
 
 
 def test_costs_add_up():
     result = simulate(_scenario(prices=dict(gpu_usd_per_hour=2.0)))
     summary = result.summary
-    assert summary["cost_usd"] == pytest.approx(summary["gpu_hours"] * 2.0)
-    assert summary["cost_per_request_usd"] == pytest.approx(summary["cost_usd"] / summary["completed"])
-    assert result.timeseries[-1]["gpu_hours"] == pytest.approx(summary["gpu_hours"])
+    assert summary.cost_usd == pytest.approx(summary.gpu_hours * 2.0)
+    assert summary.cost_per_request_usd == pytest.approx(summary.cost_usd / summary.completed)
+    assert result.timeseries[-1]["gpu_hours"] == pytest.approx(summary.gpu_hours)

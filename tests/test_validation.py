@@ -193,14 +193,14 @@ def test_validate_over_http_measures_the_servers_steps(tmp_path):
 
 def test_full_profile_is_sized_to_the_validated_engine():
     from simulator.calibration.schema import EngineSettings
-    from simulator.validation.validate import _grid_calibration
+    from simulator.validation.validate import grid_calibration
 
     settings = EngineSettings(block_size=16, max_num_seqs=4, max_num_batched_tokens=64, max_model_len=128,
                               enable_prefix_caching=False)
-    grid = _grid_calibration("cpu-small", None, "full", 0, settings)
+    grid = grid_calibration("cpu-small", None, "full", 0, settings)
     shapes = [point.shape.to_shape() for point in grid.points]
     assert max(shape.num_decode_seqs for shape in shapes) == settings.max_num_seqs
     assert max(shape.num_prefill_tokens for shape in shapes) == settings.max_num_batched_tokens
     assert grid.cost_model.fit_errors and grid.label == "measured"
     with pytest.raises(ValueError, match="expected quick, full or none"):
-        _grid_calibration("cpu-small", None, "huge", 0, settings)
+        grid_calibration("cpu-small", None, "huge", 0, settings)

@@ -17,7 +17,7 @@ from traces.rows import (FieldError, RowCollector, jsonl_objects, open_text, par
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
-MOONCAKE_KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")     # and `hash_ids`, when prompts share blocks
 
 
 def normalise(column: str) -> str:
@@ -103,8 +103,12 @@ def _parse_hash_ids(value: object) -> list[int]:
     return value
 
 
-def read_mooncake(collector: RowCollector, path: Path) -> None:
-    """Mooncake FAST'25 JSONL: `timestamp` in milliseconds, one hash id per 512-token block."""
+def read_mooncake(collector: RowCollector, path: Path) -> bool:
+    """Mooncake FAST'25 JSONL: `timestamp` in milliseconds, one hash id per 512-token block. Records
+    without `hash_ids` (how many request logs look: time and lengths only) are accepted; then no two
+    prompts are known to share a block, and the load report says so. True when every record kept has
+    hash ids (the trace keeps them), False otherwise (it keeps none)."""
+    without = 0
     for line, record in jsonl_objects(path):
         collector.rows_read += 1
         if isinstance(record, str):
@@ -113,13 +117,19 @@ def read_mooncake(collector: RowCollector, path: Path) -> None:
         try:
             missing = [k for k in MOONCAKE_KEYS if k not in record]
             if missing:
-                raise FieldError(missing[0], "absent", f"every Mooncake record to have {list(MOONCAKE_KEYS)}")
+                raise FieldError(missing[0], "absent", f"every Mooncake record to have {list(MOONCAKE_KEYS)} "
+                                 "(and hash_ids for prefix sharing)")
             arrival = parse_seconds("timestamp", record["timestamp"], units_per_s=1000.0)
             prompt = parse_count("input_length", record["input_length"], minimum=1)
             output = parse_count("output_length", record["output_length"])
-            hash_ids = _parse_hash_ids(record["hash_ids"])
+            hash_ids = _parse_hash_ids(record["hash_ids"]) if "hash_ids" in record else None
         except FieldError as error:
             collector.bad_row(line, str(error))
             continue
+        without += hash_ids is None
         collector.add(line, arrival, prompt, output, hash_ids=hash_ids)
+    if without:
+        collector.notes.append(f"{without} of {len(collector.arrival)} records have no hash_ids: no prefix "
+                               "sharing is known, so the trace carries no block hashes")
+    return without == 0
 

@@ -38,7 +38,7 @@ def _detect_json_line(path: Path, line: str) -> str:
     if isinstance(record, dict) and {"timestamp", "input_length", "output_length"} <= record.keys():
         return "mooncake"
     raise TraceFormatError(f"{path}:1: a JSON line that is neither a surgeplan trace header nor a "
-                           f"Mooncake record; expected the keys {list(formats.MOONCAKE_KEYS)}")
+                           f"Mooncake record; expected the keys {list(formats.MOONCAKE_KEYS)} (hash_ids optional)")
 
 
 def detect_format(path: str | Path) -> str:
@@ -117,7 +117,6 @@ def _load(path: Path, format: str | None, skip_bad_rows: bool, model: str | None
     elif format_name == "vidur":
         formats.read_vidur(collector, path)
     else:
-        formats.read_mooncake(collector, path)
-        block_size = MOONCAKE_BLOCK_SIZE
+        block_size = MOONCAKE_BLOCK_SIZE if formats.read_mooncake(collector, path) else None
     return collector.build(name or _stem(path), (_file_provenance(path, format_name),),
                            hash_block_size=block_size, arrival_s=arrival_s)

@@ -51,6 +51,8 @@ class LoadReport(BaseModel):
     rows_filtered: int = Field(default=0, description="valid rows left out by a loader option")
     failed_requests: int = Field(default=0, description="kept rows flagged as failed in production")
     first_errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = Field(default=(), description="what the loader assumed or left out (e.g. no "
+                                   "prefix sharing in a JSONL trace without hash_ids)")
 
     def summary(self) -> str:
         parts = [f"{self.rows_kept} of {self.rows_read} rows kept from {self.path} ({self.format})"]
@@ -60,4 +62,5 @@ class LoadReport(BaseModel):
             parts.append(f"{self.rows_filtered} rows filtered out by options")
         if self.failed_requests:
             parts.append(f"{self.failed_requests} failed requests flagged")
+        parts += self.notes
         return "; ".join(parts)

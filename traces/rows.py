@@ -122,6 +122,7 @@ class RowCollector:
         self.priority: list[int] = []
         self.rows_read = self.rows_skipped = self.rows_filtered = 0
         self.errors: list[str] = []
+        self.notes: list[str] = []            # what the loader assumed or left out, for the load report
 
     def add(self, line: int, arrival: float, prompt: int, output: int, *, failed: bool = False,
             hash_ids: list[int] | None = None, tenant: str = DEFAULT_TENANT, priority: int = 0) -> None:
@@ -147,7 +148,7 @@ class RowCollector:
         return LoadReport(path=str(self.path), format=self.format_name, rows_read=self.rows_read,
                           rows_kept=len(self.arrival), rows_skipped=self.rows_skipped,
                           rows_filtered=self.rows_filtered, failed_requests=int(sum(self.failed)),
-                          first_errors=tuple(self.errors))
+                          first_errors=tuple(self.errors), notes=tuple(self.notes))
 
     def build(self, name: str, provenance: tuple[str, ...], hash_block_size: int | None = None,
               arrival_s: np.ndarray | None = None) -> Trace:

@@ -9,7 +9,9 @@ import importlib
 
 import streamlit as st
 
-# module -> (title, icon, url path); the first is the app's default page
+# module -> (title, icon, url path); the first is the app's default page, served at the root and
+# at its own url path too (a hidden alias: `navigation_pages`), so `/whatif` works as the
+# sidebar's name suggests
 PAGES = {
     "whatif": ("What-if spike", ":material/bolt:", "whatif"),
     "paged": ("Traditional vs paged", ":material/compare_arrows:", "paged"),
@@ -26,7 +28,18 @@ def page(module: str) -> st.Page:
         raise KeyError(f"no dashboard page {module!r}; expected one of {', '.join(PAGES)}")
     title, icon, url_path = PAGES[module]
     render = importlib.import_module(f"dashboard.views.{module}").render
-    return st.Page(render, title=title, icon=icon, url_path=url_path, default=module == next(iter(PAGES)))
+    default = module == next(iter(PAGES))
+    return st.Page(render, title=title, icon=icon, url_path="" if default else url_path, default=default)
+
+
+def navigation_pages() -> list[st.Page]:
+    """Every page for `st.navigation`, and a hidden alias of the default page at its own url path
+    (Streamlit serves a default page at the root only)."""
+    first = next(iter(PAGES))
+    title, icon, url_path = PAGES[first]
+    render = importlib.import_module(f"dashboard.views.{first}").render
+    alias = st.Page(render, title=title, icon=icon, url_path=url_path, visibility="hidden")
+    return [page(module) for module in PAGES] + [alias]
 
 
 def link(module: str, label: str, *, where=st, icon: str | None = None) -> None:

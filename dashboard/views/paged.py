@@ -54,7 +54,7 @@ def _sweep(base, loads: list[float]) -> tuple[list[dict], dict | None, str | Non
             bar.empty()
             return [], None, error
         facts = result.facts
-        rows.append({"policy": policy, "load_rps": load, **result.summary})
+        rows.append({"policy": policy, "load_rps": load, **result.summary.as_dict()})
         bar.progress((i + 1) / len(points), text=f"Simulated {policy} at {load:g} requests/s")
     bar.empty()
     return rows, facts, None

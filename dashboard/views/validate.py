@@ -145,6 +145,26 @@ def _live_section() -> None:
                            mime="application/json", key=KEY + "download")
 
 
+def _published_section() -> None:
+    """Simulator vs public measurements of real stacks on real GPUs (`surgeplan validate --published`)."""
+    st.subheader("Published measurements: simulator vs real GPUs")
+    st.caption("Each published run replayed through the simulator with its GPU's calibration and its serving "
+               "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
+               "held-out rows are the honest error. `surgeplan validate --published all` prints the same.")
+    for result in data.published_validation():
+        source = result["source"]
+        st.markdown(f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
+                    f"[source]({source['url']}), retrieved {source['retrieved']}")
+        st.dataframe([{"profile": e["profile"], "GPU": e["gpu"], "split": e["split"], "rows": e["rows"],
+                       "median |error|": f"{e['median_abs_error']:.1%}", "bias (geo. mean ratio)": f"{e['bias']:.3f}",
+                       "within 10%": f"{e['within_10pct']:.0%}"} for e in result["stats"]], hide_index=True)
+        st.plotly_chart(charts.published_scatter(result["rows"]), key=f"validate_published_{source['name']}")
+        with st.expander("every row"):
+            st.dataframe([{"run": r["run"], "GPU": r["gpu"], "split": r["split"], "metric": r["metric"],
+                           "measured (s)": round(r["measured"], 4), "simulated (s)": round(r["simulated"], 4),
+                           "error": f"{r['error']:+.1%}"} for r in result["rows"]], hide_index=True)
+
+
 def render() -> None:
     st.title("Validate: simulator vs live engine")
     st.caption("Same requests, same engine settings and KV pool: the live engine measured, the simulator predicted. An "
@@ -157,4 +177,5 @@ def render() -> None:
                 f"Write them with `{COMMAND}`.")
     else:
         _show(saved, f"`{data.VALIDATE_JSON.relative_to(data.ROOT)}`", "saved")
+    _published_section()
     _live_section()

@@ -20,6 +20,7 @@ from simulator.scenario import (
     HardwareChoice,
     ModelChoice,
     Prices,
+    Scenario,
     SchedulerSettings,
     TrafficSpec,
 )
@@ -103,6 +104,11 @@ def _fleet(side, base: dict) -> None:
                                format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)")
     base["model"]["name"] = w.select(ModelChoice, "name", base["model"]["name"], KEY + "model", "model", where=side,
                                      options=data.model_names())
+    profiles = data.engine_profiles()
+    base["engine_profile"] = w.select(Scenario, "engine_profile", base.get("engine_profile"), KEY + "engine_profile",
+                                      "serving stack (engine profile)", where=side, options=[None, *profiles],
+                                      format_func=lambda n: "default for the calibration (vllm-v1 on GPUs)"
+                                      if n is None else profiles[n])
     uploaded = handoff.offered(handoff.CALIBRATION)
     if uploaded:
         hardware["calibration"] = w.select(
@@ -163,10 +169,10 @@ def _inputs(base: dict) -> dict:
 def _metrics(result) -> None:
     summary, scenario = result.summary, result.scenario
     slo, tp = scenario.slo, scenario.hardware.tensor_parallel
-    ttft, tpot = summary["ttft_p99_s"], summary["tpot_p99_s"]
+    ttft, tpot = summary.ttft_p99_s, summary.tpot_p99_s
     start_gpus = scenario.cluster.replicas * tp
-    peak_gpus = summary["replicas_peak"] * tp
-    cost = summary["cost_per_request_usd"]
+    peak_gpus = summary.replicas_peak * tp
+    cost = summary.cost_per_request_usd
     info = {"delta_color": "off", "delta_arrow": "off", "border": True}
     columns = st.columns(6)
     columns[0].metric("P99 TTFT", "n/a" if ttft is None else f"{ttft:.2f} s",
@@ -182,16 +188,16 @@ def _metrics(result) -> None:
                       if peak_gpus > start_gpus else "no scale-out", **info,
                       help="replicas serving or starting at the busiest window, times GPUs per replica")
     columns[3].metric("Cost / 1k req", "n/a" if cost is None else f"${cost * 1000:.3f}",
-                      f"${summary['cost_usd']:.2f} in all", **info,
+                      f"${summary.cost_usd:.2f} in all", **info,
                       help="cost per 1,000 completed requests: GPU-hours × "
                       f"${result.facts['price_usd_per_gpu_hour']:.2f} per GPU-hour, over completed requests")
-    columns[4].metric("Timed out", f"{summary['abandon_rate']:.1%}",
-                      f"{summary['timed_out']:,} gave up" + (f", {summary['rejected']:,} rejected"
-                                                            if summary["rejected"] else ""), **info,
+    columns[4].metric("Timed out", f"{summary.abandon_rate:.1%}",
+                      f"{summary.timed_out:,} gave up" + (f", {summary.rejected:,} rejected"
+                                                            if summary.rejected else ""), **info,
                       help="requests whose clients gave up (no first token in time) or were turned away")
-    columns[5].metric("SLO", "met" if summary["meets_slo"] else "missed",
-                      f"{summary['slo_attainment']:.1%} within", border=True, delta_arrow="off",
-                      delta_color="normal" if summary["meets_slo"] else "inverse",
+    columns[5].metric("SLO", "met" if summary.meets_slo else "missed",
+                      f"{summary.slo_attainment:.1%} within", border=True, delta_arrow="off",
+                      delta_color="normal" if summary.meets_slo else "inverse",
                       help="P99 TTFT and TPOT within bounds and abandonment under the SLO's limit; the delta is "
                       "the share of requests that met both latency targets")
 
@@ -201,10 +207,13 @@ def _facts(result) -> str:
     calibration = facts["calibration"]
     error = calibration["fit_error"]
     fit = f", fit error {error:.1%}" if error is not None else ""
+    held_out = calibration.get("held_out_error")
+    stack = (f" plus the **{calibration.get('engine_profile')}** serving stack"
+             + (f" (held-out error {held_out:.1%} on published measurements)" if held_out is not None else ""))
     return (f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
-            f"({calibration['label']}{fit}); {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
+            f"({calibration['label']}{fit}){stack}; {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
             f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
-            f"GPU-hour; {result.summary['requests']:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
+            f"GPU-hour; {result.summary.requests:,} requests simulated in {facts.get('cpu_s', 0):.1f} s of CPU.")
 
 
 def _describe(scenario, values: dict) -> tuple[str, str]:

@@ -194,7 +194,11 @@ class BlockManager:
                     cached[block] = None
                 if runs is not None:
                     runs.add(block)
-        self.tenant_blocks[request.tenant] -= len(request.block_table)
+        left = self.tenant_blocks[request.tenant] - len(request.block_table)
+        if left:
+            self.tenant_blocks[request.tenant] = left
+        else:
+            self.tenant_blocks.pop(request.tenant, None)   # no zero entry per tenant name ever seen
         request.block_table = []
         request.num_hashed_blocks = 0
 

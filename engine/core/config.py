@@ -22,6 +22,9 @@ class CacheConfig(BaseModel):
                                         "found by a chained hash of their tokens")
     tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
                                                "hold at once (TENANT=BLOCKS)")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="share of each GPU's memory the engine may use for weights, "
+        "activations and KV (sizes the pool when num_kv_blocks is not given)")
 
     @property
     def num_token_slots(self) -> int:
@@ -46,6 +49,33 @@ class SchedulerConfig(BaseModel):
                                               "output token and the waiting queue (engine.core.batch_controller)")
     batch_target_tpot_s: float = Field(0.1, gt=0, description="the slo batch controller's target time per "
                                        "output token, seconds")
+
+
+def engine_configs(settings: Any, *, num_kv_blocks: int, max_model_len: int,
+                   **resolved: Any) -> tuple[CacheConfig, SchedulerConfig]:
+    """The engine's `CacheConfig` and `SchedulerConfig` from any settings object that carries
+    their fields by name (`EngineConfig`, a scenario's `SchedulerSettings`, a calibration's
+    `EngineSettings`).
+
+    The one place settings become engine configs: the live engine, the simulator and validation
+    all call it, so a setting added to either config reaches all three. Each field the settings
+    hold (not None) is taken as it is; `num_kv_blocks`, `max_model_len` and `resolved` (values the
+    caller worked out, e.g. prefix caching off for a trace without block hashes) replace the
+    settings' own; the rest keep their defaults. A name in `resolved` that neither config has is
+    an error."""
+    unknown = set(resolved) - set(CacheConfig.model_fields) - set(SchedulerConfig.model_fields)
+    if unknown:
+        raise KeyError(f"engine_configs: no setting named {sorted(unknown)}; expected fields of "
+                       "CacheConfig or SchedulerConfig")
+    resolved = {**resolved, "num_kv_blocks": num_kv_blocks, "max_model_len": max_model_len}
+
+    def build(config: type[BaseModel]) -> Any:
+        values = {name: getattr(settings, name) for name in config.model_fields
+                  if getattr(settings, name, None) is not None}
+        values.update({name: value for name, value in resolved.items() if name in config.model_fields})
+        return config(**values)
+
+    return build(CacheConfig), build(SchedulerConfig)
 
 
 def setting(config: type[BaseModel], name: str, **changes: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Per-request decoding settings, validated on creation (vLLM's names)."""
+"""Per-request decoding settings, validated on creation (vLLM's names). `stop_token_ids` is held as a
+frozenset: it is looked up for every generated token on the engine thread."""
 from dataclasses import dataclass, field
 
 
@@ -10,7 +11,7 @@ class SamplingParams:
     seed: int | None = None
     max_tokens: int = 16
     min_tokens: int = 0
-    stop_token_ids: list[int] = field(default_factory=list)
+    stop_token_ids: frozenset[int] = field(default_factory=frozenset)   # any iterable; kept as a frozenset
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
@@ -24,7 +25,7 @@ class SamplingParams:
             raise ValueError(f"top_k is {self.top_k!r}; expected -1, 0 (off) or a positive integer")
         if not isinstance(self.min_tokens, int) or not 0 <= self.min_tokens <= self.max_tokens:
             raise ValueError(f"min_tokens is {self.min_tokens!r}; expected an integer in [0, max_tokens={self.max_tokens}]")
-        self.stop_token_ids = list(self.stop_token_ids)
+        self.stop_token_ids = frozenset(self.stop_token_ids)
 
     @property
     def greedy(self) -> bool:

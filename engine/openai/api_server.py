@@ -1,17 +1,21 @@
 """The OpenAI-compatible HTTP server: `build_app(engine_config, server_config)` returns a FastAPI app.
 
-Routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics. Every error, ours or
-FastAPI's, leaves as OpenAI's error JSON; bad input is a 4xx, and the engine keeps serving others.
-A request passes, in order: the response count, header size and API key (auth), body checks, FastAPI's
-validation, then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
+Routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, and /debug/steps with
+--record-steps (behind the key). Every error, ours or FastAPI's, leaves as OpenAI's error JSON; bad
+input is a 4xx, and the engine keeps serving others. A request passes, in order: the connection limits
+and the head's size and deadline (http_guard.py, in the HTTP parser), the response count, header size
+and API key (auth), body checks (size, deadline, encoding), FastAPI's validation, the request's bounds
+(stop lists), then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
 """
 import asyncio
+import json
 import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.async_engine import AsyncEngine
@@ -20,8 +24,9 @@ from engine.metrics import CONTENT_TYPE_LATEST, ServingMetrics
 from engine.openai import protocol as api
 from engine.openai.auth import AccessMiddleware, KeyRing
 from engine.openai.drain import Drainer
+from engine.openai.http_guard import ConnectionLimits
 from engine.openai.limits import Admission
-from engine.openai.middleware import BodyCheckMiddleware, StatusCountMiddleware
+from engine.openai.middleware import BodyCheckMiddleware, StatusCountMiddleware, max_json_commas
 from engine.openai.protocol import APIError
 from engine.openai.server_config import ServerConfig, resolve_tenancy
 from engine.openai.serving import ServingContext, create_chat_completion, create_completion
@@ -38,10 +43,11 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
     if server_config is not None and server_options:
         raise ValueError(f"build_app got both server_config and {sorted(server_options)}; expected one of them")
     config = server_config or ServerConfig(**server_options)
-    tenancy = resolve_tenancy(config.tenant_keys, engine_config.tenant_block_quota)
+    tenancy = resolve_tenancy(config.tenant_keys, engine_config.tenant_block_quota, config.max_open_tenants)
     engine_config = engine_config.model_copy(update={"tenant_block_quota": tenancy.kv_quota()})
     names = list(config.served_model_names or [engine_config.model])
     metrics = ServingMetrics(names[0])
+    metrics.keep_tenants(tenancy.limits)
     recorder = StepRecorder(config.record_steps) if config.record_steps else None
     async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests,
                                recorder=recorder)
@@ -49,7 +55,7 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
     admission = Admission(config, tenancy, metrics)
     drainer = Drainer(admission, async_engine, config.drain_timeout_s)
     ctx = ServingContext(async_engine, engine.tokenizer, names, engine.scheduler_config.max_model_len, admission,
-                         config.request_timeout_s, config.retry_after_s)
+                         config, engine.model_config.vocab_size)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -60,16 +66,24 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
 
     app = FastAPI(title="surgeplan OpenAI-compatible server", lifespan=lifespan)
     app.state.serving, app.state.metrics, app.state.drainer = ctx, metrics, drainer
-    app.add_middleware(BodyCheckMiddleware, max_bytes=config.max_request_body_bytes)
+    app.state.connection_limits = ConnectionLimits.of(config, metrics)      # read by http_guard.uvicorn_options
+    max_commas = max_json_commas(engine.scheduler_config.max_model_len, config.max_stop_token_ids,
+                                 config.max_stop_sequences)
+    app.add_middleware(BodyCheckMiddleware, max_bytes=config.max_request_body_bytes, timeout_s=config.body_timeout_s,
+                       admission=admission, metrics=metrics, max_commas=max_commas)
     app.add_middleware(AccessMiddleware, keys=KeyRing.of(config), tenancy=tenancy, metrics=metrics,
-                       max_header_bytes=config.max_header_bytes)
+                       max_header_bytes=config.max_header_bytes, open_keys_claim_tenants=config.open_keys_claim_tenants)
     app.add_middleware(StatusCountMiddleware, metrics=metrics)       # the last added runs first
     _add_error_handlers(app)
     _add_routes(app, ctx, metrics, engine_config.model, engine.model_config.vocab_size)
     if recorder is not None:
+        serving_steps = asyncio.Semaphore(1)     # one window serialised at a time, off the event loop
+
         @app.get("/debug/steps")
-        async def steps(since: int = 0) -> dict:
-            return recorder.since(since)
+        async def steps(since: int = 0) -> Response:
+            async with serving_steps:
+                body = await run_in_threadpool(lambda: json.dumps(recorder.since(since)).encode())
+            return Response(body, media_type="application/json")
     return app
 
 

@@ -3,7 +3,9 @@
 When keys are configured, every /v1/* request needs `Authorization: Bearer KEY` (401 otherwise);
 /health and /metrics stay open, as in vLLM. A key from `--tenant-keys` decides the tenant, and an
 X-Tenant header naming another one is refused (403); an `--api-key` key, or no keys at all, leaves the
-tenant to X-Tenant as before. Headers over a size limit are refused (431) before anything reads them.
+tenant to X-Tenant, except that an open key may not act as a tenant that has its own key (403, unless
+`open_keys_claim_tenants`). /debug/* sits behind the key like /v1/*. Headers over a size limit are
+refused (431) before anything reads them (the HTTP parser bounds what it buffers, see http_guard.py).
 
 Keys are held only as SHA-256 digests, and a presented key is compared with every one of them in
 constant time, so the answer's timing tells nothing about which key, or how much of one, matched.
@@ -16,7 +18,7 @@ from engine.metrics import ServingMetrics
 from engine.openai.middleware import refuse
 from engine.openai.server_config import ServerConfig, Tenancy
 
-GUARDED_PREFIX = "/v1"
+GUARDED_PREFIXES = ("/v1", "/debug")
 TENANT_HEADER = b"x-tenant"
 
 
@@ -30,6 +32,7 @@ class KeyRing:
     def __init__(self, open_keys: list[str], tenant_keys: dict[str, str]):
         self._entries = [(_digest(k.encode()), None) for k in open_keys]
         self._entries += [(_digest(k.encode()), tenant) for k, tenant in tenant_keys.items()]
+        self.keyed_tenants = frozenset(tenant_keys.values())
 
     @classmethod
     def of(cls, config: ServerConfig) -> "KeyRing":
@@ -53,9 +56,10 @@ class KeyRing:
 class AccessMiddleware:
     """Checks header size, then the key on /v1/*, and leaves the tenant in `request.state.tenant`."""
 
-    def __init__(self, app, keys: KeyRing, tenancy: Tenancy, metrics: ServingMetrics, max_header_bytes: int):
+    def __init__(self, app, keys: KeyRing, tenancy: Tenancy, metrics: ServingMetrics, max_header_bytes: int,
+                 open_keys_claim_tenants: bool = False):
         self.app, self.keys, self.tenancy, self.metrics = app, keys, tenancy, metrics
-        self.max_header_bytes = max_header_bytes
+        self.max_header_bytes, self.open_keys_claim_tenants = max_header_bytes, open_keys_claim_tenants
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -66,13 +70,20 @@ class AccessMiddleware:
                                       f"the limit of {self.max_header_bytes} (--max-header-bytes)")
         claimed = _header(scope, TENANT_HEADER)
         tenant = None
-        if self.keys.enabled and _guarded(scope["path"]):
+        guarded = self.keys.enabled and _guarded(scope["path"])
+        if guarded:
             problem, tenant = self._authenticate(_header(scope, b"authorization"))
             if problem is not None:
                 return await self._refuse(send, 401, "unauthorized", problem, {"WWW-Authenticate": "Bearer"})
-        if tenant is not None and claimed is not None and claimed.strip() and claimed.strip() != tenant:
+        claimed_name = (claimed or "").strip()
+        if tenant is not None and claimed_name and claimed_name != tenant:
             return await self._refuse(send, 403, "forbidden", f"the API key belongs to tenant {tenant!r} but "
                                       f"X-Tenant names {_short(claimed)}; expected no X-Tenant header or {tenant!r}")
+        if (guarded and tenant is None and claimed_name in self.keys.keyed_tenants
+                and not self.open_keys_claim_tenants):
+            return await self._refuse(send, 403, "forbidden", f"X-Tenant names {_short(claimed_name)}, a tenant "
+                                      "with its own key; expected that tenant's key, or another X-Tenant with "
+                                      "this key (--open-keys-claim-tenants allows it)")
         scope.setdefault("state", {})["tenant"] = tenant or self.tenancy.resolve(claimed)
         await self.app(scope, receive, send)
 
@@ -94,7 +105,7 @@ class AccessMiddleware:
 
 
 def _guarded(path: str) -> bool:
-    return path == GUARDED_PREFIX or path.startswith(GUARDED_PREFIX + "/")
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in GUARDED_PREFIXES)
 
 
 def _header(scope, name: bytes) -> str | None:

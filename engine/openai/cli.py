@@ -72,6 +72,14 @@ def serve(
     max_header_bytes: str = _size_option("max_header_bytes"),
     retry_after: int = cli_option(ServerConfig, "retry_after_s", flag="--retry-after"),
     record_steps: int = cli_option(ServerConfig, "record_steps"),
+    max_stop_sequences: int = cli_option(ServerConfig, "max_stop_sequences"),
+    max_stop_sequence_chars: int = cli_option(ServerConfig, "max_stop_sequence_chars"),
+    max_stop_token_ids: int = cli_option(ServerConfig, "max_stop_token_ids"),
+    max_open_tenants: int = cli_option(ServerConfig, "max_open_tenants"),
+    header_timeout: float = cli_option(ServerConfig, "header_timeout_s", flag="--header-timeout"),
+    body_timeout: float = cli_option(ServerConfig, "body_timeout_s", flag="--body-timeout"),
+    max_connections: int = cli_option(ServerConfig, "max_connections"),
+    open_keys_claim_tenants: bool = cli_option(ServerConfig, "open_keys_claim_tenants"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     uvicorn_log_level: str = typer.Option("info", "--uvicorn-log-level"),
@@ -95,7 +103,10 @@ def serve(
             max_waiting_requests=max_waiting_requests, request_timeout_s=request_timeout,
             max_request_body_bytes=parse_bytes(max_request_body_bytes), max_header_bytes=parse_bytes(max_header_bytes),
             retry_after_s=retry_after, rate_limit_burst_s=rate_limit_burst, drain_timeout_s=drain_timeout,
-            record_steps=record_steps)
+            record_steps=record_steps, max_stop_sequences=max_stop_sequences,
+            max_stop_sequence_chars=max_stop_sequence_chars, max_stop_token_ids=max_stop_token_ids,
+            max_open_tenants=max_open_tenants, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+            max_connections=max_connections, open_keys_claim_tenants=open_keys_claim_tenants)
         app = build_app(config, server_config)
     except ValueError as exc:   # pydantic's ValidationError is a ValueError too
         typer.echo(f"error: {exc}", err=True)

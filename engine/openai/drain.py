@@ -1,19 +1,27 @@
 """Graceful drain: on SIGTERM or Ctrl-C the server stops admitting (503 + Retry-After, /health 503),
 lets the requests in flight finish for up to `drain_timeout_s`, aborts the rest (each answered with a
 503 saying why, counted as aborted for "drain"), then shuts down and exits with status 0. A second
-signal skips the wait; a third forces uvicorn out at once.
+signal skips the wait; a third forces uvicorn out at once. A signal that comes while the server tears
+down (the engine thread joined, the event loop closed) changes nothing: the exit status stays 0.
 
 `DrainingServer` is uvicorn's server with that signal handling (uvicorn's own would stop admitting by
-closing the port, cut waiting streams after its timeout, and re-raise the signal on the way out).
+closing the port, cut waiting streams after its timeout, restore the default handlers before the
+teardown, so that a repeated SIGTERM there kills the process with 143, and re-raise the signal on the
+way out). `make_server` builds it with the connection limits of http_guard.py.
 """
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 import uvicorn
+from uvicorn.server import HANDLED_SIGNALS
 
 from engine.async_engine import AsyncEngine, EngineStopped
+from engine.openai.http_guard import uvicorn_options
 from engine.openai.limits import Admission
 
 log = logging.getLogger("surgeplan.server")
@@ -50,8 +58,7 @@ class Drainer:
             log.warning("second stop signal: aborting the requests in flight now")
             self._hurry.set()
             return
-        self.admission.draining = True
-        self.admission.metrics.draining.set(1)
+        self.admission.start_draining()
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
@@ -88,19 +95,44 @@ class DrainingServer(uvicorn.Server):
         self._signals = 0
 
     def handle_exit(self, sig, frame) -> None:    # not recorded in _captured_signals: no re-raise, exit 0
+        if self.should_exit and self.started:
+            return              # drained and tearing down already: a repeated signal changes nothing
         self._signals += 1
         if self._signals >= 3 or not self.drainer.request():
             self.should_exit = True
             self.force_exit = self._signals >= 3
 
+    async def shutdown(self, sockets=None) -> None:
+        await super().shutdown(sockets)
+        if self.force_exit:     # uvicorn then skips the app's shutdown; ours only joins the engine thread
+            await self.lifespan.shutdown()
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        """Our handler from the start of serving to the end of the process: never the default one back."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in HANDLED_SIGNALS:
+                signal.signal(sig, self.handle_exit)
+        yield
+
     def _drained(self) -> None:
         self.should_exit = True
 
 
+def make_server(app, **config: object) -> DrainingServer:
+    """A DrainingServer for a `build_app` app; `config`: uvicorn.Config's other arguments."""
+    return DrainingServer(uvicorn.Config(app, timeout_graceful_shutdown=5, **uvicorn_options(app), **config),
+                          app.state.drainer)
+
+
 def serve_forever(app, host: str, port: int, log_level: str = "info") -> None:
     """Runs the app until a signal has drained it; exits 1 when the server could not start."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
-    server = DrainingServer(config, app.state.drainer)
+    server = make_server(app, host=host, port=port, log_level=log_level)
     server.run()
+    # the interpreter's teardown puts the default handlers back (a signal then kills with 143); an
+    # ignored signal stays ignored, and there is nothing left to drain
+    if threading.current_thread() is threading.main_thread():
+        for sig in HANDLED_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
     if not server.started:
         sys.exit(1)

@@ -55,12 +55,18 @@ class Admission:
         self._in_flight_by_tenant: dict[str, int] = {}
         self.in_flight = 0
         self.draining = False
+        self.closing = asyncio.Event()    # set with `draining`: for those waiting on a client (a body)
         self._idle = asyncio.Event()
         self._idle.set()
 
     def _buckets_for(self, limits: TenantLimits, now: float) -> dict[str, TokenBucket]:
         rates = {"requests_per_s": limits.requests_per_s, "prompt_tokens_per_s": limits.prompt_tokens_per_s}
         return {name: TokenBucket(rate, self.burst_s, now) for name, rate in rates.items() if rate is not None}
+
+    def start_draining(self) -> None:
+        self.draining = True
+        self.closing.set()
+        self.metrics.draining.set(1)
 
     def admit(self, tenant: str, num_prompt_tokens: int) -> Lease:
         """A lease for a new request, or APIError 503 (draining) / 429 (over a limit of the tenant)."""

@@ -2,17 +2,31 @@
 
 Requests are pydantic models so FastAPI documents them in the OpenAPI schema; unknown fields are
 ignored (clients send many we do not use), but fields whose meaning we cannot honour are refused.
+Text fields must be valid Unicode (JSON can spell a lone UTF-16 surrogate, which no encoder takes), and
+every error body can be encoded whatever the request held.
 """
 import time
 import uuid
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.core.sampling_params import SamplingParams
 
 GREEDY_BELOW_TEMPERATURE = 1e-5
+
+
+def _valid_unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"has a lone UTF-16 surrogate {text[exc.start]!r} at character {exc.start}; expected "
+                         "valid Unicode (a surrogate only as half of a pair)") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
 class StreamOptions(BaseModel):
@@ -22,14 +36,14 @@ class StreamOptions(BaseModel):
 class SamplingFields(BaseModel):
     """What `/v1/completions` and `/v1/chat/completions` share: sampling and streaming."""
     model_config = ConfigDict(extra="ignore")
-    model: str | None = Field(None, description="a served model name; omitted: the server's model")
+    model: Text | None = Field(None, description="a served model name; omitted: the server's model")
     max_tokens: int | None = Field(None, ge=1, description="omitted: up to max_model_len")
     max_completion_tokens: int | None = Field(None, ge=1, description="chat's newer name for max_tokens")
     temperature: float = Field(1.0, ge=0, allow_inf_nan=False)
     top_p: float = Field(1.0, gt=0, le=1, allow_inf_nan=False)
     top_k: int = Field(-1, ge=-1)
     seed: int | None = Field(None, ge=-(2 ** 63), lt=2 ** 64, description="a 64-bit integer")
-    stop: str | list[str] | None = None
+    stop: Text | list[Text] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     min_tokens: int = Field(0, ge=0)
@@ -47,6 +61,23 @@ class SamplingFields(BaseModel):
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return [s for s in stops if s]
 
+    def over_bounds(self, max_stop_sequences: int, max_stop_chars: int, max_stop_token_ids: int
+                    ) -> tuple[str, str] | None:
+        """(param, message) for a list longer than the server allows (ServerConfig's settings), or None."""
+        stops = [self.stop] if isinstance(self.stop, str) else self.stop or []
+        if len(stops) > max_stop_sequences:
+            return "stop", (f"stop has {len(stops)} sequences; expected at most {max_stop_sequences} "
+                            "(--max-stop-sequences)")
+        longest = max((len(s) for s in stops), default=0)
+        if longest > max_stop_chars:
+            return "stop", (f"a stop sequence has {longest} characters; expected at most {max_stop_chars} "
+                            "(--max-stop-sequence-chars)")
+        num_ids = len(self.stop_token_ids or ())
+        if num_ids > max_stop_token_ids:
+            return "stop_token_ids", (f"stop_token_ids has {num_ids} ids; expected at most {max_stop_token_ids} "
+                                      "(--max-stop-token-ids)")
+        return None
+
     def unsupported(self) -> tuple[str, str] | None:
         """(param, message) for a field we cannot honour, or None."""
         if self.n != 1:
@@ -55,25 +86,27 @@ class SamplingFields(BaseModel):
             return "logprobs", f"logprobs is {self.logprobs!r}; log-probabilities are not supported, expected null"
         return None
 
-    def sampling_params(self, max_tokens_default: int) -> SamplingParams:
-        """Raises ValueError (naming the field) for a combination SamplingParams refuses."""
+    def sampling_params(self, max_tokens_default: int, vocab_size: int) -> SamplingParams:
+        """Raises ValueError (naming the field) for a combination SamplingParams refuses. Stop token ids
+        outside the vocabulary can never be generated, so they are dropped."""
         max_tokens = self.max_tokens or self.max_completion_tokens or max_tokens_default
         # like vLLM, a temperature this small is greedy: dividing logits by it would overflow to inf
         temperature = 0.0 if self.temperature < GREEDY_BELOW_TEMPERATURE else self.temperature
         return SamplingParams(temperature=temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed,
                               max_tokens=max_tokens, min_tokens=self.min_tokens,
-                              stop_token_ids=list(self.stop_token_ids or []), ignore_eos=self.ignore_eos)
+                              stop_token_ids=frozenset(t for t in self.stop_token_ids or () if 0 <= t < vocab_size),
+                              ignore_eos=self.ignore_eos)
 
 
 class CompletionRequest(SamplingFields):
-    prompt: str | list[int] = Field(..., description="text, or a list of token ids")
+    prompt: Text | list[int] = Field(..., description="text, or a list of token ids")
     echo: bool = False
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    role: str
-    content: str | list[dict] | None = None
+    role: Text
+    content: Text | list[dict] | None = None
 
     def text(self) -> str:
         """The message's text; content parts of type "text" are joined (other parts carry no text)."""
@@ -147,7 +180,9 @@ class APIError(Exception):
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict:
-    """OpenAI's error JSON, with vLLM's choice of the HTTP status as `code`."""
+    """OpenAI's error JSON, with vLLM's choice of the HTTP status as `code`; text that cannot be encoded
+    (a lone surrogate the client sent, echoed in the message) is escaped, so the body always can be."""
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "APIError"), "param": param,
                       "code": status}}
 

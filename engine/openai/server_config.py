@@ -12,7 +12,8 @@ A limit a tenant does not set is the `default` tenant's. Once any tenant has a l
 tenant must have it too, and a tenant the configuration does not name is served as `default`: no
 tenant is unlimited by accident, and naming an unknown tenant does not dodge a limit.
 """
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from engine.settings_file import read_mapping
 DEFAULT_TENANT = "default"
 LIMITS = ("kv_blocks", "requests_per_s", "prompt_tokens_per_s", "max_concurrent")
 MAX_KEY_CHARS = 512
+OPEN_TENANT_CHARS = 64
+OPEN_TENANT_NAME = re.compile(rf"[A-Za-z0-9._:-]{{1,{OPEN_TENANT_CHARS}}}")
 TENANT_KEYS_FILE = ("a mapping with 'keys' and 'tenants' (JSON or YAML), as "      # what its errors expect
                     '{"keys": {KEY: TENANT}, "tenants": {TENANT: {limits}}}')
 
@@ -110,7 +113,26 @@ class ServerConfig(BaseModel):
     drain_timeout_s: float = Field(30.0, ge=0, allow_inf_nan=False, description="on SIGTERM or Ctrl-C, "
                                    "seconds in-flight requests may take to finish before they are aborted")
     record_steps: int = Field(0, ge=0, description="keep the last N engine steps (shape, step time, busy time) "
-                              "for GET /debug/steps, which `surgeplan validate --via http` reads; 0: off")
+                              "for GET /debug/steps, which `surgeplan validate --via http` reads; 0: off. "
+                              "Behind the API key like /v1/*")
+    # ---- what one request or connection may cost (so one client cannot slow the others) ----
+    max_stop_sequences: int = Field(4, ge=0, le=1024, description="most stop strings a request may give "
+                                    "(OpenAI's limit is 4; 400 above)")
+    max_stop_sequence_chars: int = Field(256, ge=1, le=1 << 16, description="longest stop string, in "
+                                         "characters (400 above)")
+    max_stop_token_ids: int = Field(256, ge=0, le=1 << 16, description="most stop_token_ids a request may "
+                                    "give (400 above)")
+    max_open_tenants: int = Field(64, ge=1, le=1 << 16, description="on a server without tenant limits or "
+                                  "tenant keys, distinct X-Tenant names served as themselves; later new names "
+                                  "are served as 'default'")
+    header_timeout_s: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False, description="seconds a "
+                                    "connection may take to send a request's headers (408 and closed after)")
+    body_timeout_s: float = Field(30.0, gt=0, le=3600, allow_inf_nan=False, description="seconds a client "
+                                  "may take to send a request's body once its headers came (408 after)")
+    max_connections: int = Field(512, ge=1, le=1 << 20, description="open connections at once; one more is "
+                                 "answered 503 and closed (keep it under the process's descriptor limit)")
+    open_keys_claim_tenants: bool = Field(False, description="let an --api-key key act, through X-Tenant, "
+                                          "as a tenant that has its own key in --tenant-keys (otherwise 403)")
 
     @field_validator("tenant_keys", mode="before")
     @classmethod
@@ -136,21 +158,32 @@ class ServerConfig(BaseModel):
 @dataclass(frozen=True)
 class Tenancy:
     """Each known tenant's limits, the default's filled in. `closed`: a tenant not named here is served
-    as the default tenant (once limits or tenant keys exist); otherwise X-Tenant is taken as it is."""
+    as the default tenant (once limits or tenant keys exist). Otherwise X-Tenant is taken as it is, within
+    bounds, since each name costs state (a metrics label, a counter): a name of up to OPEN_TENANT_CHARS
+    letters, digits, '.', '_', ':' or '-', and at most `max_open` distinct names; any other is 'default'."""
     limits: dict[str, TenantLimits]
     closed: bool
+    max_open: int = 64
+    seen: set[str] = field(default_factory=set, compare=False)     # open names served so far
 
     def resolve(self, claimed: str | None) -> str:
         tenant = (claimed or "").strip() or DEFAULT_TENANT
-        return tenant if not self.closed or tenant in self.limits else DEFAULT_TENANT
+        if self.closed:
+            return tenant if tenant in self.limits else DEFAULT_TENANT
+        if tenant in self.seen or tenant == DEFAULT_TENANT:
+            return tenant
+        if len(self.seen) >= self.max_open or not OPEN_TENANT_NAME.fullmatch(tenant):
+            return DEFAULT_TENANT
+        self.seen.add(tenant)
+        return tenant
 
     def kv_quota(self) -> dict[str, int]:
         return {t: lim.kv_blocks for t, lim in self.limits.items() if lim.kv_blocks is not None}
 
 
-def resolve_tenancy(tenant_keys: TenantKeys | None, kv_quota: dict[str, int]) -> Tenancy:
+def resolve_tenancy(tenant_keys: TenantKeys | None, kv_quota: dict[str, int], max_open: int = 64) -> Tenancy:
     """Merges the tenant-keys file with `--tenant-kv-quota` (the engine's `tenant_block_quota`) and fills
-    each tenant's missing limits with the default tenant's."""
+    each tenant's missing limits with the default tenant's; `max_open`: see Tenancy."""
     declared = {t: lim.model_copy() for t, lim in (tenant_keys.tenants if tenant_keys else {}).items()}
     for tenant, blocks in kv_quota.items():
         limits = declared.setdefault(tenant, TenantLimits())
@@ -171,4 +204,4 @@ def resolve_tenancy(tenant_keys: TenantKeys | None, kv_quota: dict[str, int]) ->
               else default.model_copy() for t in sorted(names)}
     closed = bool(tenant_keys and tenant_keys.keys) or any(
         getattr(lim, limit) is not None for lim in filled.values() for limit in LIMITS)
-    return Tenancy(filled if closed else {}, closed)
+    return Tenancy(filled if closed else {}, closed, max_open)

@@ -19,7 +19,7 @@ from engine.core.outputs import RequestOutput
 from engine.openai import protocol as api
 from engine.openai.limits import Admission, Lease
 from engine.openai.protocol import APIError
-from engine.openai.server_config import DEFAULT_TENANT
+from engine.openai.server_config import DEFAULT_TENANT, ServerConfig
 from engine.openai.text_stream import TextStream, chat_prompt_token_ids
 
 __all__ = ["APIError", "ServingContext", "create_completion", "create_chat_completion"]
@@ -33,8 +33,16 @@ class ServingContext:
     served_model_names: list[str]
     max_model_len: int
     admission: Admission
-    request_timeout_s: float | None = None
-    retry_after_s: int = 1
+    config: ServerConfig
+    vocab_size: int
+
+    @property
+    def request_timeout_s(self) -> float | None:
+        return self.config.request_timeout_s
+
+    @property
+    def retry_after_s(self) -> int:
+        return self.config.retry_after_s
 
     def check_model(self, model: str | None) -> str:
         if model is not None and model not in self.served_model_names:
@@ -47,13 +55,18 @@ async def create_completion(ctx: ServingContext, body: api.CompletionRequest, re
     model = _check_request(ctx, body)
     if body.echo:
         raise APIError(400, "echo is true; echoing the prompt is not supported, expected false", "echo")
-    prompt_ids = body.prompt if isinstance(body.prompt, list) else ctx.tokenizer.encode(body.prompt)
+    if isinstance(body.prompt, list):
+        prompt_ids = body.prompt
+    else:
+        _check_text_fits(ctx, len(body.prompt), "prompt")
+        prompt_ids = ctx.tokenizer.encode(body.prompt)
     return await _generate(ctx, body, request, model, prompt_ids, chat=False)
 
 
 async def create_chat_completion(ctx: ServingContext, body: api.ChatCompletionRequest, request: Request):
     model = _check_request(ctx, body)
     messages = [(m.role, m.text()) for m in body.messages]
+    _check_text_fits(ctx, sum(len(role) + len(text) for role, text in messages), "messages")
     try:
         prompt_ids = chat_prompt_token_ids(ctx.tokenizer, messages, body.add_generation_prompt)
     except Exception as exc:  # noqa: BLE001  (a user template can fail on odd roles or orders)
@@ -61,11 +74,23 @@ async def create_chat_completion(ctx: ServingContext, body: api.ChatCompletionRe
     return await _generate(ctx, body, request, model, prompt_ids, chat=True)
 
 
+def _check_text_fits(ctx: ServingContext, num_chars: int, param: str) -> None:
+    """Refuses text that cannot fit in max_model_len tokens before tokenizing it (which holds the
+    interpreter lock for as long as the text is long)."""
+    limit = ctx.max_model_len * getattr(ctx.tokenizer, "max_chars_per_token", 1 << 30)
+    if num_chars > limit:
+        raise APIError(400, f"{param} has {num_chars:,} characters, more than fit in max_model_len="
+                            f"{ctx.max_model_len} tokens (at most {limit:,} characters); expected a shorter text",
+                       param)
+
+
 def _check_request(ctx: ServingContext, body: api.SamplingFields) -> str:
     model = ctx.check_model(body.model)
-    unsupported = body.unsupported()
-    if unsupported is not None:
-        raise APIError(400, unsupported[1], unsupported[0])
+    config = ctx.config
+    refused = body.unsupported() or body.over_bounds(config.max_stop_sequences, config.max_stop_sequence_chars,
+                                                      config.max_stop_token_ids)
+    if refused is not None:
+        raise APIError(400, refused[1], refused[0])
     return model
 
 
@@ -73,7 +98,7 @@ async def _generate(ctx: ServingContext, body: api.SamplingFields, request: Requ
                     prompt_ids: list[int], chat: bool):
     arrival_time = time.perf_counter()
     try:
-        params = body.sampling_params(max(1, ctx.max_model_len - len(prompt_ids)))
+        params = body.sampling_params(max(1, ctx.max_model_len - len(prompt_ids)), ctx.vocab_size)
     except ValueError as exc:
         raise APIError(400, str(exc)) from exc
     request_id = api.new_id("chatcmpl" if chat else "cmpl")

@@ -27,7 +27,7 @@ class Sampler:
         logits = logits.clone()
         for i in rows:
             params = requests[i].params
-            banned = set(params.stop_token_ids) | (set() if params.ignore_eos else set(self.eos_token_ids))
+            banned = params.stop_token_ids if params.ignore_eos else params.stop_token_ids.union(self.eos_token_ids)
             banned = [t for t in banned if 0 <= t < logits.shape[-1]]
             if banned:
                 logits[i, banned] = float("-inf")

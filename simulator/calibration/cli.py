@@ -1,4 +1,5 @@
-"""`surgeplan calibrations list|show|fit|build|roofline`: inspect, refit and rebuild calibrations."""
+"""`surgeplan calibrations list|show|profiles|fit|build|roofline`: inspect, refit and rebuild calibrations
+and list the engine profiles (the serving stack's host time added on top of a calibration)."""
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from rich.table import Table
 from engine.core.step_shape import StepShape
 from simulator.calibration.schema import Calibration, resolve_calibration, shipped_calibration_paths
 from simulator.calibration.cost_model import CostModel, fit_calibration, predicted_vs_measured
+from simulator.calibration.engine_profile import (HOST_FEATURES, EngineProfile, ProfiledCostModel,
+                                                  default_profile_name, load_profile, profile_names)
 
 app = typer.Typer(help="Calibrations: measured, fitted and derived step-cost models.", no_args_is_help=True)
 def _out(*items) -> None:
@@ -71,8 +74,11 @@ def _error_cell(calibration: Calibration, error) -> str:
 
 
 @app.command()
-def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) or a JSON path")) -> None:
-    """Provenance, every term with its label, fit errors, and example step times."""
+def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) or a JSON path"),
+         engine_profile: str = typer.Option(None, "--engine-profile", help="serving stack added on top "
+                                            "(default: surgeplan for our own measurements, else vllm-v1)")) -> None:
+    """Provenance, every term with its label, fit errors, the engine profile's host terms, and example step
+    times with and without the serving stack."""
     loaded = resolve_calibration(calibration)
     _out(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
     _out(f"model {loaded.model.name} ({loaded.dtype}), device {loaded.device.name} × TP {loaded.device.tensor_parallel}")
@@ -90,10 +96,47 @@ def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) 
     _print_terms(loaded)
     _print_errors(loaded)
     model = CostModel.from_calibration(loaded)
-    examples = Table("example step", "predicted")
+    try:
+        profile = load_profile(engine_profile or default_profile_name(loaded))
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    _print_profile(profile, loaded.device.hardware)
+    total = ProfiledCostModel(model, profile)
+    examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
     for name, shape in EXAMPLE_SHAPES.items():
-        examples.add_row(name, f"{model.step_time(shape) * 1e3:.2f} ms")
+        examples.add_row(name, f"{model.step_time(shape) * 1e3:.2f} ms", f"{total.step_time(shape) * 1e3:.2f} ms")
     _out(examples)
+
+
+def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
+    _out(f"[bold]engine profile {profile.name}[/bold]: {profile.engine} {profile.versions}. {profile.description}")
+    table = Table("host term", "value", "label", "source")
+    for term in profile.terms:
+        table.add_row(HOST_FEATURES[term.feature], f"{term.seconds_per_unit:.4g} s", term.label, term.source)
+    table.add_row("overlap with the GPU", f"{profile.overlap:.0%}", profile.overlap_label, profile.overlap_source)
+    _out(table)
+    if profile.errors:
+        errors = Table("published set", "GPU", "split", "rows", "median |error|", "bias", "within 10%")
+        for e in profile.errors:
+            errors.add_row(e.source, e.gpu, e.split, str(e.num_rows), _percent(e.median_abs_error), f"{e.bias:.3f}",
+                           f"{e.within_10pct:.0%}")
+        _out(errors)
+    held_out = profile.held_out_error(gpu)
+    _out(f"held-out error used by the planner's band: {_percent(held_out) if held_out is not None else 'none'}")
+
+
+@app.command()
+def profiles() -> None:
+    """The engine profiles (serving stacks) a scenario can pick with `engine_profile`."""
+    table = Table("name", "engine", "versions", "overlap", "host terms", "held-out error (published)")
+    for name in profile_names():
+        profile = load_profile(name)
+        terms = ", ".join(f"{term.feature} {term.seconds_per_unit:.3g} s ({term.label})" for term in profile.terms
+                          if term.seconds_per_unit)
+        held_out = profile.held_out_error()
+        table.add_row(name, profile.engine, profile.versions, f"{profile.overlap:.0%} ({profile.overlap_label})",
+                      terms or "none", _percent(held_out) if held_out is not None else "not validated")
+    _out(table)
 
 
 def _print_points(calibration: Calibration) -> None:

@@ -1,7 +1,9 @@
 """One engine replica in simulated time: the engine's own `Scheduler`, timed by the cost model.
 
-The loop reads line for line like `LLMEngine.step`: schedule, `yield env.timeout(step_time(shape))`,
-update. Where the shared scheduler proves that the next steps are pure decodes of the same requests
+`Replica.step()` reads line for line like `LLMEngine.step`: schedule, `yield
+env.timeout(step_time(shape))`, update; `Replica.run` around it only waits (cold start, idle,
+drain).
+Where the shared scheduler proves that the next steps are pure decodes of the same requests
 (`Scheduler.decode_stretch`), they are advanced at once (`Scheduler.advance_decodes`), with exactly
 the per-request results of stepping. A stretch ends before the next observation (metrics window,
 autoscaler scrape); an arrival or an abort in the middle of one cuts it after the step in progress,
@@ -49,6 +51,9 @@ class Replica:
         self.kv_utilization_busy_s = 0.0      # Σ KV utilisation after a step × its time: the live engine's measure
         self.step_shapes: list | None = None     # set to [] to record every step's shape (fidelity tests)
         self._wake: simpy.Event | None = None      # set while idle or inside a stretch
+        # the engine profile's wake-up cost, paid by the first step after idleness (0 for a bare cost model)
+        self.wake_s = getattr(cost_model, "wake_s", 0.0)
+        self._woke = False
         # the state as of the last completed step, which observers (metrics, autoscaler) read
         self.snapshot = (0, 0, 0)                  # (waiting, running, used blocks)
         self.process = env.process(self.run())
@@ -88,6 +93,8 @@ class Replica:
 
     # ---- the loop ----------------------------------------------------------------------------------
     def run(self):
+        """The replica's life: cold start, then steps while there is work, idle waits while there is
+        none, and a stop once draining has emptied it. It only waits; each step is `step()`."""
         if self.ready_at_s > self.env.now:
             yield self.env.timeout(self.ready_at_s - self.env.now)       # cold start
             if self.state == STARTING:
@@ -98,28 +105,45 @@ class Replica:
                     break
                 yield from self._idle()
                 continue
-            out = self.scheduler.schedule(now=self.env.now)
-            if out.is_empty:                     # nothing admissible until something changes
+            stepped = yield from self.step()
+            if not stepped:                      # nothing admissible until something changes
                 yield from self._idle()
-                continue
-            num_steps = self.scheduler.decode_stretch(out, self.max_stretch_steps)
-            if num_steps > 1:
-                yield from self._stretch(out, num_steps)
-                continue
-            shape = out.shape
-            step_s = self.cost_model.step_time(shape)
-            yield self.env.timeout(step_s)
-            progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
-            self._after_steps(1, step_s, progressed, shape)
         self.state = STOPPED
         self.stopped_at_s = self.env.now
         if self.on_stopped is not None:
             self.on_stopped(self)
 
+    def step(self):
+        """One engine step in simulated time, as `LLMEngine.step`: schedule, time (the cost model's
+        step time passes on the SimPy clock), update. A run of pure decode steps proven identical by
+        the scheduler is advanced at once (`_stretch`). Returns False, without waiting, when the
+        scheduler has nothing to run."""
+        out = self.scheduler.schedule(now=self.env.now)
+        if out.is_empty:
+            return False
+        num_steps = self.scheduler.decode_stretch(out, self.max_stretch_steps)
+        if num_steps > 1:
+            yield from self._stretch(out, num_steps)
+            return True
+        shape = out.shape
+        step_s = self.cost_model.step_time(shape) + self._wake_up()
+        yield self.env.timeout(step_s)
+        progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
+        self._after_steps(1, step_s, progressed, shape)
+        return True
+
     def _idle(self):
         self._wake = self.env.event()
         yield self._wake
         self._wake = None
+        self._woke = True
+
+    def _wake_up(self) -> float:
+        """The wake-up cost once after idleness (threads asleep, caches cold), else 0."""
+        if not self._woke:
+            return 0.0
+        self._woke = False
+        return self.wake_s
 
     def _stretch(self, out: "SchedulerOutput", num_steps: int):
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
@@ -127,6 +151,7 @@ class Replica:
         start = self.env.now
         start_utilization = self.scheduler.kv_stats().utilization
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
+        step_times[0] += self._wake_up()
         ends, elapsed = [], 0.0
         horizon = self.next_observation_s(start)
         for step_s in step_times:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simulator.planner.outcome import Outcome
 from simulator.planner.search import Answer, Fleet, checked_by, drive, simulated_replicas
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import describe_recheck, error_of
@@ -28,9 +29,9 @@ def assemble(scenario: Scenario, settings: PlanSettings, fleet: Fleet, answer: A
         "cost_per_request_usd", "cost_per_million_output_tokens_usd", "gpu_hours", "binding_constraint",
         "headroom", "headroom_term", "ttft_p99_s", "tpot_p99_s", "abandon_rate", "calibration")}
     below = results.get("one_fewer")
-    recommendation["one_fewer_misses"] = None if below is None else not below["meets"]
+    recommendation["one_fewer_misses"] = None if below is None else not below.meets
     if below is not None:
-        recommendation["binding_constraint"] = below["binding"]
+        recommendation["binding_constraint"] = below.binding
         recommendation["binding_checked_by"] = checked_by(below)
     data = {"recommendation": recommendation,
             "recommended_scenario": fleet.scenario(n, answer.batch).model_dump(mode="json"),
@@ -60,40 +61,41 @@ def _count(fleet_summary: dict) -> str:
     return str(fleet_summary["replicas"]) if fleet_summary["replicas"] else f"more than {fleet_summary['searched_up_to']}"
 
 
-def _verdict(outcome: dict | None) -> dict | None:
+def _verdict(outcome: Outcome | None) -> dict | None:
     if outcome is None:
         return None
-    return {"status": outcome["status"], "reasons": outcome["reasons"], "binding": outcome["binding"],
-            "ratios": outcome["ratios"], "ttft_p99_s": outcome["summary"].get("ttft_p99_s"),
-            "tpot_p99_s": outcome["summary"].get("tpot_p99_s"), "early_stop_s": outcome.get("early_stop_s")}
+    return {"status": outcome.status, "reasons": outcome.reasons, "binding": outcome.binding,
+            "ratios": outcome.ratios, "ttft_p99_s": outcome.summary.ttft_p99_s,
+            "tpot_p99_s": outcome.summary.tpot_p99_s, "early_stop_s": outcome.early_stop_s}
 
 
 def _fleet_summary(answer: Answer, tensor_parallel: int) -> dict:
-    summary = answer.outcome.get("summary", {})
-    price = answer.outcome.get("facts", {}).get("price_usd_per_gpu_hour")
+    summary = answer.outcome.summary
+    price = answer.outcome.facts.get("price_usd_per_gpu_hour")
     gpus = answer.replicas * tensor_parallel if answer.replicas else None
     return {"replicas": answer.replicas, "gpus": gpus, "searched_up_to": answer.high,
             "policy": answer.batch.policy, "batch_controller": answer.batch.batch_controller,
             "max_num_seqs": answer.batch.max_num_seqs, "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
             "cost_per_hour_usd": gpus * price if gpus and price is not None else None,
-            "cost_per_request_usd": summary.get("cost_per_request_usd") if answer.replicas else None,
-            "ttft_p99_s": summary.get("ttft_p99_s"), "tpot_p99_s": summary.get("tpot_p99_s"),
-            "status": "meets" if answer.replicas else "misses", "reasons": answer.outcome["reasons"]}
+            "cost_per_request_usd": summary.cost_per_request_usd if answer.replicas else None,
+            "ttft_p99_s": summary.ttft_p99_s, "tpot_p99_s": summary.tpot_p99_s,
+            "status": "meets" if answer.replicas else "misses", "reasons": answer.outcome.reasons}
 
 
 def _autoscaled(result: tuple, answer: Answer, fleet: Fleet) -> dict:
     pool, outcome = result
-    fixed, scaled = dict(answer.outcome["summary"]), outcome["summary"]
-    fixed["cost_usd"] *= answer.replicas / simulated_replicas(answer.outcome, answer.replicas)   # the whole fixed fleet
-    hours = (scaled.get("simulated_s") or 0.0) / 3600.0
-    saved = fixed["cost_usd"] - scaled["cost_usd"] if pool is not None and scaled.get("cost_usd") is not None else None
+    fixed, scaled = answer.outcome.summary, outcome.summary
+    # the whole fixed fleet
+    fixed_cost_usd = fixed.cost_usd * answer.replicas / simulated_replicas(answer.outcome, answer.replicas)
+    hours = (scaled.simulated_s or 0.0) / 3600.0
+    saved = fixed_cost_usd - scaled.cost_usd if pool is not None and scaled.cost_usd is not None else None
     return {"warm_pool": pool, "max_replicas": max(fleet.high, answer.replicas), "meets": pool is not None,
-            "replicas_peak": scaled.get("replicas_peak"), "cost_usd": scaled.get("cost_usd"),
-            "cost_per_hour_usd": scaled["cost_usd"] / hours if hours and scaled.get("cost_usd") is not None else None,
-            "cost_per_request_usd": scaled.get("cost_per_request_usd"), "ttft_p99_s": scaled.get("ttft_p99_s"),
-            "fixed_cost_usd": fixed["cost_usd"], "fixed_cost_per_request_usd": fixed["cost_per_request_usd"],
-            "saved_usd": saved, "saved_share": saved / fixed["cost_usd"] if saved is not None and fixed["cost_usd"] else None,
-            "cold_start_s": outcome.get("facts", {}).get("cold_start_s"), "reasons": outcome["reasons"]}
+            "replicas_peak": scaled.replicas_peak, "cost_usd": scaled.cost_usd,
+            "cost_per_hour_usd": scaled.cost_usd / hours if hours and scaled.cost_usd is not None else None,
+            "cost_per_request_usd": scaled.cost_per_request_usd, "ttft_p99_s": scaled.ttft_p99_s,
+            "fixed_cost_usd": fixed_cost_usd, "fixed_cost_per_request_usd": fixed.cost_per_request_usd,
+            "saved_usd": saved, "saved_share": saved / fixed_cost_usd if saved is not None and fixed_cost_usd else None,
+            "cold_start_s": outcome.facts.get("cold_start_s"), "reasons": outcome.reasons}
 
 
 def _dynamic(answer: Answer, best: dict, fleet: Fleet) -> dict:
@@ -112,9 +114,9 @@ def explain_failure(scenario: Scenario, fleets: dict[str, Fleet], answers: dict[
         details = "; ".join(f"{row['gpu']}: {row['reason']}" for row in unfit)
         raise PlanError(f"{model} fits none of the candidate GPUs ({details}); expected a larger tensor_parallel, "
                         "a GPU with more memory in plan.candidates, or a smaller dtype")
-    invalid = {name: answer for name, answer in answers.items() if answer.outcome["status"] == "invalid"}
+    invalid = {name: answer for name, answer in answers.items() if answer.outcome.status == "invalid"}
     if len(invalid) == len(answers):
-        details = "; ".join(f"{name}: {answer.outcome['error']}" for name, answer in invalid.items())
+        details = "; ".join(f"{name}: {answer.outcome.error}" for name, answer in invalid.items())
         raise PlanError(f"no candidate can run this traffic: {details}")
     # an idle replica: one replica's share of a fleet so large that it sees about 20 requests
     idle_share = max(2, traffic["requests"] // 20)
@@ -124,8 +126,8 @@ def explain_failure(scenario: Scenario, fleets: dict[str, Fleet], answers: dict[
     outcomes = [checks[name] for name in names]
     lines = []
     for name, idle in zip(names, outcomes):
-        if not idle["meets"]:
-            terms = ", ".join(f"{_TERMS.get(r, r)} {_observed(idle, r)}" for r in idle["reasons"])
+        if not idle.meets:
+            terms = ", ".join(f"{_TERMS.get(r, r)} {_observed(idle, r)}" for r in idle.reasons)
             lines.append(f"{name}: even an idle replica misses it ({terms})")
     if len(lines) == len(names):
         slo = scenario.slo
@@ -133,7 +135,7 @@ def explain_failure(scenario: Scenario, fleets: dict[str, Fleet], answers: dict[
                         f"{slo.tpot_p99_s:g} s, abandon rate ≤ {slo.max_abandon_rate:g}): " + "; ".join(lines)
                         + "; expected a looser slo, a faster GPU or a larger tensor_parallel")
     high = max(fleet.high for fleet in fleets.values())
-    details = "; ".join(f"{name} misses {' and '.join(_TERMS.get(r, r) for r in answers[name].outcome['reasons'])} "
+    details = "; ".join(f"{name} misses {' and '.join(_TERMS.get(r, r) for r in answers[name].outcome.reasons)} "
                         f"with {_replicas(fleets[name].high)}" for name in names)
     raise PlanError(f"the traffic's peak ({traffic['peak_rate_per_s']:.1f} requests/s over {traffic['peak_window_s']:g} s, "
                     f"{traffic['mean_rate_per_s']:.1f}/s on average) needs more than {_replicas(high)}: {details}; "
@@ -149,10 +151,9 @@ def _one(pair):
     return (yield [pair])[0]
 
 
-def _observed(outcome: dict, reason: str) -> str:
-    summary = outcome.get("summary", {})
+def _observed(outcome: Outcome, reason: str) -> str:
     key = {"slo_ttft": "ttft_p99_s", "slo_tpot": "tpot_p99_s", "timeouts": "abandon_rate"}.get(reason)
-    value = summary.get(key) if key else None
+    value = getattr(outcome.summary, key) if key else None
     if value is None:
-        return f"{outcome['ratios'].get(reason, 0):.2f}x its limit"
+        return f"{outcome.ratios.get(reason, 0):.2f}x its limit"
     return f"{value:.3g}" + (" s" if key.endswith("_s") else "")

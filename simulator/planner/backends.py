@@ -13,6 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import evaluate_job, job_key
+from simulator.planner.outcome import Outcome
 
 
 class LocalBackend:
@@ -139,7 +140,7 @@ class Runner:
         if handles and not any(self.backend.done(handle) for handle in handles):
             self.backend.wait(handles)
 
-    def outcome(self, key: str) -> dict:
+    def outcome(self, key: str) -> Outcome:
         handle = self._running.pop(key, None)
         if handle is None:
             return self.cache.memory[key]

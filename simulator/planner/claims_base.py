@@ -30,16 +30,32 @@ def interval(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def verdict(low: float, high: float, band: tuple[float, float], higher_is_better: bool) -> str:
-    """Where the interval [low, high] lies against the article's band: overlapping it (confirms), wholly
-    beyond it on the good side (exceeds) or the bad side (contradicts); an interval that is wider than the
-    band on both sides says nothing yet (inconclusive: more repeats, or a quieter machine)."""
-    if low < band[0] and high > band[1]:
-        return "inconclusive"
-    if high >= band[0] and low <= band[1]:
+def verdict(low: float, high: float, band: tuple[float, float], higher_is_better: bool = True) -> str:
+    """Where the 95% interval [low, high] lies against the article's band [band[0], band[1]]: `confirms`
+    only when the whole interval lies within the band; `below` / `above` when it lies wholly under / over
+    it; `inconclusive` when it straddles an edge of the band (part inside, part outside).
+    `higher_is_better` is kept for callers; whether below is good or bad is said by `reason`."""
+    if band[0] <= low and high <= band[1]:
         return "confirms"
-    beyond_top = low > band[1]
-    return "exceeds" if beyond_top == higher_is_better else "contradicts"
+    if high < band[0]:
+        return "below"
+    if low > band[1]:
+        return "above"
+    return "inconclusive"
+
+
+def reason(low: float, high: float, band: tuple[float, float], higher_is_better: bool = True) -> str:
+    """One sentence: why the verdict is what it is."""
+    span = f"95% interval {low:.3g}–{high:.3g}" if low != high else f"value {low:.3g}"
+    claim = f"the claim's {band[0]:.3g}–{band[1]:.3g}"
+    kind = verdict(low, high, band)
+    if kind == "confirms":
+        return f"{span} lies within {claim}"
+    if kind in ("below", "above"):
+        good = (kind == "above") == higher_is_better
+        return f"{span} lies wholly {kind} {claim} ({'better' if good else 'worse'} than claimed)"
+    return (f"{span} straddles an edge of {claim}: part of it lies outside; more repeats or seeds, or a "
+            "workload closer to the claim's, would decide")
 
 
 def job(scenario: Scenario, context: dict) -> tuple[dict, dict]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.planner.claims_base import interval, verdict
+from simulator.planner.claims_base import interval, reason, verdict
 from traces.lengths import PresetLength
 
 MODEL = "cpu-small"
@@ -81,12 +81,14 @@ def live_rows(found: dict, requests: int) -> list[dict]:
     throughput = interval(found["throughput"])
     rows = [{"claim": "live engine: throughput, continuous / static (offline)", "article": "2-4x",
              "ours": f"{throughput[0]:.2f}x (95% CI {throughput[1]:.2f}-{throughput[2]:.2f}; {setup})",
-             "verdict": verdict(throughput[1], throughput[2], (2.0, 4.0), True), "label": LABEL}]
+             "verdict": verdict(throughput[1], throughput[2], (2.0, 4.0)),
+             "reason": reason(throughput[1], throughput[2], (2.0, 4.0), True), "label": LABEL}]
     static_rps = float(np.mean(found["static_rps"]))
     for load, ratios in found["latency"].items():
         ratio = interval(ratios)
         rows.append({"claim": f"live engine: mean latency, continuous / static at {load:.0%} of static's capacity "
                               f"(about {load * static_rps:.2f} req/s, Poisson)", "article": "about -50% (0.5x)",
                      "ours": f"{ratio[0]:.2f}x (95% CI {ratio[1]:.2f}-{ratio[2]:.2f}; {setup})",
-                     "verdict": verdict(ratio[1], ratio[2], (0.4, 0.6), False), "label": LABEL})
+                     "verdict": verdict(ratio[1], ratio[2], (0.4, 0.6)),
+                     "reason": reason(ratio[1], ratio[2], (0.4, 0.6), False), "label": LABEL})
     return rows

@@ -23,6 +23,7 @@ import statistics
 
 from simulator.model_spec import ModelSpec
 from simulator.planner.claims_base import all_at_once, base, interval, job
+from simulator.planner.outcome import TENANT_KEYS, Outcome, OutcomeSummary
 from simulator.scenario import Scenario
 from simulator.simulation import resolve_pool
 
@@ -79,10 +80,14 @@ def pool_searches(seeds: int, conversation_rate_per_s: float, tenant_rate_per_s:
     return searches, {"long context": long_keys, "quotas": quota_keys}
 
 
-def _tenant(outcome: dict, tenant: str) -> dict:
-    if outcome.get("status") == "invalid":
-        raise ValueError(f"claims: scenario {outcome.get('key', '')[:12]} cannot run: {outcome.get('error')}")
-    return outcome["tenants"][tenant]
+def _tenant(outcome: Outcome, tenant: str) -> OutcomeSummary:
+    if outcome.status == "invalid":
+        raise ValueError(f"claims: scenario {outcome.key[:12]} cannot run: {outcome.error}")
+    return outcome.tenants[tenant]
+
+
+def _rows_json(rows: list[OutcomeSummary]) -> list[dict]:
+    return [row.as_dict(TENANT_KEYS) for row in rows]
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -108,13 +113,13 @@ def long_context_row(outcomes: dict, seeds: int, label: str) -> tuple[dict, dict
         short = [_tenant(run, CONVERSATION) for run in runs]
         long = [_tenant(run, LONG) for run in runs]
         figures[policy] = {
-            "preemptions": _mean([run["summary"]["preemptions"] for run in runs]),
-            "short_ttft_p99_s": _mean([s["ttft_p99_s"] for s in short]),
-            "short_e2e_p99_s": _mean([s["e2e_p99_s"] for s in short]),
-            "short_abandon_rate": interval([s["abandon_rate"] for s in short]),
-            "long_completed_share": interval([s["completed"] / s["requests"] for s in long]),
-            "long_requests": _mean([s["requests"] for s in long]),
-            "tenants": {CONVERSATION: short, LONG: long}}
+            "preemptions": _mean([run.summary.preemptions for run in runs]),
+            "short_ttft_p99_s": _mean([s.ttft_p99_s for s in short]),
+            "short_e2e_p99_s": _mean([s.e2e_p99_s for s in short]),
+            "short_abandon_rate": interval([s.abandon_rate for s in short]),
+            "long_completed_share": interval([s.completed / s.requests for s in long]),
+            "long_requests": _mean([s.requests for s in long]),
+            "tenants": {CONVERSATION: _rows_json(short), LONG: _rows_json(long)}}
     cont, stat = figures["continuous"], figures["static"]
     better = (cont["long_completed_share"][0] > stat["long_completed_share"][0]
               and cont["short_abandon_rate"][0] <= stat["short_abandon_rate"][0])
@@ -145,14 +150,14 @@ def quota_row(outcomes: dict, seeds: int, label: str) -> tuple[dict, dict]:
         quiet = [_tenant(run, QUIET) for run in runs]
         noisy = [_tenant(run, NOISY) for run in runs]
         figures["with quotas" if quotas else "without quotas"] = {
-            "quiet_ttft_p99_s": _mean([q["ttft_p99_s"] for q in quiet]),
-            "quiet_abandon_rate": _mean([q["abandon_rate"] for q in quiet]),
-            "noisy_ttft_p99_s": _mean([n["ttft_p99_s"] for n in noisy]),
-            "noisy_abandon_rate": _mean([n["abandon_rate"] for n in noisy]),
-            "noisy_preemptions": _mean([n["preemptions"] for n in noisy]),
-            "tenants": {QUIET: quiet, NOISY: noisy}}
+            "quiet_ttft_p99_s": _mean([q.ttft_p99_s for q in quiet]),
+            "quiet_abandon_rate": _mean([q.abandon_rate for q in quiet]),
+            "noisy_ttft_p99_s": _mean([n.ttft_p99_s for n in noisy]),
+            "noisy_abandon_rate": _mean([n.abandon_rate for n in noisy]),
+            "noisy_preemptions": _mean([n.preemptions for n in noisy]),
+            "tenants": {QUIET: _rows_json(quiet), NOISY: _rows_json(noisy)}}
     off, on = figures["without quotas"], figures["with quotas"]
-    pairs = [(outcomes[(True, s)]["tenants"][QUIET]["ttft_p99_s"], outcomes[(False, s)]["tenants"][QUIET]["ttft_p99_s"])
+    pairs = [(outcomes[(True, s)].tenants[QUIET].ttft_p99_s, outcomes[(False, s)].tenants[QUIET].ttft_p99_s)
              for s in range(seeds)]
     ratios = [with_q / without for with_q, without in pairs if with_q is not None and without]
     ratio = interval(ratios) if ratios else (float("nan"),) * 3      # nan: no seed had both P99s to compare

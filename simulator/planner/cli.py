@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from simulator.cli import ENGINE_PROFILE_OPTION
+
 report_app = typer.Typer(help="Reports built on the simulator and the planner.", no_args_is_help=True)
 
 
@@ -30,6 +32,7 @@ def plan_command(
                                               "--backend ray)"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="keep simulation outcomes here, by "
                                              "scenario hash, for the next plan"),
+    engine_profile: Optional[str] = ENGINE_PROFILE_OPTION,
 ) -> None:
     """The fewest GPUs, per GPU type and overall, with batch settings and cost, that hold the SLO."""
     from simulator.planner.recommend import plan
@@ -37,6 +40,8 @@ def plan_command(
 
     try:
         scenario, settings = load_plan(scenario_file)
+        if engine_profile is not None:
+            scenario = scenario.model_copy(update={"engine_profile": engine_profile})
         updates = {}
         if gpu:
             updates["candidates"] = [_candidate(text, Candidate) for text in gpu]

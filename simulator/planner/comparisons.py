@@ -33,12 +33,12 @@ def shifted(fleet: Fleet, answer: Answer, factor: float, phase: str):
     probe = lambda n: shifted_fleet.probe(n, answer.batch, False, phase)  # noqa: E731
     n = answer.replicas
     if factor >= 1.0:
-        while not (yield [probe(n)])[0]["meets"]:
+        while not (yield [probe(n)])[0].meets:
             if n >= fleet.high:
                 return None
             n += 1
         return n
-    while n > fleet.low and (yield [probe(n - 1)])[0]["meets"]:
+    while n > fleet.low and (yield [probe(n - 1)])[0].meets:
         n -= 1
     return n
 

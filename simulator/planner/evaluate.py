@@ -1,5 +1,6 @@
 """One planner evaluation: a scenario simulated (whole fleet, or one replica's share of the traffic),
-judged against its SLO, and reduced to a small JSON-able outcome. The unit every backend runs.
+judged against its SLO (`simulator.slo.SLO`), and reduced to a small typed `Outcome`. The unit every
+backend runs.
 
 A job is a plain dict (picklable for worker processes and Ray): the scenario as JSON, `share` (None:
 the whole fleet; N: every N-th request on one replica, which round-robin-like routing makes a near
@@ -21,20 +22,10 @@ import time
 
 import numpy as np
 
+from simulator.errors import ModelDoesNotFit, PoolTooSmall
+from simulator.planner.outcome import OUTCOME_VERSION, Outcome, OutcomeSummary
 from simulator.scenario import Scenario
-
-# Bump when what an outcome holds or how it is judged changes: disk caches keyed on older code go stale.
-OUTCOME_VERSION = 2
-SUMMARY_KEYS = ("requests", "completed", "timed_out", "rejected", "in_flight", "retries", "preemptions",
-                "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
-                "abandon_rate", "slo_attainment", "meets_slo", "replicas_peak", "gpu_hours", "cost_usd",
-                "cost_per_request_usd", "cost_per_million_output_tokens_usd", "simulated_s", "kv_utilization",
-                "kv_usage_peak", "throughput_rps", "output_tokens_per_s")
-# Why a candidate is rejected: the SLO term it misses, or why it cannot run at all.
-REASONS = ("slo_ttft", "slo_tpot", "timeouts", "goodput", "kv_capacity", "does_not_fit", "invalid")
-# The ratio of a term missed without any finite measure (no first token at all, nothing allowed): finite,
-# so outcomes stay valid JSON.
-NEVER = 1e9
+from simulator.slo import SLO, ratio
 
 
 def make_job(scenario: Scenario, share: int | None = None, step_scale: float = 1.0,
@@ -64,7 +55,7 @@ class _Doomed(Exception):
         self.reasons, self.at_s = reasons, at_s
 
 
-def evaluate_job(job: dict) -> dict:
+def evaluate_job(job: dict) -> Outcome:
     """Simulate the job and judge it; never raises for a scenario that cannot run (its outcome says why)."""
     from simulator.calibration.schema import Calibration
     from simulator.result import summarize
@@ -72,9 +63,8 @@ def evaluate_job(job: dict) -> dict:
 
     started = time.process_time()
     scenario = Scenario.model_validate(job["scenario"])
-    share, share_replicas = job["share"], job["share_replicas"]
-    outcome = {"key": job_key(job), "share": share, "share_replicas": share_replicas, "step_scale": job["step_scale"],
-               "early_stop_s": None}
+    share, share_replicas, slo = job["share"], job["share_replicas"], scenario.slo
+    about = {"key": job_key(job), "share": share, "share_replicas": share_replicas, "step_scale": job["step_scale"]}
     try:
         trace = load_traffic(scenario)
         if share is not None and share > 1:
@@ -82,53 +72,29 @@ def evaluate_job(job: dict) -> dict:
             trace = trace.select(keep, step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
                                  f"replicas' share of {share}")
         calibration: Calibration = resolve_calibration_for(scenario)
-        if job["step_scale"] != 1.0:
-            from simulator.calibration.cost_model import scaled_calibration
-            calibration = scaled_calibration(calibration, job["step_scale"])
-        cluster, facts = build_cluster(scenario, trace, calibration)
+        # the error band scales whole steps: GPU kernels and the serving stack's host time alike
+        cluster, facts = build_cluster(scenario, trace, calibration, step_scale=job["step_scale"])
     except ValueError as error:
-        return outcome | {"status": "invalid", "meets": False, "reasons": [_invalid_reason(str(error))],
-                          "binding": _invalid_reason(str(error)), "error": str(error), "ratios": {}, "summary": {},
-                          "facts": {}, "cpu_s": time.process_time() - started}
-    watch = _Watch(cluster, scenario, job["goodput_share"]) if job["early_stop"] else None
+        reason = invalid_reason(error)
+        return Outcome(**about, status="invalid", meets=False, reasons=[reason], binding=reason, error=str(error),
+                       cpu_s=time.process_time() - started)
+    watch = _Watch(cluster, slo, job["goodput_share"]) if job["early_stop"] else None
     try:
         end_s = cluster.run(scenario.horizon_s, watch)
     except _Doomed as doomed:
         ratios = watch.partial_ratios()
-        return outcome | {"status": "misses", "meets": False, "reasons": doomed.reasons,
-                          "binding": max(doomed.reasons, key=lambda r: ratios.get(r, 0.0)), "error": None,
-                          "ratios": ratios, "summary": {"requests": len(cluster.records)}, "facts": _facts(facts),
-                          "early_stop_s": doomed.at_s, "cpu_s": time.process_time() - started}
+        return Outcome(**about, early_stop_s=doomed.at_s, status="misses", meets=False, reasons=doomed.reasons,
+                       binding=SLO.binding(ratios, among=doomed.reasons), ratios=ratios,
+                       summary=OutcomeSummary(requests=len(cluster.records)), facts=_facts(facts),
+                       cpu_s=time.process_time() - started)
     result = summarize(scenario, cluster, end_s, facts)
-    summary = result.summary
-    ratios = slo_ratios(summary, scenario, job["goodput_share"])
-    reasons = [reason for reason, ratio in ratios.items() if ratio > 1.0]
-    tenants = {tenant: {key: row.get(key) for key in SUMMARY_KEYS if key in row}
-               for tenant, row in result.tenants.items()} if len(result.tenants) > 1 else {}
-    return outcome | {"status": "misses" if reasons else "meets", "meets": not reasons, "reasons": reasons,
-                      "binding": max(ratios, key=ratios.get) if ratios else None, "error": None, "ratios": ratios,
-                      "summary": {key: summary.get(key) for key in SUMMARY_KEYS}, "tenants": tenants,
-                      "facts": _facts(facts), "cpu_s": time.process_time() - started}
-
-
-def slo_ratios(summary: dict, scenario: Scenario, goodput_share: float | None) -> dict[str, float]:
-    """Each SLO term as observed / allowed (> 1: missed), as `summarize` judges `meets_slo`: a run with no
-    first token at all misses TTFT, one with requests still in flight at the horizon misses `timeouts`."""
-    slo = scenario.slo
-    ttft, tpot = summary["ttft_p99_s"], summary["tpot_p99_s"]
-    abandoned = summary["abandon_rate"]
-    ratios = {"slo_ttft": NEVER if ttft is None else ttft / slo.ttft_p99_s,
-              "slo_tpot": 0.0 if tpot is None else tpot / slo.tpot_p99_s,
-              "timeouts": NEVER if summary["in_flight"] else _ratio(abandoned, slo.max_abandon_rate)}
-    if goodput_share is not None:
-        ratios["goodput"] = _ratio(1.0 - summary["slo_attainment"], 1.0 - goodput_share)
-    return ratios
-
-
-def _ratio(observed: float, allowed: float) -> float:
-    if allowed > 0:
-        return observed / allowed
-    return NEVER if observed > 0 else 0.0
+    ratios = slo.ratios(result.summary, job["goodput_share"])
+    reasons = SLO.missed(ratios)
+    tenants = {tenant: OutcomeSummary.of(row) for tenant, row in result.tenants.items()} \
+        if len(result.tenants) > 1 else {}
+    return Outcome(**about, status="misses" if reasons else "meets", meets=not reasons, reasons=reasons,
+                   binding=SLO.binding(ratios), ratios=ratios, summary=OutcomeSummary.of(result.summary),
+                   tenants=tenants, facts=_facts(facts), cpu_s=time.process_time() - started)
 
 
 def _facts(facts: dict) -> dict:
@@ -136,26 +102,25 @@ def _facts(facts: dict) -> dict:
                                         "cold_start_s", "max_model_len") if key in facts}
 
 
-def _invalid_reason(message: str) -> str:
-    """`build_cluster`'s refusals, by the words of its messages."""
-    if "does not fit" in message:
+def invalid_reason(error: ValueError) -> str:
+    """Why a scenario cannot run, by the type of `build_cluster`'s refusal."""
+    if isinstance(error, ModelDoesNotFit):
         return "does_not_fit"
-    if "KV pool holds" in message:
+    if isinstance(error, PoolTooSmall):
         return "kv_capacity"
     return "invalid"
 
 
 class _Watch:
     """Called every metrics window of simulated time: raises `_Doomed` once the SLO miss is certain
-    whatever happens to the requests still open. A P99 above its target is certain when more than
-    1% of all requests (+2, for the percentile's interpolation) already exceed it; the abandon rate
-    when more requests than it allows have already given up. Each record is counted once, when it
-    ends, so a whole run costs O(requests + open requests per window)."""
+    whatever happens to the requests still open (`SLO.miss_limits`). Each finished request is judged
+    by `SLO.late`, as the summary's attainment judges it. Each record is counted once, when it ends,
+    so a whole run costs O(requests + open requests per window)."""
 
-    def __init__(self, cluster, scenario: Scenario, goodput_share: float | None):
-        self.cluster, self.slo, self.goodput_share = cluster, scenario.slo, goodput_share
+    def __init__(self, cluster, slo: SLO, goodput_share: float | None):
+        self.cluster, self.slo = cluster, slo
         self.total = len(cluster.records)
-        self.p99_limit = 0.01 * self.total + 2
+        self.limits = slo.miss_limits(self.total, goodput_share)
         self.counts = {"slo_ttft": 0, "slo_tpot": 0, "timeouts": 0, "goodput": 0}
         self._arrived = 0                 # records before this index have arrived
         self._open: list[int] = []        # arrived, not ended yet
@@ -171,9 +136,7 @@ class _Watch:
             record = records[index]
             status = record.status
             if status == "ok":
-                ttft, tpot = record.ttft_s, record.tpot_s
-                late_ttft = ttft is not None and ttft > slo.ttft_p99_s
-                late_tpot = tpot is not None and tpot > slo.tpot_p99_s
+                late_ttft, late_tpot = slo.late(record.ttft_s, record.tpot_s)
                 counts["slo_ttft"] += late_ttft
                 counts["slo_tpot"] += late_tpot
                 counts["goodput"] += late_ttft or late_tpot
@@ -183,17 +146,10 @@ class _Watch:
             else:
                 still_open.append(index)
         self._open = still_open
-        reasons = [reason for reason, limit in self._limits().items() if counts[reason] > limit]
+        reasons = [reason for reason, limit in self.limits.items() if counts[reason] > limit]
         if reasons:
             raise _Doomed(reasons, now)
 
-    def _limits(self) -> dict[str, float]:
-        limits = {"slo_ttft": self.p99_limit, "slo_tpot": self.p99_limit,
-                  "timeouts": self.slo.max_abandon_rate * self.total}
-        if self.goodput_share is not None:
-            limits["goodput"] = (1.0 - self.goodput_share) * self.total
-        return limits
-
     def partial_ratios(self) -> dict[str, float]:
         """What had already happened when the run stopped, against what the SLO allows over the whole run."""
-        return {reason: _ratio(self.counts[reason], limit) for reason, limit in self._limits().items()}
+        return {reason: ratio(self.counts[reason], limit) for reason, limit in self.limits.items()}

@@ -26,12 +26,14 @@ from simulator.planner.assemble import assemble, explain_failure
 from simulator.planner.backends import Runner, make_backend
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.ledger import Ledger
+from simulator.planner.outcome import Outcome
 from simulator.planner.search import (Answer, Batch, Fleet, checked_by, confirm_answer, drive, fewest_replicas,
                                       fleet_scenario, simulated_replicas)
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import load_traffic, resolve_pool
+from simulator.slo import SLO
 
 TP_DEGREES = (1, 2, 4, 8)
 
@@ -98,7 +100,7 @@ def _confirm_cheapest(runner, ledger: Ledger, fleets: dict[str, Fleet], answers:
     confirmation made the winner dearer than an unconfirmed estimate."""
     def estimate(name: str) -> float:
         answer = answers[name]
-        price = answer.outcome.get("facts", {}).get("price_usd_per_gpu_hour") or 0.0
+        price = answer.outcome.facts.get("price_usd_per_gpu_hour") or 0.0
         return answer.replicas * fleets[name].tensor_parallel * price
 
     while True:
@@ -156,7 +158,8 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
             break
         else:
             message = reasons[-1] if reasons else "no tensor-parallel degree tried"
-            outcome = {"status": "invalid", "binding": "does_not_fit", "reasons": ["does_not_fit"], "error": message}
+            outcome = Outcome(key="", share=None, share_replicas=1, step_scale=1.0, status="invalid", meets=False,
+                              reasons=["does_not_fit"], binding="does_not_fit", error=message)
             ledger.add({"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome)
             unfit.append({"gpu": gpu, "tensor_parallel": degrees[-1], "status": "does_not_fit", "replicas": None,
                           "reason": message})
@@ -168,44 +171,44 @@ def _row(rows: list[dict], name: str) -> dict:
 
 
 def _gpu_row(fleet: Fleet, answer: Answer) -> dict:
-    outcome, summary = answer.outcome, answer.outcome.get("summary", {})
-    facts = outcome.get("facts", {})
+    outcome, summary = answer.outcome, answer.outcome.summary
+    facts = outcome.facts
     row = {"gpu": fleet.gpu, "tensor_parallel": fleet.tensor_parallel, "replicas": answer.replicas,
            "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
            "max_num_seqs": answer.batch.max_num_seqs, "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
            "calibration": facts.get("calibration"), "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
            "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"), "batch_grid": answer.grid}
     if answer.replicas is None:
-        reason = outcome.get("binding") or "slo"
-        status = reason if outcome["status"] == "invalid" else "exceeds_max_fleet"
-        return row | {"status": status, "reason": outcome.get("error") or
-                      f"misses {' and '.join(outcome['reasons'])} with {fleet.high} replicas (the most searched)",
+        reason = outcome.binding or "slo"
+        status = reason if outcome.status == "invalid" else "exceeds_max_fleet"
+        return row | {"status": status, "reason": outcome.error or
+                      f"misses {' and '.join(outcome.reasons)} with {fleet.high} replicas (the most searched)",
                       "cost_per_hour_usd": None, "cost_per_request_usd": None}
-    ratios = outcome["ratios"]
-    headroom_term = max(ratios, key=ratios.get)
+    ratios = outcome.ratios
+    headroom_term = SLO.binding(ratios)
     below = answer.below
     return row | {
         "status": "meets", "cost_per_hour_usd": row["gpus"] * row["price_usd_per_gpu_hour"],
-        "cost_per_request_usd": summary.get("cost_per_request_usd"),
-        "cost_per_million_output_tokens_usd": summary.get("cost_per_million_output_tokens_usd"),
-        "gpu_hours": _fleet_gpu_hours(outcome, answer.replicas), "ttft_p99_s": summary.get("ttft_p99_s"),
-        "tpot_p99_s": summary.get("tpot_p99_s"), "abandon_rate": summary.get("abandon_rate"),
+        "cost_per_request_usd": summary.cost_per_request_usd,
+        "cost_per_million_output_tokens_usd": summary.cost_per_million_output_tokens_usd,
+        "gpu_hours": _fleet_gpu_hours(outcome, answer.replicas), "ttft_p99_s": summary.ttft_p99_s,
+        "tpot_p99_s": summary.tpot_p99_s, "abandon_rate": summary.abandon_rate,
         "checked_by": checked_by(outcome),
-        "binding_constraint": below["binding"] if below is not None else f"none: {fleet.low} is the smallest fleet searched",
+        "binding_constraint": below.binding if below is not None else f"none: {fleet.low} is the smallest fleet searched",
         "binding_checked_by": None if below is None else checked_by(below),
         "headroom": 1.0 - ratios[headroom_term], "headroom_term": headroom_term, "slo_ratios": ratios}
 
 
-def _fleet_gpu_hours(outcome: dict, replicas: int) -> float | None:
+def _fleet_gpu_hours(outcome: Outcome, replicas: int) -> float | None:
     """The whole fleet's GPU-hours, from a simulation of all, one or a sample of its replicas."""
-    hours = outcome.get("summary", {}).get("gpu_hours")
+    hours = outcome.summary.gpu_hours
     return None if hours is None else hours * replicas / simulated_replicas(outcome, replicas)
 
 
 def _comparisons(fleet: Fleet, answer: Answer, grid: list[Batch], settings: PlanSettings, scenario: Scenario) -> dict:
     extras = {"one_fewer": comparisons.one_fewer(fleet, answer)}
     if settings.uncertainty:
-        error, _ = error_of(answer.outcome["facts"]["calibration"], settings.assumed_error)
+        error, _ = error_of(answer.outcome.facts["calibration"], settings.assumed_error)
         extras["slower"] = comparisons.shifted(fleet, answer, 1.0 + error, "step times +error")
         extras["faster"] = comparisons.shifted(fleet, answer, 1.0 - error, "step times -error")
     if settings.static_baseline:

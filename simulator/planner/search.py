@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.planner.evaluate import make_job
+from simulator.planner.outcome import Outcome
 from simulator.scenario import AutoscalerSpec, Scenario
 
 Pair = tuple[dict, dict]                       # (job, ledger context)
@@ -98,8 +99,8 @@ class Answer:
     """The fewest replicas found (None: none up to `high`), with the outcomes that show it."""
     replicas: int | None
     batch: Batch
-    outcome: dict                              # at `replicas` (full fleet), or at `high` when none meets
-    below: dict | None = None                  # one replica less (full fleet when checked, else the share pass)
+    outcome: Outcome                           # at `replicas` (full fleet), or at `high` when none meets
+    below: Outcome | None = None               # one replica less (full fleet when checked, else the share pass)
     below_is_full: bool = False
     grid: list[dict] = field(default_factory=list)   # per batch setting: the share pass's verdicts
     high: int = 0                              # the largest fleet the search tried
@@ -128,7 +129,7 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     result by name. Ledger rows are added search by search, in the order each search asked."""
     results: dict[str, Any] = {}
     waiting: dict[str, tuple[list[Pair], list[tuple[str, bool]]]] = {}
-    rows: dict[str, list[tuple[dict, dict, dict, bool]]] = {name: [] for name in searches}
+    rows: dict[str, list[tuple[dict, dict, Outcome, bool]]] = {name: [] for name in searches}
 
     def advance(name: str, value) -> None:
         try:
@@ -158,19 +159,19 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     return results
 
 
-def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: dict | None = None):
+def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: Outcome | None = None):
     """Fewest n in [low, high] whose probe meets, assuming monotone; (n or None, {n: outcome})."""
     seen = {}
     top = high_known if high_known is not None else (yield [probe(high)])[0]
     seen[high] = top
-    if not top["meets"]:
+    if not top.meets:
         return None, seen
     failing, meeting = low - 1, high
     while meeting - failing > 1:
         middle = (failing + meeting) // 2
         outcome = (yield [probe(middle)])[0]
         seen[middle] = outcome
-        if outcome["meets"]:
+        if outcome.meets:
             meeting = middle
         else:
             failing = middle
@@ -187,7 +188,7 @@ def fewest_replicas(fleet: Fleet, grid: list[Batch], fast_pass: bool = True, che
                                     fleet.low, fleet.high)
     if found is None and share:   # the share pass can be pessimistic: ask the whole fleet before giving up
         top = (yield [fleet.probe(fleet.high, first, False, "confirm")])[0]
-        if not top["meets"]:
+        if not top.meets:
             return Answer(None, first, top, grid=[_grid_row(first, fleet.high, top)], high=fleet.high)
         found, seen = fleet.high, {fleet.high: top}
         share = False
@@ -198,7 +199,7 @@ def fewest_replicas(fleet: Fleet, grid: list[Batch], fast_pass: bool = True, che
         below = yield [fleet.probe(found - 1, batch, share, "batch grid") for batch in others]
         for batch, outcome in zip(others, below):
             rows.append(_grid_row(batch, found - 1, outcome))
-            if outcome["meets"]:
+            if outcome.meets:
                 n, more = yield from bisect(lambda k, b=batch: fleet.probe(k, b, share, "batch grid"),
                                             fleet.low, found - 1, high_known=outcome)
                 if n < best:
@@ -218,20 +219,20 @@ def confirm_answer(fleet: Fleet, answer: Answer, check_below: bool = True):
     return (yield from _confirm(fleet, answer.replicas, answer.batch, answer.below, check_below, answer.grid))
 
 
-def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: dict | None, check_below: bool, rows: list[dict]):
+def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: Outcome | None, check_below: bool, rows: list[dict]):
     """Full-fleet confirmation of the share pass's `n`: while it misses, gallop up (+1, +2, +4, ...) and bisect
     back; then, if asked, step down while one replica less still meets."""
     probe = lambda k: fleet.probe(k, batch, False, "confirm")  # noqa: E731
     outcome = (yield [probe(n)])[0]
     below, below_full = share_below, False
-    if not outcome["meets"]:
+    if not outcome.meets:
         failing, step, seen = n, 1, {n: outcome}
         while True:
             if failing >= fleet.high:
                 return Answer(None, batch, outcome, grid=rows, high=fleet.high)
             top = min(failing + step, fleet.high)
             outcome = seen[top] = (yield [probe(top)])[0]
-            if outcome["meets"]:
+            if outcome.meets:
                 break
             failing, step = top, step * 2
         n, more = yield from bisect(probe, failing + 1, top, high_known=outcome)
@@ -240,7 +241,7 @@ def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: dict | None, check
     if check_below:
         while n > fleet.low:
             fewer = (yield [fleet.probe(n - 1, batch, False, "one fewer")])[0]
-            if not fewer["meets"]:
+            if not fewer.meets:
                 below, below_full = fewer, True
                 break
             n, outcome, below = n - 1, fewer, None
@@ -249,15 +250,15 @@ def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: dict | None, check
     return Answer(n, batch, outcome, below, below_full, rows, fleet.high)
 
 
-def simulated_replicas(outcome: dict, replicas: int) -> int:
+def simulated_replicas(outcome: Outcome, replicas: int) -> int:
     """How many replicas the outcome's simulation ran for a fleet of `replicas`: all of them, one (a share
     pass) or a sample."""
-    return replicas if outcome.get("share") is None else outcome.get("share_replicas", 1)
+    return replicas if outcome.share is None else outcome.share_replicas
 
 
-def checked_by(outcome: dict) -> str:
+def checked_by(outcome: Outcome) -> str:
     """What an outcome's simulation covered, in words, for the plan's answer."""
-    share, sample = outcome.get("share"), outcome.get("share_replicas", 1)
+    share, sample = outcome.share, outcome.share_replicas
     if share is None:
         return "full fleet"
     if sample > 1:
@@ -265,12 +266,8 @@ def checked_by(outcome: dict) -> str:
     return "share pass (one replica's share of the traffic)"
 
 
-def _worst(outcome: dict) -> float:
-    """The largest SLO ratio (observed / allowed): the smaller, the more headroom."""
-    return max(outcome["ratios"].values(), default=0.0)
-
-
-def _grid_row(batch: Batch, replicas: int | None, outcome: dict) -> dict:
+def _grid_row(batch: Batch, replicas: int | None, outcome: Outcome) -> dict:
+    """`worst_ratio`: the largest SLO ratio (observed / allowed): the smaller, the more headroom."""
     return {"max_num_seqs": batch.max_num_seqs, "max_num_batched_tokens": batch.max_num_batched_tokens,
-            "replicas": replicas, "status": outcome["status"], "reasons": outcome["reasons"],
-            "worst_ratio": _worst(outcome) if outcome["ratios"] else None}
+            "replicas": replicas, "status": outcome.status, "reasons": outcome.reasons,
+            "worst_ratio": outcome.worst_ratio}

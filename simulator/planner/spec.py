@@ -15,14 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engine.core.config import SchedulerConfig
 from engine.settings_file import read_mapping
+from simulator.errors import PlanError
 from simulator.scenario import Scenario, describe_errors
 
 PLAN_FILE = "a scenario YAML or JSON file (a mapping of scenario fields), with an optional plan: section"
-
-
-class PlanError(ValueError):
-    """A user error the planner explains (no fleet in range meets the SLO, the model fits no GPU, ...):
-    the CLI prints it as `error: ...` and exits 2."""
 
 
 class _Strict(BaseModel):

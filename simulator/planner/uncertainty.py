@@ -1,11 +1,13 @@
 """Honest error bars: every answer carries its calibration's provenance and error, and the planner
 re-checks the answer with every step time shifted by ± that error.
 
-The error is the calibration's own held-out fit error (mean absolute percentage error of its step
-times, `fit_error` in the simulation's facts). A calibration with no measured error (a roofline
-estimate from datasheets) gets `PlanSettings.assumed_error`, labelled `assumed`. Shifting the step
-cost scales every cost-model term by the same factor (`calibration.cost_model.scaled_calibration`), so a
-simulated step takes exactly (1 ± error) times as long; nothing else about the calibration changes.
+The error is the held-out error of the calibration and engine profile in use: the median |error| of
+`surgeplan validate --published` on public measurements the profile was not fitted on, for this GPU
+when it has rows (`held_out_error` in the simulation's facts). Without published rows it falls back to
+the calibration's own cross-validated fit error of its step times (`fit_error`), and a calibration with
+neither (a roofline estimate from datasheets) gets `PlanSettings.assumed_error`, labelled `assumed`.
+The re-check scales every whole step, GPU and serving stack, by (1 ± error)
+(`ProfiledCostModel.scale`); nothing else changes.
 """
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ from __future__ import annotations
 
 def error_of(calibration_facts: dict, assumed_error: float) -> tuple[float, str]:
     """(relative step-time error, where it comes from) for the calibration named in a simulation's facts."""
+    held_out = calibration_facts.get("held_out_error")
+    if held_out is not None and held_out > 0:
+        return float(held_out), (f"held-out error of the {calibration_facts.get('engine_profile')} profile on "
+                                 "published measurements (surgeplan validate --published)")
     error = calibration_facts.get("fit_error")
     if error is not None and error > 0:
         return float(error), f"{calibration_facts['label']} calibration's held-out fit error"

@@ -1,5 +1,7 @@
 """`surgeplan validate`: run the live engine and the simulator on the same trace at several loads and
-print, per metric, measured vs simulated, the relative error and the live engine's noise floor."""
+print, per metric, measured vs simulated, the relative error and the live engine's noise floor; with
+`--published NAME|FILE|all`, replay public measurements of real serving stacks on real GPUs instead
+(`simulator.validation.published`)."""
 from __future__ import annotations
 
 import json
@@ -55,7 +57,16 @@ def format_result(result: dict) -> str:
 
 
 def validate_command(
-    trace: Path = typer.Option(..., "--trace", help="any trace format `traces` reads"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="any trace format `traces` reads (required "
+                                         "unless --published)"),
+    published: Optional[str] = typer.Option(None, "--published", help="replay a published measurement set "
+                                            "(a name from simulator/validation/published/, a JSON file, or all) "
+                                            "instead of running the live engine"),
+    engine_profile: Optional[str] = typer.Option(None, "--engine-profile", help="with --published: replay "
+                                                 "with this profile instead of the set's own"),
+    refit: bool = typer.Option(False, "--refit", help="with --published: refit the set's profile on its fit "
+                               "rows first and write it (simulator/calibration/profiles/)"),
+    as_json: bool = typer.Option(False, "--json", help="with --published: print one JSON object"),
     model: str = typer.Option("cpu-small", "--model", help="model preset (dummy weights)"),
     num_requests: int = typer.Option(64, "--num-requests", min=2),
     max_prompt_tokens: int = typer.Option(256, "--max-prompt-tokens", min=1),
@@ -69,11 +80,23 @@ def validate_command(
     seed: int = typer.Option(0, "--seed"),
     via: str = typer.Option("engine", "--via", help="engine: in-process LLMEngine; http: surgeplan serve + replay"),
     save_steps: Optional[Path] = typer.Option(None, "--save-steps", help="write the step log the workload calibration is fitted on (capacity run and batch ladder) here"),
+    own_profile: str = typer.Option("shipped", "--own-profile", help="our engine's profile (the measured "
+                                    "live-vs-calibrated gap) on top of the calibration: shipped "
+                                    "(profiles/surgeplan.json), probe (measure it now on a 65%-load run over "
+                                    "the next requests of the trace, before the validated runs) or none"),
     out: Optional[Path] = typer.Option(None, "--out", help="results JSON"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="plotly HTML of errors vs noise floor"),
 ) -> None:
-    """Live engine vs simulator on the same trace: the simulator's error, with the engine's noise floor."""
+    """Live engine vs simulator on the same trace: the simulator's error, with the engine's noise floor;
+    or (--published) simulator vs public measurements, fit and held-out rows apart."""
     from simulator.validation.validate import validate
+
+    if published is not None:
+        _published(published, engine_profile, refit, as_json, out)
+        return
+    if trace is None:
+        typer.echo("error: --trace is required; expected a trace file, or --published NAME", err=True)
+        raise typer.Exit(code=2)
 
     try:
         levels = tuple(float(x) for x in load_levels.split(","))
@@ -83,16 +106,48 @@ def validate_command(
     try:
         result = validate(model, trace, num_requests, max_prompt_tokens, max_output_tokens, length_scale, levels,
                           calibration, profile, repeats, seed, num_kv_blocks=num_kv_blocks, save_steps=save_steps, via=via,
+                          own=own_profile,
                           progress=(lambda message: typer.echo(message, err=True)) if sys.stderr.isatty() else None)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     typer.echo(format_result(result))
+    if result.get("own_profile") and result["own_profile"].get("gap"):
+        gap = result["own_profile"]["gap"]
+        typer.echo(f"our engine's measured gap ({result['own_profile']['mode']}): between steps "
+                   f"{gap['between_steps_s'] * 1e3:.2f} ms/step, wake-up {gap['wake_s'] * 1e3:.2f} ms "
+                   f"({gap['wake_ups']} wake-ups), in-step slowdown {gap['kernel_scale']:.3f}x")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1))
     if plot is not None:
         write_plot(result, plot)
+
+
+def _published(name: str, engine_profile: str | None, refit: bool, as_json: bool, out: Path | None) -> None:
+    from simulator.validation.published import fit_profile, format_table, published_names, validate_published
+
+    names = published_names() if name == "all" else [name]
+    results = []
+    try:
+        for each in names:
+            if refit:
+                fit_profile(each)
+            results.append(validate_published(each, engine_profile))
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1))
+    if as_json:
+        typer.echo(json.dumps(results))
+        return
+    for result in results:
+        source = result["source"]
+        typer.echo(f"{source['name']}: {source['engine_version']} (profile {source['engine_profile']}), "
+                   f"{source['url']}, retrieved {source['retrieved']}")
+        typer.echo(format_table(result) + "\n")
 
 
 def write_plot(result: dict, path: Path) -> Path:

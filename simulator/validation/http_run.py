@@ -1,20 +1,18 @@
 """The live side of `surgeplan validate --via http`: `surgeplan serve` in a child process on a free
-loopback port, driven by the replay client, so the HTTP path's own costs (request parsing, streaming,
-thread hand-offs between the event loop and the engine) are in what is measured. Gives the same
-`LiveRun` as the in-process engine; its step log comes from the server's `GET /debug/steps`
-(`--record-steps`), so the host's speed and the engine thread's time between steps are measured on
-this path too (garbage collection in the server is not)."""
+loopback port (`engine.openai.launcher.ServerProcess`, its log in a file), driven by the replay
+client, so the HTTP path's own costs (request parsing, streaming, thread hand-offs between the
+event loop and the engine) are in what is measured. Gives the same `LiveRun` as the in-process
+engine; its step log comes from the server's `GET /debug/steps` (`--record-steps`), so the host's
+speed and the engine thread's time between steps are measured on this path too (garbage
+collection in the server is not)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import numpy as np
 
+from engine.openai.launcher import ServerProcess
 from simulator.calibration.live_run import LiveRequests, LiveRun, StepLog
 from simulator.calibration.schema import EngineSettings, ShapeRecord
 from traces import Trace
@@ -24,38 +22,22 @@ from traces.replay import ReplayConfig, replay
 RECORDED_STEPS = 100_000     # the server's step window: far more than one validation run takes
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class HttpEngine:
     def __init__(self, model: str, settings: EngineSettings, num_kv_blocks: int, seed: int = 0,
                  startup_timeout_s: float = 180.0):
         self.model, self.settings, self.num_kv_blocks = model, settings, num_kv_blocks
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "surgeplan_cli", "serve", "--model", model, "--load-format", "dummy",
-                   "--seed", str(seed), "--block-size", str(settings.block_size), "--num-kv-blocks", str(num_kv_blocks),
+        options = ["--model", model, "--load-format", "dummy", "--seed", str(seed),
+                   "--block-size", str(settings.block_size), "--num-kv-blocks", str(num_kv_blocks),
                    "--max-num-seqs", str(settings.max_num_seqs),
                    "--max-num-batched-tokens", str(settings.max_num_batched_tokens),
                    "--max-model-len", str(settings.max_model_len), "--no-enable-prefix-caching",
-                   "--record-steps", str(RECORDED_STEPS),
-                   "--host", "127.0.0.1", "--port", str(self.port), "--uvicorn-log-level", "warning"]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ValueError(f"surgeplan serve exited with {self.process.returncode}: {self.process.stderr.read()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        self.close()
-        raise ValueError(f"surgeplan serve did not answer /health on {self.url} within {startup_timeout_s:.0f} s")
+                   "--record-steps", str(RECORDED_STEPS), "--uvicorn-log-level", "warning"]
+        self.server = ServerProcess(options)
+        self.url = self.server.url
+        try:
+            self.server.wait_healthy(startup_timeout_s)
+        except RuntimeError as error:
+            raise ValueError(str(error)) from None
 
     device = "cpu (over HTTP)"
 
@@ -90,9 +72,4 @@ class HttpEngine:
                        start_s=[step["start_s"] - first for step in steps])
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        self.server.close()

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.config import CacheConfig, SchedulerConfig
+from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel, scaled_calibration
+from simulator.calibration.engine_profile import EngineProfile, ProfiledCostModel, load_profile
 from simulator.calibration.from_steps import calibration_from_steps
 from simulator.calibration.live_run import LiveEngine, LiveRequests, StepLog
 from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
@@ -37,6 +38,7 @@ from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.validation.compare import (absolute_errors_ms, latencies, mean_by_key, noise_floor, relative_errors,
                                           summary_of, verdicts)
 from simulator.validation.error_sources import error_sources
+from simulator.validation.live_gap import measure_gap, own_profile
 from traces import load_trace
 
 LADDER = (1, 2, 4, 8, 16)      # group sizes of the calibration runs after the capacity run
@@ -83,15 +85,19 @@ def ladder_requests(prompt: np.ndarray, output: np.ndarray, sizes=LADDER) -> lis
     return groups
 
 
-def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests) -> tuple[list, float, float | None]:
-    """The same requests on one simulated replica with the live engine's settings and KV pool."""
-    settings = live.settings
+def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests,
+                  profile: EngineProfile | None = None) -> tuple[list, float, float | None]:
+    """The same requests on one simulated replica with the live engine's settings and KV pool (and our
+    engine's profile: the measured live-vs-calibrated gap, when given)."""
+    cache_config, scheduler_config = engine_configs(live.settings, num_kv_blocks=live.num_kv_blocks,
+                                                    max_model_len=live.settings.max_model_len,
+                                                    enable_prefix_caching=False)
+    step_model = CostModel.from_calibration(calibration)
+    if profile is not None:
+        step_model = ProfiledCostModel(step_model, profile)
     config = ClusterConfig(
-        scheduler_config=SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_model_len=settings.max_model_len,
-                                         max_num_batched_tokens=settings.max_num_batched_tokens),
-        cache_config=CacheConfig(block_size=settings.block_size, num_kv_blocks=live.num_kv_blocks,
-                                 enable_prefix_caching=False),
-        cost_model=CostModel.from_calibration(calibration), tensor_parallel=1, initial_replicas=1,
+        scheduler_config=scheduler_config, cache_config=cache_config,
+        cost_model=step_model, tensor_parallel=1, initial_replicas=1,
         router_policy="round_robin", max_waiting_per_replica=None, ttft_timeout_s=None, max_retries=0,
         retry_backoff_s=1.0, cold_start_s=0.0, window_s=1.0, scrape_interval_s=None, seed=0)
     n = len(requests.arrival_s)
@@ -106,19 +112,30 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
              load_levels: tuple[float, ...] = (0.5, 0.8, 1.1), calibration: str | Path | None = None,
              profile: str = "quick", repeats: int = 2, seed: int = 0, settings: EngineSettings | None = None,
              num_kv_blocks: int = 512, save_steps: str | Path | None = None, via: str = "engine",
-             progress=None) -> dict:
-    """Runs everything and returns the JSON-ready result (see the module docstring)."""
+             progress=None, own: str = "shipped") -> dict:
+    """Runs everything and returns the JSON-ready result (see the module docstring). `own`: our engine's
+    profile on top of the calibration: `shipped` (profiles/surgeplan.json, measured on a quiet machine),
+    `probe` (measured now on a live run at 65% load over the next requests of the trace, disjoint from
+    the validated ones, before them) or `none`."""
+    if own not in ("shipped", "probe", "none"):
+        raise ValueError(f"--own-profile {own!r}; expected shipped, probe or none")
     settings = settings or EngineSettings(block_size=16, max_num_seqs=32, max_num_batched_tokens=512,
                                           max_model_len=512, enable_prefix_caching=False)
     if repeats < 1:
         raise ValueError(f"--repeats {repeats}; expected ≥ 1")
     for load in load_levels:
         at_load(np.zeros(2), 1.0, load)          # a bad level fails now, not after the live runs
-    arrival, prompt, output, trace_name = prepare_requests(trace, num_requests, max_prompt_tokens, max_output_tokens,
-                                                           length_scale, settings.max_model_len)
+    arrival, prompt, output, trace_name = prepare_requests(trace, num_requests * (2 if own == "probe" else 1),
+                                                           max_prompt_tokens, max_output_tokens, length_scale,
+                                                           settings.max_model_len)
+    probe = None
+    if own == "probe":            # the second half probes the gap; the first half is validated
+        half = len(arrival) // 2
+        probe = (arrival[half:] - arrival[half], prompt[half:], output[half:])
+        arrival, prompt, output = arrival[:half], prompt[:half], output[:half]
     if via not in ("engine", "http"):
         raise ValueError(f"--via {via!r}; expected engine or http")
-    grid = _grid_calibration(model, calibration, profile, seed, settings)
+    grid = grid_calibration(model, calibration, profile, seed, settings)
     say = progress or (lambda message: None)
     if via == "http":
         from simulator.validation.http_run import HttpEngine
@@ -127,14 +144,14 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
         live = LiveEngine(model, settings, num_kv_blocks, seed=seed)
     try:
         return _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration,
-                              repeats, seed, save_steps, say, via)
+                              repeats, seed, save_steps, say, via, own, probe)
     finally:
         if via == "http":
             live.close()
 
 
 def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration, repeats, seed,
-                   save_steps, say, via) -> dict:
+                   save_steps, say, via, own="none", probe=None) -> dict:
     settings, model, num_kv_blocks = live.settings, live.model, live.num_kv_blocks
     say("capacity: all requests at once")
     offline = live.run(LiveRequests(np.zeros(len(arrival)), prompt, output), seed=seed)
@@ -148,6 +165,18 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
     calibrations["workload"] = calibration_from_steps(steps_path)
     if grid is not None:
         calibrations["given" if calibration is not None else "grid"] = grid
+    used = "given" if "given" in calibrations else "workload"
+    profile, gap = None, None
+    if own == "shipped":
+        shipped = load_profile("surgeplan")
+        measured = shipped.kernel_scale != 1.0 or any(term.seconds_per_unit for term in shipped.terms)
+        profile = shipped if measured else None          # nothing measured yet: the calibration alone
+    elif own == "probe":
+        offsets, rate = at_load(probe[0], capacity_rps, 0.65)
+        say(f"gap probe: {len(offsets)} other requests at 65% load ({rate:.2f} requests/s)")
+        probe_run = live.run(LiveRequests(offsets, probe[1], probe[2]), seed=seed)
+        gap = measure_gap([probe_run.steps], CostModel.from_calibration(calibrations[used]), used == "workload")
+        profile = own_profile(gap, f"probe run at 65% load before validation on {live.device}")
     levels = []
     for load in load_levels:
         offsets, rate = at_load(arrival, capacity_rps, load)
@@ -162,23 +191,30 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
         level = {"load": load, "rate_rps": rate, "measured": measured, "measured_repeats": summaries,
                  "noise_floor": floor, "by_calibration": {}}
         simulated_records = {}
-        for name, chosen in calibrations.items():
-            records, end, kv = simulate_like(live, chosen, requests)
+        variants = [(name, chosen, None) for name, chosen in calibrations.items()]
+        if profile is not None:
+            variants.append((f"{used}+surgeplan", calibrations[used], profile))
+        for name, chosen, with_profile in variants:
+            records, end, kv = simulate_like(live, chosen, requests, with_profile)
             simulated_records[name] = records
             simulated = summary_of(records, end, kv)
             errors = relative_errors(measured, simulated)
             level["by_calibration"][name] = {"simulated": simulated, "relative_error": errors,
                                              "absolute_error_ms": absolute_errors_ms(measured, simulated),
                                              "verdict": verdicts(errors, floor)}
-        used = "given" if "given" in calibrations else "workload"
+        shown = f"{used}+surgeplan" if profile is not None else used
         pooled = [record for run in runs for record in run.records]
-        level["distributions"] = {"measured": latencies(pooled), "simulated": latencies(simulated_records[used])}
+        level["distributions"] = {"measured": latencies(pooled), "simulated": latencies(simulated_records[shown])}
         level["error_sources"] = error_sources(runs, CostModel.from_calibration(calibrations[used]))
         level["at_run_speed"] = at_run_speed(live, calibrations[used], requests, summaries, level["error_sources"], floor)
-        level.update(used_calibration=used, **{key: level["by_calibration"][used][key]
+        level.update(used_calibration=shown, **{key: level["by_calibration"][shown][key]
                                                 for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")})
         levels.append(level)
+    if profile is not None:
+        calibrations[f"{used}+surgeplan"] = calibrations[used]
     return {"levels": levels, "capacity_rps": capacity_rps,
+            "own_profile": None if profile is None else {"mode": own, "gap": gap.as_dict() if gap else None,
+                                                         "profile": profile.model_dump()},
             "calibration": {name: {"name": c.name, "label": c.label, "method": c.provenance.method,
                                    "fit_error": c.cost_model.fit_errors[0].model_dump() if c.cost_model.fit_errors else None}
                             for name, c in calibrations.items()},
@@ -205,7 +241,7 @@ def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summari
     return {"speed_factors": factors, "relative_error": errors, "verdict": verdicts(errors, floor)}
 
 
-def _grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
+def grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
                       settings: EngineSettings) -> Calibration | None:
     """--calibration as given; or a grid profiled now: `quick` (the CI grid, batches to 16, contexts to
     128) or `full` (sized to the validated engine: batches, token budget and contexts to its limits)."""

@@ -1,0 +1,225 @@
+"""Engine profiles: the serving stack's own time per step, on top of the GPU calibration's kernel time.
+
+A calibration is the kernel model of one GPU x model x TP (GEMMs, attention, communication). A serving
+stack adds host work around those kernels: scheduling, input preparation, sampling, detokenisation,
+output handling. It scales per step, per scheduled sequence, per prefill token and per output token,
+and part of it overlaps the GPU (vLLM V1 schedules step n+1 while step n runs; V0 does not). With
+`host_s` the host time of a step and `overlap` the share of it hidden under the GPU:
+
+    step_s = max(gpu_s, overlap x host_s) + (1 - overlap) x host_s
+
+Each term carries its label (`measured`, `fitted`, `derived`) and its source. Profiles are JSON files
+in `simulator/calibration/profiles/`; `surgeplan calibrations profiles` lists them, and `surgeplan
+validate --published` reports each one's error on public measurements it was and was not fitted on
+(`errors`, written back by the fit). A calibration measured on our own engine (`surgeplan profile`)
+already contains that engine's host time, so the default profile for it is `surgeplan`, whose terms
+are only the systematic gap between live and profiled steps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.core.step_shape import StepShape
+from simulator.calibration.schema import Calibration, Label
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = "vllm-v1"
+OWN_ENGINE_PROFILE = "surgeplan"
+# What a host term's seconds multiply. `output_token`: one per decoding sequence (each emits a token).
+# `wake`: once, on the first step after the engine was idle (thread wake-up, cold caches).
+HostFeature = Literal["step", "sequence", "prefill_token", "output_token", "wake"]
+HOST_FEATURES: dict[str, str] = {
+    "step": "per step (scheduling, input preparation, launch, synchronisation)",
+    "sequence": "per scheduled sequence (block tables, sampling, output handling)",
+    "prefill_token": "per prefill token (token ids in, position and slot mapping)",
+    "output_token": "per output token (sampling, detokenisation, streaming)",
+    "wake": "first step after idleness (thread wake-up, cold caches), serial",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostTerm(_Strict):
+    feature: HostFeature
+    seconds_per_unit: float = Field(ge=0)
+    label: Label
+    source: str = Field(description="where the number comes from (measurement, fit, derivation)")
+
+
+class ProfileError(_Strict):
+    """The profile's error on published measurements (`surgeplan validate --published`): fractions."""
+
+    source: str
+    gpu: str
+    split: Literal["fit", "held_out"]
+    num_rows: int = Field(ge=0)
+    median_abs_error: float = Field(ge=0)
+    bias: float = Field(gt=0, description="geometric mean of simulated / measured")
+    within_10pct: float = Field(ge=0, le=1)
+
+
+class EngineProfile(_Strict):
+    name: str
+    engine: str = Field(description="the serving stack, e.g. 'vLLM'")
+    versions: str = Field(description="the versions the profile stands for, e.g. '>= 0.8'")
+    description: str = ""
+    overlap: float = Field(ge=0, le=1, description="share of host time hidden under the GPU's time")
+    overlap_label: Label
+    overlap_source: str
+    terms: list[HostTerm] = []
+    kernel_scale: float = Field(
+        1.0,
+        gt=0,
+        description="live kernel time / calibrated kernel time for the same "
+        "shapes (1: the calibration's steps are the live engine's)",
+    )
+    kernel_scale_source: str = "none: the calibration's kernel time as it is"
+    errors: list[ProfileError] = []
+
+    def host_s(self, shape: StepShape) -> float:
+        """Host seconds of one step (before overlap; the wake-up term apart)."""
+        seconds = 0.0
+        for term in self.terms:
+            if term.feature != "wake":
+                seconds += term.seconds_per_unit * _units(term.feature, shape)
+        return seconds
+
+    @property
+    def wake_s(self) -> float:
+        return sum(term.seconds_per_unit for term in self.terms if term.feature == "wake")
+
+    def step_s(self, gpu_s: float, shape: StepShape) -> float:
+        """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
+        share hidden."""
+        host = self.host_s(shape)
+        hidden = self.overlap * host
+        return max(gpu_s * self.kernel_scale, hidden) + (host - hidden)
+
+    def held_out_error(self, gpu: str | None = None) -> float | None:
+        """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
+        rows = [e for e in self.errors if e.split == "held_out" and e.num_rows]
+        chosen = [e for e in rows if e.gpu == gpu] or rows
+        if not chosen:
+            return None
+        weights = np.array([e.num_rows for e in chosen], dtype=float)
+        return float(np.average([e.median_abs_error for e in chosen], weights=weights))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "EngineProfile":
+        path = Path(path)
+        try:
+            return cls.model_validate(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError, ValidationError) as error:
+            raise ValueError(f"{path}: not a valid engine profile ({error})") from error
+
+    def with_terms(self, seconds: dict[str, float], label: Label, source: str) -> "EngineProfile":
+        """A copy with the named host terms set (others kept)."""
+        terms = {term.feature: term for term in self.terms}
+        for feature, value in seconds.items():
+            terms[feature] = HostTerm(
+                feature=feature, seconds_per_unit=float(value), label=label, source=source
+            )
+        return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
+
+
+def _units(feature: str, shape: StepShape) -> float:
+    if feature == "step":
+        return 1.0
+    if feature == "sequence":
+        return float(shape.num_seqs)
+    if feature == "prefill_token":
+        return float(shape.num_prefill_tokens)
+    if feature == "output_token":
+        return float(shape.num_decode_seqs)
+    if feature == "wake":
+        return 0.0  # not per step: `EngineProfile.wake_s`, paid after idleness
+    raise ValueError(f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}")
+
+
+def profile_names() -> list[str]:
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.json"))
+
+
+def load_profile(name_or_path: str | Path) -> EngineProfile:
+    """A shipped profile by name (`surgeplan calibrations profiles`) or a profile JSON file."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" and path.exists():
+        return EngineProfile.load(path)
+    shipped = PROFILES_DIR / f"{name_or_path}.json"
+    if not shipped.exists():
+        raise ValueError(
+            f"engine profile {str(name_or_path)!r} is unknown; expected one of {profile_names()} "
+            "or a path to a profile JSON file"
+        )
+    return EngineProfile.load(shipped)
+
+
+def default_profile_name(calibration: Calibration) -> str:
+    """`surgeplan` for a calibration measured on our own engine (its steps already hold our host
+    time), else `vllm-v1`."""
+    own = (
+        calibration.label == "measured" or calibration.device.kind == "cpu"
+    )  # only our profiler measures
+    return OWN_ENGINE_PROFILE if own else DEFAULT_PROFILE
+
+
+class ProfiledCostModel:
+    """The GPU cost model plus an engine profile: what a simulated replica times its steps with. Same
+    interface as `CostModel` (`step_time`, `decode_stretch_times`); a decode stretch keeps its sequences,
+    so its host time is the same every step and each step's total is exact."""
+
+    def __init__(self, gpu, profile: EngineProfile, scale: float = 1.0):
+        if not scale > 0:
+            raise ValueError(
+                f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
+            )
+        self.gpu = gpu
+        self.profile = profile
+        self.scale = scale  # every step that many times as long (the planner's error band)
+        self.fit = gpu.fit
+        self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
+
+    @property
+    def knee_tokens(self) -> float:
+        return self.gpu.knee_tokens
+
+    def step_time(self, shape: StepShape) -> float:
+        if shape.is_empty:
+            return 0.0
+        return self.profile.step_s(self.gpu.step_time(shape), shape) * self.scale
+
+    def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
+        host = self.profile.host_s(shape)
+        hidden = self.profile.overlap * host
+        scale, kernel = self.scale, self.profile.kernel_scale
+        return [
+            (max(gpu_s * kernel, hidden) + (host - hidden)) * scale
+            for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
+        ]
+
+    def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
+        return np.array([self.step_time(shape) for shape in shapes])
+
+    def explain(self, shape: StepShape) -> dict[str, float]:
+        parts = dict(self.gpu.explain(shape))
+        gpu_s = sum(parts.values())
+        parts[f"serving stack ({self.profile.name}, after overlap)"] = self.step_time(shape) - gpu_s
+        return parts
+
+    def fit_error(self, target_prefix: str = ""):
+        return self.gpu.fit_error(target_prefix)

@@ -1,0 +1,328 @@
+"""`surgeplan validate --published`: replay public measurements through the simulator.
+
+A published set (`simulator/validation/published/*.json`, figures only, each run with its source file,
+commit and date) holds runs of a real serving stack on a real GPU: bursts of requests with their
+prompt and output lengths (or a fixed-length batch: `batch_size` requests of the same lengths), sent
+at once, and the measured makespan, mean TTFT and/or mean E2E latency.
+Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
+engine profile, and every (run, metric) pair becomes a row: simulated vs measured. Runs are split
+into `fit` (what `fit_profile` tunes the profile's host terms on) and `held_out` (never fitted on);
+the statistics are reported for each part and GPU separately: median |error|, bias (geometric mean of
+simulated / measured) and the share of rows within 10%.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simulator.calibration.engine_profile import (
+    PROFILES_DIR,
+    EngineProfile,
+    ProfileError,
+    load_profile,
+)
+from traces import Trace
+
+PUBLISHED_DIR = Path(__file__).parent / "published"
+METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s")
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    run: str
+    gpu: str
+    split: str
+    metric: str
+    profile: str
+    measured: float
+    simulated: float
+
+    @property
+    def ratio(self) -> float:
+        return self.simulated / self.measured
+
+    @property
+    def error(self) -> float:
+        return self.ratio - 1.0
+
+
+@dataclass(frozen=True)
+class Stats:
+    rows: int
+    median_abs_error: float
+    bias: float
+    within_10pct: float
+
+
+def published_names() -> list[str]:
+    return sorted(path.stem for path in PUBLISHED_DIR.glob("*.json"))
+
+
+def load_published(name_or_path: str | Path) -> dict:
+    path = Path(name_or_path)
+    if not (path.suffix == ".json" and path.exists()):
+        path = PUBLISHED_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        raise ValueError(
+            f"published set {str(name_or_path)!r} is unknown; expected one of {published_names()} "
+            "or a path to a JSON file"
+        )
+    data = json.loads(path.read_text())
+    for index, run in enumerate(data.get("runs", [])):
+        if "batch_size" in run:  # a fixed-length batch: B requests of the same lengths
+            for key in ("prompt_tokens", "output_tokens"):
+                if isinstance(run[key], int):
+                    run[key] = [run[key]] * int(run["batch_size"])
+        if len(run["prompt_tokens"]) != len(run["output_tokens"]) or not run["prompt_tokens"]:
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
+                f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
+            )
+        if run["split"] not in ("fit", "held_out"):
+            raise ValueError(
+                f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'"
+            )
+    return data
+
+
+def replay_run(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> dict[str, float]:
+    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0)."""
+    from simulator.scenario import Scenario
+    from simulator.simulation import simulate
+
+    settings = data.get("engine_settings", {})
+    profile = profile if profile is not None else data["engine_profile"]
+    n = len(run["prompt_tokens"])
+    scenario = Scenario.model_validate(
+        {
+            "name": f"{data['name']}/{run['id']}",
+            "model": {"name": run["model"], "dtype": run.get("dtype", "float16")},
+            "hardware": {"gpu": run["gpu"], "tensor_parallel": run.get("tensor_parallel", 1)},
+            "engine_profile": profile if isinstance(profile, str) else None,
+            "scheduler": settings,
+            "cluster": {"replicas": 1},
+        }
+    )
+    trace = Trace(
+        np.zeros(n),
+        np.asarray(run["prompt_tokens"]),
+        np.asarray(run["output_tokens"]),
+        name=run["id"],
+    )
+    result = simulate(
+        scenario, trace=trace, profile=profile if isinstance(profile, EngineProfile) else None
+    )
+    records = [record for record in result.records if record.ok]
+    if len(records) != n:
+        raise ValueError(
+            f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
+        )
+    return {
+        "makespan_s": max(r.arrival_s + r.e2e_s for r in records),
+        "ttft_mean_s": float(np.mean([r.ttft_s for r in records])),
+        "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
+    }
+
+
+def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
+    rows = []
+    for run in data["runs"]:
+        simulated = replay_run(data, run, profile)
+        name = (
+            profile.name
+            if isinstance(profile, EngineProfile)
+            else (profile or data["engine_profile"])
+        )
+        for metric in METRICS:
+            if metric in run["measured"]:
+                rows.append(
+                    Row(
+                        data["name"],
+                        run["id"],
+                        run["gpu"],
+                        run["split"],
+                        metric,
+                        name,
+                        float(run["measured"][metric]),
+                        simulated[metric],
+                    )
+                )
+    return rows
+
+
+def stats(rows: list[Row]) -> Stats | None:
+    if not rows:
+        return None
+    errors = np.array([abs(row.error) for row in rows])
+    log_ratios = np.array([math.log(row.ratio) for row in rows])
+    return Stats(
+        len(rows),
+        float(np.median(errors)),
+        float(math.exp(log_ratios.mean())),
+        float(np.mean(errors <= 0.10)),
+    )
+
+
+def grouped_stats(rows: list[Row]) -> list[dict]:
+    """Statistics per (profile, GPU, split), plus each split over all GPUs."""
+    out = []
+    keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + sorted(
+        {(row.profile, "all", row.split) for row in rows}
+    )
+    for profile, gpu, split in keys:
+        part = [
+            row
+            for row in rows
+            if row.profile == profile and row.split == split and gpu in ("all", row.gpu)
+        ]
+        out.append({"profile": profile, "gpu": gpu, "split": split, **asdict(stats(part))})
+    return out
+
+
+def validate_published(name_or_path: str | Path, profile: str | None = None) -> dict:
+    data = load_published(name_or_path)
+    rows = replay(data, profile)
+    return {
+        "source": {
+            key: data.get(key)
+            for key in (
+                "name",
+                "description",
+                "url",
+                "licence",
+                "retrieved",
+                "engine_profile",
+                "engine_version",
+            )
+        },
+        "rows": [asdict(row) | {"error": row.error} for row in rows],
+        "stats": grouped_stats(rows),
+    }
+
+
+def _objective(rows: list[Row]) -> float:
+    return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
+
+
+def fit_profile(
+    name_or_path: str | Path, steps: int = 2, write: bool = True
+) -> tuple[EngineProfile, list[Row]]:
+    """Fit the set's profile on its `fit` runs: per-step, per-sequence and per-prefill-token host terms
+    and the stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are
+    not vLLM's), by coordinate search on grids, least squares on log(simulated / measured). Per output
+    token stays as it is (in decode steps it is not separable from per sequence). Writes the profile
+    with its errors on fit and held-out rows when `write`."""
+    data = load_published(name_or_path)
+    base = load_profile(data["engine_profile"])
+    fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
+    values = {term.feature: term.seconds_per_unit for term in base.terms} | {
+        "kernel_scale": base.kernel_scale
+    }
+    grids = {
+        "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
+        "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
+        "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
+        "kernel_scale": list(np.round(np.arange(0.60, 1.31, 0.02), 2)),
+    }
+    chosen = data.get("fit_terms", list(grids))  # few fit rows: fit fewer terms
+    grids = {key: grids[key] for key in chosen}
+    source = f"fitted on the fit runs of published set {data['name']} ({data.get('url', '')})"
+
+    base_terms = {term.feature: term for term in base.terms}
+
+    def build(candidate: dict) -> EngineProfile:
+        terms = {key: value for key, value in candidate.items() if key != "kernel_scale"}
+        return base.with_terms(terms, "fitted", source).model_copy(
+            update={
+                "kernel_scale": candidate["kernel_scale"],
+                "kernel_scale_source": f"{source}: this stack's kernel time over the calibration's",
+            }
+        )
+
+    def trial(candidate: dict) -> float:
+        return _objective(replay(fit_runs, build(candidate)))
+
+    best = trial(values)
+    for _ in range(steps):
+        for feature, grid in grids.items():
+            for value in grid:
+                candidate = values | {feature: float(value)}
+                score = trial(candidate)
+                if score < best:
+                    best, values = score, candidate
+    untouched = ({term.feature for term in base.terms} | {"kernel_scale"}) - set(grids)
+    values = values | ({"kernel_scale": base.kernel_scale} if "kernel_scale" in untouched else {})
+    fitted = build(values)
+    if "kernel_scale" in untouched:
+        fitted = fitted.model_copy(update={"kernel_scale_source": base.kernel_scale_source})
+    fitted = fitted.model_copy(
+        update={
+            "terms": [
+                term if term.feature in grids else base_terms[term.feature] for term in fitted.terms
+            ]
+        }
+    )
+    rows = replay(data, fitted)
+    errors = [
+        ProfileError(
+            source=data["name"],
+            gpu=entry["gpu"],
+            split=entry["split"],
+            num_rows=entry["rows"],
+            median_abs_error=entry["median_abs_error"],
+            bias=entry["bias"],
+            within_10pct=entry["within_10pct"],
+        )
+        for entry in grouped_stats(rows)
+        if entry["gpu"] != "all"
+    ]
+    fitted = fitted.model_copy(
+        update={"errors": [e for e in base.errors if e.source != data["name"]] + errors}
+    )
+    if write:
+        fitted.save(PROFILES_DIR / f"{fitted.name}.json")
+    return fitted, rows
+
+
+def format_table(result: dict) -> str:
+    lines = [
+        f"{'run':<12} {'GPU':<10} {'split':<8} {'metric':<12} {'measured':>10} {'simulated':>10} {'error':>8}"
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"{row['run']:<12} {row['gpu']:<10} {row['split']:<8} {row['metric']:<12} "
+            f"{row['measured']:>10.3f} {row['simulated']:>10.3f} {row['error']:>+8.1%}"
+        )
+    lines.append("")
+    lines.append(
+        f"{'profile':<10} {'GPU':<10} {'split':<8} {'rows':>4} {'median |err|':>12} {'bias':>7} {'≤10%':>6}"
+    )
+    for entry in result["stats"]:
+        lines.append(
+            f"{entry['profile']:<10} {entry['gpu']:<10} {entry['split']:<8} {entry['rows']:>4} "
+            f"{entry['median_abs_error']:>12.1%} {entry['bias']:>7.3f} {entry['within_10pct']:>6.0%}"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "METRICS",
+    "Row",
+    "Stats",
+    "fit_profile",
+    "format_table",
+    "grouped_stats",
+    "load_published",
+    "published_names",
+    "replay",
+    "stats",
+    "validate_published",
+]

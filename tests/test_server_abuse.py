@@ -1,0 +1,61 @@
+"""The abuse set, short (benchmarks/abuse.py runs the long one and prints the README's table): a
+real server process, each attack of issue 24 run for a couple of seconds beside a victim sending
+ordinary completions. Under every attack the victim's median latency stays within a bound of its
+idle latency measured just before in the same run (2x in the benchmark; here 4x plus 1 s, an
+attack over it measured once more, for a shared 2-core CI host, where a process merely busy on
+the CPU slowed the victim 2.7x in one measurement and other jobs swung its idle latency 60-440
+ms; the defects this guards against cost 10-77x, for as long as the attack lasted), every answer
+the attackers get is an error in OpenAI's shape (never a 500 or a traceback), the server's RSS
+stays within 64 MiB of where it was, and a SIGTERM storm at the end (one every 10 ms through the
+drain and the teardown) still ends in exit status 0."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+
+from benchmarks.abuse import AbuseSettings, report_table, run_abuse  # noqa: E402
+from benchmarks.abuse_attacks import ATTACKS  # noqa: E402
+
+SHORT = AbuseSettings(
+    attack_s=1.0,
+    victims=3,
+    ratio_bound=4.0,
+    slack_s=1.0,
+    retries=1,
+    header_timeout_s=0.6,
+    attacks=[name for name in ATTACKS if name != "cpu_control"],
+)
+
+
+@pytest.mark.soak
+def test_no_attack_slows_the_victim_past_its_bound():
+    report = run_abuse(SHORT)
+    table = report_table(report)
+    assert report["problems"] == [], table
+    rows = {row["attack"]: {code for code in row["statuses"]} for row in report["rows"]}
+    # each attack reached the defence it is meant to meet (a 4 MB body may also meet the body
+    # deadline, 408, on a busy host; valid requests at the caps get 200)
+    expected = {
+        "stop_token_ids": "413",
+        "stop_strings": "413",
+        "debug_steps": "401",
+        "header_flood": "431",
+        "slowloris": "408",
+        "surrogates": "400",
+        "long_prompt": "400",
+    }
+    for attack, code in expected.items():
+        assert code in rows[attack] and rows[attack] <= {
+            code,
+            "200",
+            "408",
+            "closed",
+            "open at the end",
+        }, (attack, table)
+    tenant_row = next(row for row in report["rows"] if row["attack"] == "tenant_names")
+    assert tenant_row["metrics_bytes_after"] < 2 * tenant_row["metrics_bytes_before"], table
