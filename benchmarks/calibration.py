@@ -43,8 +43,8 @@ def public_fit_table() -> list[dict]:
     rows = []
     for path in shipped_calibration_paths():
         calibration = Calibration.load(path)
-        if calibration.label != "fitted":
-            continue
+        if calibration.label != "fitted" or not calibration.provenance.method.startswith("vidur"):
+            continue  # the aiconfigurator fits have their own table: benchmarks/calibration_sources.py
         linear, *rest = calibration.cost_model.fit_errors
         rows.append({"calibration": calibration.name, "knee": calibration.cost_model.knee_tokens,
                      "tile": calibration.cost_model.tile_tokens, "points": linear.num_points,
@@ -57,7 +57,7 @@ def prediction_table() -> list[dict]:
     rows = []
     for path in shipped_calibration_paths():
         calibration = Calibration.load(path)
-        if calibration.provenance.method == "roofline":
+        if calibration.provenance.method == "roofline" or calibration.provenance.database_mode:
             continue
         hardware = get_hardware(calibration.device.hardware)
         roofline = roofline_calibration(calibration.model, hardware, calibration.device.tensor_parallel)

@@ -177,7 +177,9 @@ def calibration_rows() -> list[dict]:
                      "TP": calibration.device.tensor_parallel,
                      "fit error, held out (%)": _percent(error.mape_cross_validated) if error else None,
                      "fit error, train (%)": _percent(error.mape_train) if error else None,
-                     "knee (tokens)": round(fit.knee_tokens) if fit else None, "method": calibration.provenance.method})
+                     "knee (tokens)": round(fit.knee_tokens) if fit else None, "method": calibration.provenance.method,
+                     "backend": " ".join(filter(None, (calibration.provenance.backend,
+                                                       calibration.provenance.backend_version))) or None})
     return rows
 
 

@@ -80,11 +80,35 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     _gpu("A40", 48, 0.696, 149.7, None, "NVLink bridge (2-way)", 56.25, 0.44,
          "RunPod secure-cloud on-demand list price per GPU-hour", "2024-10", "NVIDIA A40 datasheet",
          max_devices_per_node=8),
+    # GPUs whose step models come from aiconfigurator's measured kernel tables (issue 21). Datasheet
+    # figures cross-checked against aiconfigurator's systems/*.yaml; dense (non-sparse) peaks.
+    _gpu("B200-180GB", 180, 7.7, 2250, 4500, "NVLink 5", 900, 6.03,
+         "Spheron on-demand price per GPU-hour (blog 'H200 vs B200 vs GB200', prices as of 2026-03-17)",
+         "2026-03", "NVIDIA HGX B200 datasheet (8 GPUs: 1.44 TB HBM3e, 62 TB/s, 18 PFLOPS dense FP8)"),
+    _gpu("B300-288GB", 288, 7.75, 2250, 4500, "NVLink 5", 900, 6.13,
+         "Ornn GPU rental benchmark, neocloud on-demand range $5.00-7.25 per GPU-hour (midpoint)", "2026-03",
+         "NVIDIA HGX B300 datasheet (8 GPUs: 2.3 TB HBM3e, 62 TB/s total)"),
+    _gpu("GB200-186GB", 186, 8.0, 2500, 5000, "NVLink 5 (NVL72)", 900, 4.54,
+         "Spheron on-demand $9.08 per GB200 Superchip (2 GPUs) per hour, as of 2026-03-17", "2026-03",
+         "NVIDIA GB200 NVL72 datasheet (per GPU: 186 GB HBM3e, 8 TB/s, 2.5 PFLOPS dense FP16)",
+         max_devices_per_node=4),
+    _gpu("GB300-288GB", 288, 8.0, 2500, 5000, "NVLink 5 (NVL72)", 900, 5.72,
+         "estimate: the GB200 price × 1.26, the ratio of reported GB300 / GB200 NVL72 rack prices "
+         "(Ornn, 2026: $3.7-5.0M vs $3.0-3.9M); no on-demand list price found", "2026-03",
+         "NVIDIA GB300 NVL72 datasheet (per GPU: 288 GB HBM3e, 8 TB/s)", max_devices_per_node=4),
+    _gpu("RTX-PRO-6000-96GB", 96, 1.597, 503.8, 1007.6, "PCIe Gen5 x16", 64, 1.79,
+         "estimate: between the L40S (AWS g6e) and A100-80GB list prices; no on-demand list price found",
+         "2026-03", "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (96 GB GDDR7, 1597 GB/s)"),
+    _gpu("Arc-Pro-B60-24GB", 24, 0.456, 98.3, None, "PCIe Gen5 x8", 28.4, 0.12,
+         "estimate: Intel's ~$500 launch price amortised over 3 years at 50% utilisation, plus host; "
+         "no cloud offers it", "2025-06",
+         "Intel Arc Pro B60 specifications (24 GB GDDR6, 456 GB/s, 197 INT8 TOPS = 98.3 bf16 TFLOPS XMX)"),
 )
 
 _ALIASES = {"a100": "A100-80GB", "a100-80gb-sxm": "A100-80GB", "a100-40gb-sxm": "A100-40GB",
             "h100": "H100-80GB", "h100-80gb-sxm": "H100-80GB", "h200": "H200-141GB", "h200-141gb-sxm": "H200-141GB",
-            "cpu": "local-cpu"}
+            "b200": "B200-180GB", "b300": "B300-288GB", "gb200": "GB200-186GB", "gb300": "GB300-288GB",
+            "rtx-pro-6000": "RTX-PRO-6000-96GB", "b60": "Arc-Pro-B60-24GB", "cpu": "local-cpu"}
 
 # Per-core figures for the host CPU: AVX2/AVX-512 FMA at ~2.5 GHz, and the share of a server
 # socket's DRAM bandwidth one core's worth of threads can pull. Rough, so every figure derived from

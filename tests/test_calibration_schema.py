@@ -83,7 +83,9 @@ def test_shipped_calibrations_are_complete_and_labelled():
         labels = {term.label for term in calibration.cost_model.terms}
         if calibration.label == "fitted":
             assert "fitted" in labels and calibration.cost_model.fit_errors
-            assert calibration.cost_model.fit_errors[0].mape_train <= 0.05
+            first = calibration.cost_model.fit_errors[0]
+            # one table's fit within 5%; a whole step of measured kernels (aiconfigurator) within 10%
+            assert first.mape_train <= (0.10 if first.target.startswith("step kernel time") else 0.05)
         else:
             assert labels == {"derived"}
     assert any(c.provenance.method == "roofline" for c in shipped.values())

@@ -103,7 +103,7 @@ def test_traditional_vs_paged_static_needs_at_least_as_many_gpus():
     assert int(kv[0]) > int(kv[1])                                              # paged holds more tokens per slot
     assert static["$ / hour"] >= continuous["$ / hour"]
     claims = " ".join(m.value for m in at.markdown)
-    assert "100 → 40–50 A100s" in claims and "llama-2-7b@A100-80GB-tp1, fitted" in claims
+    assert "100 → 40–50 A100s" in claims and "llama-2-7b@A100-80GB-tp1-aic-vllm, fitted" in claims
     for row in ("P99 latency", "TTFT variability", "cost of the fleet"):
         assert row in claims
     assert any("llama-2-7b@A100-80GB-tp1" in c.value and "fitted" in c.value for c in at.caption)

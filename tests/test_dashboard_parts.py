@@ -51,7 +51,11 @@ def test_field_picks_the_widget_from_the_field_type():
 
 
 def test_timeline_shades_each_cold_start_and_the_spike():
-    result, error = data.run(data.default_whatif())
+    # on the Vidur A100 step model the default was tuned on: with aiconfigurator's (the default since
+    # issue 21: 7-16% faster prefill) the two replicas absorb this spike without scaling out
+    scenario = data.default_whatif()
+    scenario.hardware.calibration = "llama-2-7b@A100-80GB-tp1"
+    result, error = data.run(scenario)
     assert error is None
     figure = charts.timeline(result)
     names = {trace.name for trace in figure.data}

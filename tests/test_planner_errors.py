@@ -43,7 +43,7 @@ def test_tensor_parallel_found_where_the_model_fits():
 
 @pytest.mark.parametrize("plan_section, message", [
     ({"max_replicas": 0}, r"plan.max_replicas: Input should be greater than or equal to 1"),
-    ({"candidates": [{"gpu": "B300"}]}, r"plan.candidates\[0\].gpu: hardware 'B300' is unknown; expected one of"),
+    ({"candidates": [{"gpu": "MI300X"}]}, r"plan.candidates\[0\].gpu: hardware 'MI300X' is unknown; expected one of"),
     ({"batch": {"max_num_seqs": [0]}}, r"plan.batch: .*max_num_seqs.*greater than or equal to 1"),
     ({"min_replicas": 5, "max_replicas": 2}, r"min_replicas=5 > max_replicas=2; expected min ≤ max"),
 ])

@@ -1,5 +1,6 @@
 """`surgeplan calibrations list|show|profiles|fit|build|roofline`: inspect, refit and rebuild calibrations
 and list the engine profiles (the serving stack's host time added on top of a calibration)."""
+import json
 from pathlib import Path
 
 import typer
@@ -31,19 +32,38 @@ def _percent(value: float | None) -> str:
 
 
 @app.command("list")
-def list_calibrations(directory: Path = typer.Option(None, help="list this folder instead of the shipped ones")) -> None:
-    """Every calibration with its label, device, TP degree and fit error."""
+def list_calibrations(directory: Path = typer.Option(None, help="list this folder instead of the shipped ones"),
+                      as_json: bool = typer.Option(False, "--json", help="one JSON object per calibration")) -> None:
+    """Every calibration with its label, device, TP degree, source, backend and fit error."""
     paths = sorted(directory.glob("*.json")) if directory else shipped_calibration_paths()
-    table = Table("file", "label", "model", "device", "TP", "knee", "fit error (CV / train)")
-    for path in paths:
-        calibration = Calibration.load(path)
+    loaded = [(path, Calibration.load(path)) for path in paths]
+    if as_json:
+        typer.echo(json.dumps([calibration_summary(path, calibration) for path, calibration in loaded], indent=1))
+        return
+    table = Table("file", "label", "model", "device", "TP", "backend", "knee", "fit error (CV / train)")
+    for path, calibration in loaded:
         errors = calibration.cost_model.fit_errors if calibration.cost_model else []
         first = errors[0] if errors else None
+        backend = calibration.provenance.backend
         table.add_row(path.stem, calibration.label, calibration.model.name, calibration.device.name,
                       str(calibration.device.tensor_parallel),
+                      f"{backend} {calibration.provenance.backend_version}" if backend else "—",
                       f"{calibration.cost_model.knee_tokens:.0f}" if calibration.cost_model else "—",
                       _error_cell(calibration, first))
     _out(table)
+
+
+def calibration_summary(path: Path, calibration: Calibration) -> dict:
+    """What `list --json` prints for one calibration: identity, label, source, backend, fit errors."""
+    errors = calibration.cost_model.fit_errors if calibration.cost_model else []
+    return {"name": calibration.name, "file": path.stem, "model": calibration.model.name,
+            "device": calibration.device.name, "tensor_parallel": calibration.device.tensor_parallel,
+            "label": calibration.label, "method": calibration.provenance.method,
+            "source": calibration.provenance.source, "backend": calibration.provenance.backend,
+            "backend_version": calibration.provenance.backend_version,
+            "database_mode": calibration.provenance.database_mode,
+            "fit_error": errors[0].model_dump() if errors else None,
+            "fit_errors": [error.model_dump() for error in errors]}
 
 
 def _error_cell(calibration: Calibration, error) -> str:
@@ -63,6 +83,9 @@ def show(calibration: str = typer.Argument(..., help="shipped name (see `list`) 
     _out(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
     _out(f"model {loaded.model.name} ({loaded.dtype}), device {loaded.device.name} × TP {loaded.device.tensor_parallel}")
     _out(f"source: {loaded.provenance.source}\nmethod: {loaded.provenance.method}")
+    if loaded.provenance.backend:
+        _out(f"backend: {loaded.provenance.backend} {loaded.provenance.backend_version} "
+             f"(database mode {loaded.provenance.database_mode})")
     for note in loaded.provenance.notes:
         _out(f"  - {note}")
     if loaded.points:
@@ -215,13 +238,26 @@ def _png_plot(series: dict, top: float, title: str, labels: tuple[str, str], pat
 
 @app.command()
 def build(out_dir: Path = typer.Option(None, help="default: simulator/calibration/calibrations"),
-          vidur_dir: Path = typer.Option(None, help="default: ../shared/calibration/vidur")) -> None:
-    """Rebuild the shipped fitted, derived and roofline calibrations from the public tables."""
+          source: str = typer.Option("vidur", help="vidur: the public Vidur tables (plus derived and roofline "
+                                     "calibrations); aiconfigurator: its installed measured kernel database "
+                                     "(pip install 'surgeplan[aic]')"),
+          vidur_dir: Path = typer.Option(None, help="default: ../shared/calibration/vidur"),
+          aic_dir: Path = typer.Option(None, help="aiconfigurator's systems/data folder (default: the installed one)"),
+          ) -> None:
+    """Rebuild the shipped fitted, derived and roofline calibrations from public measured tables."""
     from simulator.calibration.schema import SHIPPED_DIR
-    from simulator.calibration.shipped import build_shipped
+    from simulator.calibration.shipped import build_aic, build_shipped
     from simulator.calibration.vidur_import import VIDUR_DIR
 
-    paths = build_shipped(out_dir or SHIPPED_DIR, vidur_dir or VIDUR_DIR)
+    if source == "vidur":
+        paths = build_shipped(out_dir or SHIPPED_DIR, vidur_dir or VIDUR_DIR)
+    elif source in ("aiconfigurator", "aic"):
+        try:
+            paths = build_aic(out_dir or SHIPPED_DIR, aic_dir)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--source aiconfigurator / --aic-dir") from error
+    else:
+        raise typer.BadParameter(f"source {source!r}; expected vidur or aiconfigurator", param_hint="--source")
     _out(f"wrote {len(paths)} calibrations to {(out_dir or SHIPPED_DIR)}")
 
 

@@ -8,7 +8,10 @@ tiles of `tile_tokens`. Two effects a CPU shows are terms too: below `gemm_switc
 runs one matrix-vector pass per token, from it on matrix-matrix kernels (a fixed extra cost), and
 beyond `spill_tokens` a step's activations leave the last-level cache (a steeper per-token cost).
 The model is fitted by non-negative least squares on relative error, so every term stays a
-physical, non-negative time and the model extrapolates the way hardware does.
+physical, non-negative time and the model extrapolates the way hardware does. Calibrations fitted
+on public kernel tables also use per-step floors of the attention kernels (`decode_step`,
+`prefill_step`: a fixed cost per layer whenever the step decodes or prefills) and a cost per
+decoding sequence (`decode_sequence`).
 """
 import math
 from collections.abc import Callable, Sequence
@@ -70,6 +73,10 @@ FEATURE_UNITS = {
     "token_above_spill": _token_above_spill,
     "prefill_attention_pair": lambda shape, fit, tokens: float(shape.prefill_attention_pairs),
     "decode_context_token": lambda shape, fit, tokens: float(shape.decode_context_tokens),
+    # per-step floors of the attention kernels and a cost per decoding sequence (kernel-table fits)
+    "decode_step": lambda shape, fit, tokens: 1.0 if shape.num_decode_seqs else 0.0,
+    "decode_sequence": lambda shape, fit, tokens: float(shape.num_decode_seqs),
+    "prefill_step": lambda shape, fit, tokens: 1.0 if shape.num_prefill_seqs else 0.0,
 }
 
 

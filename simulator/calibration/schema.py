@@ -21,7 +21,8 @@ Label = Literal["measured", "fitted", "derived"]
 Bound = Literal["host", "memory", "compute", "latency", "network"]
 # What a term's `seconds_per_unit` multiplies (see simulator.calibration.cost_model.feature_value).
 Feature = Literal["step", "gemm_step", "gemv_extra_token", "sequence", "token", "token_above_knee",
-                  "token_above_spill", "prefill_attention_pair", "decode_context_token"]
+                  "token_above_spill", "prefill_attention_pair", "decode_context_token", "decode_step",
+                  "decode_sequence", "prefill_step"]
 PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
 
 
@@ -194,6 +195,11 @@ class Provenance(_Strict):
     source: str
     method: str
     notes: list[str] = []
+    # The serving stack whose kernels were timed (vllm / sglang / trtllm) and its version, so an
+    # engine profile can be matched to the calibration; and the source database's mode.
+    backend: str | None = None
+    backend_version: str | None = None
+    database_mode: str | None = None
 
 
 class Calibration(_Strict):

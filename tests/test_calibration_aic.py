@@ -1,0 +1,346 @@
+"""The aiconfigurator importer: on a small database of our own in the same layout and columns
+(times from known kernel models, so the fit must give them back), on the real database when it is
+installed (optional extra `[aic]`), and the shipped calibrations it produced: ten measured GPUs,
+backend and version recorded, the best-supported source the default, the other still selectable."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from engine.core.step_shape import StepShape
+from simulator.calibration import aic_tables
+from simulator.calibration.aic_fit import layer_gemms
+from simulator.calibration.aic_import import SYSTEMS, aic_calibration, model_spec
+from simulator.calibration.cli import app
+from simulator.calibration.compare import disagreement
+from simulator.calibration.cost_model import CostModel, feature_value
+from simulator.calibration.schema import CostModelFit, load_shipped
+from simulator.calibration.shipped import (
+    AIC_FITTED,
+    build_aic,
+    calibration_for,
+    load_all_shipped,
+    measured_support,
+)
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+# Known kernel models of the fixture database (seconds)
+GEMM_FIXED_S, GEMM_PEAK, GEMM_KNEE = 5e-6, 800e12, 61  # 61: a point of the knee grid searched
+DECODE = (10e-6, 0.2e-6, 3e-11)  # floor, per sequence, per context token (per layer)
+PREFILL = (8e-6, 1e-9, 2e-11)  # floor, per token, per causal pair (per layer)
+REDUCE = (6e-6, 1e-12)  # latency, per element
+
+
+def gemm_s(m: float, n: float, k: float) -> float:
+    return GEMM_FIXED_S + 2 * max(m, GEMM_KNEE) * n * k / GEMM_PEAK
+
+
+def _write(path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def _attention_rows(op: str, heads: int, kv_heads: int, batches, lengths, seconds) -> list[dict]:
+    base = {
+        "framework": "VLLM",
+        "version": "0.24.0",
+        "device": "NVIDIA H200",
+        "op_name": op,
+        "kernel_source": "fixture",
+        "num_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": 128,
+        "beam_width": 1,
+        "attn_dtype": "bfloat16",
+        "window_size": 0,
+    }
+    rows = []
+    for batch in batches:
+        for length in lengths:
+            step = (
+                {"isl": 1, "step": length - 1}
+                if op == "generation_attention"
+                else {"isl": length, "step": 0}
+            )
+            for kv_dtype in (
+                "bfloat16",
+                "fp8",
+            ):  # fp8-KV rows must be ignored: they are twice as fast here
+                scale = 1.0 if kv_dtype == "bfloat16" else 0.5
+                rows.append(
+                    {
+                        **base,
+                        **step,
+                        "batch_size": batch,
+                        "kv_cache_dtype": kv_dtype,
+                        "latency": scale * seconds(batch, length) * 1e3,
+                    }
+                )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def fixture_db(tmp_path_factory):
+    """systems/data/h200_sxm/{gemm,attention,comm}/vllm/<version>/*.parquet, known times (ms)."""
+    root = tmp_path_factory.mktemp("aic") / "data"
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+    grid = [1024, 4096, 8192, 16384, 32768]
+    gemm = [
+        {
+            "framework": "VLLM",
+            "version": "0.24.0",
+            "device": "NVIDIA H200",
+            "op_name": "gemm",
+            "kernel_source": "torch.nn.functional.linear",
+            "gemm_dtype": dtype,
+            "m": m,
+            "n": n,
+            "k": k,
+            "latency": gemm_s(m, n, k) * 1e3 * (1 if dtype == "bfloat16" else 0.5),
+        }
+        for m in ms
+        for n in grid
+        for k in grid[:4]
+        for dtype in ("bfloat16", "fp8")
+    ]
+    _write(root / "h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", gemm)
+    _write(
+        root / "h200_sxm/gemm/vllm/0.9.0/gemm_perf.parquet",
+        [{**row, "latency": 1.0} for row in gemm[:50]],
+    )
+    decode = _attention_rows(
+        "generation_attention",
+        32,
+        8,
+        [1, 4, 16, 64, 256],
+        [64, 512, 2048, 8192],
+        lambda b, c: DECODE[0] + DECODE[1] * b + DECODE[2] * b * c,
+    )
+    prefill = _attention_rows(
+        "context_attention",
+        32,
+        8,
+        [1, 2, 8],
+        [16, 128, 1024, 4096],
+        lambda b, s: PREFILL[0] + PREFILL[1] * b * s + PREFILL[2] * b * s * (s + 1) / 2,
+    )
+    _write(root / "h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet", decode)
+    _write(root / "h200_sxm/attention/vllm/0.24.0/context_attention_perf.parquet", prefill)
+    reduce = [
+        {
+            "framework": "vLLM",
+            "version": "0.24.0",
+            "device": "NVIDIA H200",
+            "op_name": "all_reduce",
+            "kernel_source": kernel,
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": gpus,
+            "message_size": size,
+            "latency": (REDUCE[0] + REDUCE[1] * size)
+            * 1e3
+            * (1 if kernel.endswith("graph") else 3),
+            "backend": "vllm",
+        }
+        for kernel in ("vLLM_custom_graph", "vLLM_custom_eager")
+        for gpus in (2, 4)
+        for size in [2**p for p in range(10, 27)]
+    ]
+    _write(root / "h200_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet", reduce)
+    return root
+
+
+def _terms(calibration) -> dict[str, float]:
+    return {f"{t.feature}:{t.name}": t.seconds_per_unit for t in calibration.cost_model.terms}
+
+
+def test_fit_gives_back_the_kernel_times_it_was_built_from(fixture_db):
+    calibration = aic_calibration("llama-3-8b", "H200-141GB", 1, "vllm", root=fixture_db)
+    model, layers = calibration.model, calibration.model.num_layers
+    assert (
+        calibration.label == "fitted" and calibration.name == "llama-3-8b@H200-141GB-tp1-aic-vllm"
+    )
+    assert (calibration.provenance.backend, calibration.provenance.backend_version) == (
+        "vllm",
+        "0.24.0",
+    )
+    assert calibration.provenance.database_mode == "SILICON"
+    terms = _terms(calibration)
+    assert terms["decode_step:decode attention: per-layer floor"] == pytest.approx(
+        DECODE[0] * layers, rel=1e-6
+    )
+    assert terms["decode_sequence:decode attention: per sequence"] == pytest.approx(
+        DECODE[1] * layers, rel=1e-6
+    )
+    assert terms["decode_context_token:decode attention (KV read)"] == pytest.approx(
+        DECODE[2] * layers, rel=1e-6
+    )
+    assert terms["prefill_step:prefill attention: per-layer floor"] == pytest.approx(
+        PREFILL[0] * layers, rel=1e-6
+    )
+    assert terms["prefill_attention_pair:prefill attention (FLOPs)"] == pytest.approx(
+        PREFILL[2] * layers, rel=1e-6
+    )
+    # every table's fit is exact on data that follow its form; the LM head's affine fit cannot follow
+    # max(m, knee) exactly, and the whole-step check carries that small error
+    step, *tables_, head = calibration.cost_model.fit_errors
+    assert step.target.startswith("step kernel time") and step.mape_cross_validated < 0.02
+    assert head.target.startswith("LM-head") and head.mape_train < 0.2
+    assert all(error.mape_train < 1e-6 for error in tables_)
+    # the linear-layer terms reproduce every layer's four GEMMs (bilinear in (n, k) is exact here)
+    model_ = CostModel.from_calibration(calibration)
+    for tokens in (1, 48, 700, 4096):
+        parts = model_.explain(StepShape(prefill_chunks=((tokens, 0),)))
+        linear = sum(seconds for name, seconds in parts.items() if name.startswith("linear layers"))
+        truth = layers * sum(gemm_s(tokens, n, k) for _, n, k in layer_gemms(model, 1))
+        assert linear == pytest.approx(truth, rel=2e-3 if tokens in (48, 700) else 1e-6), tokens
+    # the LM head (128k vocabulary: wider than the sweep) scales the widest measured GEMM
+    truth = gemm_s(8, 32768, 4096) * model.vocab_size / 32768
+    gemm = aic_tables.read_gemm(fixture_db, "h200_sxm", "vllm")
+    assert gemm.time_s(8, model.vocab_size, 4096) == pytest.approx(truth, rel=1e-9)
+    head = model_.explain(StepShape(decode_context_lens=(100,) * 8))["LM head"]
+    assert head == pytest.approx(truth, rel=0.2)  # an affine fit of a max(m, knee) curve
+
+
+def test_tensor_parallel_takes_the_graph_all_reduce_and_multi_head_kv_is_scaled(fixture_db):
+    with pytest.raises(
+        ValueError, match="16 heads"
+    ):  # the fixture has no TP2 (16-head) attention rows
+        aic_calibration("llama-3-8b", "H200-141GB", 2, "vllm", root=fixture_db)
+    reduce = aic_tables.read_all_reduce(fixture_db, "h200_sxm", "vllm", 4)
+    assert reduce.kernel == "vLLM_custom_graph" and reduce.version == "0.24.0"
+    # Llama-2-7B has 32 KV heads, the table only 8: its KV read is the 8-head fit × 4, derived
+    mha = aic_calibration("llama-2-7b", "H200-141GB", 1, "vllm", root=fixture_db)
+    kv = [t for t in mha.cost_model.terms if t.feature == "decode_context_token"][0]
+    assert kv.seconds_per_unit == pytest.approx(DECODE[2] * 4 * mha.model.num_layers, rel=1e-6)
+    assert kv.label == "derived" and "× 4" in kv.note
+
+
+def test_importer_names_what_is_missing(fixture_db, tmp_path):
+    with pytest.raises(ValueError, match="no aiconfigurator tables"):
+        aic_calibration("llama-3-8b", "A10G", 1, root=fixture_db)
+    with pytest.raises(ValueError, match="backend 'tgi'"):
+        aic_calibration("llama-3-8b", "H200-141GB", 1, "tgi", root=fixture_db)
+    with pytest.raises(ValueError, match="no version folder holds gemm_perf.parquet"):
+        aic_calibration("llama-3-8b", "H200-141GB", 1, "sglang", root=fixture_db)
+    # the newest version wins (0.24.0 after 0.9.0)
+    assert aic_tables.read_gemm(fixture_db, "h200_sxm", "vllm").version == "0.24.0"
+    result = CliRunner().invoke(
+        app,
+        [
+            "build",
+            "--source",
+            "aiconfigurator",
+            "--aic-dir",
+            str(tmp_path),
+            "--out-dir",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code != 0 and "no version folder" in result.output
+
+
+def test_build_writes_calibrations_from_the_database(fixture_db, tmp_path):
+    paths = build_aic(tmp_path, fixture_db, combos=(("llama-3-8b", "H200-141GB", 1, "vllm"),))
+    assert [path.name for path in paths] == ["llama-3-8b_on_h200-141gb-tp1-aic-vllm.json"]
+
+
+def test_shipped_figures_equal_a_fresh_fit_of_the_installed_database():
+    pytest.importorskip("aiconfigurator_core", reason="optional extra [aic] not installed")
+    fresh = aic_calibration("llama-3-70b", "H200-141GB", 4, "vllm")
+    shipped = load_shipped("llama-3-70b@H200-141GB-tp4-aic-vllm")
+    assert [t.name for t in fresh.cost_model.terms] == [t.name for t in shipped.cost_model.terms]
+    assert [t.seconds_per_unit for t in fresh.cost_model.terms] == pytest.approx(
+        [t.seconds_per_unit for t in shipped.cost_model.terms], rel=1e-9, abs=1e-15
+    )
+
+
+def test_ten_gpu_types_are_fitted_from_measurements_with_backend_and_error():
+    aic = [c for c in load_all_shipped() if c.provenance.method == "aiconfigurator kernel tables"]
+    gpus = {c.device.hardware for c in aic}
+    assert len(gpus) >= 10 and gpus == set(SYSTEMS)
+    for gpu in ("B200-180GB", "H200-141GB"):
+        for model in ("llama-2-7b", "llama-3-8b", "llama-3-70b"):
+            assert any(c.device.hardware == gpu and c.model.name == model for c in aic), (
+                gpu,
+                model,
+            )
+    assert len(aic) == len(AIC_FITTED)
+    for calibration in aic:
+        assert calibration.label == "fitted" and calibration.provenance.backend in (
+            "vllm",
+            "sglang",
+            "trtllm",
+        )
+        assert (
+            calibration.provenance.backend_version
+            and calibration.provenance.database_mode == "SILICON"
+        )
+        step, gemm = calibration.cost_model.fit_errors[:2]
+        assert step.target.startswith("step kernel time") and step.mape_cross_validated <= 0.10
+        assert gemm.target.startswith("per-layer GEMM") and gemm.mape_cross_validated <= 0.10
+        assert all(
+            error.mape_cross_validated is not None for error in calibration.cost_model.fit_errors
+        )
+
+
+def test_best_supported_source_is_the_default_and_the_other_stays_selectable():
+    default = calibration_for("llama-2-7b", "A100-80GB", 1)
+    vidur = load_shipped("llama-2-7b@A100-80GB-tp1")
+    assert default.name == "llama-2-7b@A100-80GB-tp1-aic-vllm"
+    assert measured_support(default) > measured_support(vidur)
+    assert (
+        calibration_for("llama-3-8b", "H200-141GB", 1, backend="trtllm").provenance.backend
+        == "trtllm"
+    )
+    assert calibration_for("llama-3-8b", "B200-180GB", 1).provenance.backend == "vllm"
+    rows = disagreement(vidur, default)
+    totals = [row for row in rows if row.kind == "step total"]
+    assert len(totals) == 6 and all(row.first_s > 0 and row.second_s > 0 for row in totals)
+    decode = StepShape(decode_context_lens=(512,))
+    assert totals[0].second_s == pytest.approx(
+        CostModel.from_calibration(default).step_time(decode)
+    )
+
+
+def test_list_json_gives_source_backend_and_error_of_each():
+    result = CliRunner().invoke(app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    entries = json.loads(result.output)
+    by_name = {entry["name"]: entry for entry in entries}
+    entry = by_name["llama-3-8b@B200-180GB-tp1-aic-vllm"]
+    assert (
+        entry["label"] == "fitted"
+        and entry["backend"] == "vllm"
+        and "aiconfigurator" in entry["source"]
+    )
+    assert entry["tensor_parallel"] == 1 and entry["device"] == "B200-180GB"
+    assert 0 < entry["fit_error"]["mape_cross_validated"] < 0.1
+    assert by_name["llama-2-7b@A100-80GB-tp1"]["backend"] is None
+
+
+def test_new_step_features_count_what_they_say():
+    fit = CostModelFit(knee_tokens=1, knee_label="fitted", terms=[])
+    mixed = StepShape(prefill_chunks=((100, 0),), decode_context_lens=(10, 20, 30))
+    decode = StepShape(decode_context_lens=(10,))
+    assert [
+        feature_value(f, mixed, fit) for f in ("decode_step", "decode_sequence", "prefill_step")
+    ] == [1, 3, 1]
+    assert [
+        feature_value(f, decode, fit) for f in ("decode_step", "decode_sequence", "prefill_step")
+    ] == [1, 1, 0]
+    assert np.isclose(feature_value("decode_step", StepShape(prefill_chunks=((5, 0),)), fit), 0.0)
+
+
+def test_model_spec_is_bf16_and_gemm_shapes_follow_tensor_parallel():
+    spec = model_spec("llama-3-70b")
+    assert spec.dtype == "bfloat16"
+    assert layer_gemms(spec, 4) == [
+        ("qkv", 2560, 8192),
+        ("o", 8192, 2048),
+        ("gate_up", 14336, 8192),
+        ("down", 8192, 7168),
+    ]
