@@ -4,12 +4,13 @@ hardware header, table printing and JSON output.
 On CUDA, times are `triton.testing.do_bench` medians; elsewhere (the `--smoke` runs that check the scripts on
 a CPU) a median of a few wall-clock runs, labelled as such in the header.
 """
+
 import datetime
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -55,12 +56,17 @@ def hardware_header(device: torch.device, title: str) -> dict:
         "machine": describe_machine(),  # device, torch version, date
         "time": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "triton": triton.__version__,
-        "timer": "triton.testing.do_bench median" if device.type == "cuda" else "wall-clock median of 3 (CPU smoke)",
+        "timer": "triton.testing.do_bench median"
+        if device.type == "cuda"
+        else "wall-clock median of 3 (CPU smoke)",
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        header.update(multiprocessors=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 1),
-                      cuda=torch.version.cuda)
+        header.update(
+            multiprocessors=props.multi_processor_count,
+            memory_gib=round(props.total_memory / 2**30, 1),
+            cuda=torch.version.cuda,
+        )
     return header
 
 
@@ -77,7 +83,9 @@ def print_table(rows: list[dict], columns: list[str], title: str) -> None:
         print("(no rows)\n")
         return
     cells = [[_format(row.get(column)) for column in columns] for row in rows]
-    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    widths = [
+        max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)
+    ]
     print("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for line in cells:
@@ -104,4 +112,6 @@ def int_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part]
     except ValueError:
-        raise ValueError(f"{text!r} is not a comma-separated list of integers, e.g. 1,4,16") from None
+        raise ValueError(
+            f"{text!r} is not a comma-separated list of integers, e.g. 1,4,16"
+        ) from None

@@ -4,6 +4,7 @@ their predictions next to first-principles rooflines (and the H200 derived from 
 
     .venv/bin/python benchmarks/calibration.py [--profile] [--full] [--json out.json]
 """
+
 import argparse
 import datetime as dt
 import json
@@ -18,10 +19,10 @@ from pathlib import Path
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from engine.core.step_shape import StepShape  # noqa: E402
-from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
 from simulator.calibration.cost_model import CostModel, fit_calibration  # noqa: E402
-from simulator.hardware import get_hardware  # noqa: E402
 from simulator.calibration.roofline import roofline_calibration  # noqa: E402
+from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
+from simulator.hardware import get_hardware  # noqa: E402
 
 SHAPES = {
     "decode b1 c512": StepShape(decode_context_lens=(512,)),
@@ -34,9 +35,12 @@ SHAPES = {
 
 def header() -> str:
     import torch
+
     cpu = platform.processor() or platform.machine()
-    return (f"# {dt.date.today()} | host {cpu}, {os.cpu_count()} cores | torch {torch.__version__} | "
-            f"python {platform.python_version()}")
+    return (
+        f"# {dt.date.today()} | host {cpu}, {os.cpu_count()} cores | torch {torch.__version__} | "
+        f"python {platform.python_version()}"
+    )
 
 
 def public_fit_table() -> list[dict]:
@@ -46,10 +50,18 @@ def public_fit_table() -> list[dict]:
         if calibration.label != "fitted" or not calibration.provenance.method.startswith("vidur"):
             continue  # the aiconfigurator fits have their own table: benchmarks/calibration_sources.py
         linear, *rest = calibration.cost_model.fit_errors
-        rows.append({"calibration": calibration.name, "knee": calibration.cost_model.knee_tokens,
-                     "tile": calibration.cost_model.tile_tokens, "points": linear.num_points,
-                     "mape_train": linear.mape_train, "mape_cv": linear.mape_cross_validated, "max": linear.max_ape,
-                     "all_reduce_mape": rest[0].mape_train if rest else None})
+        rows.append(
+            {
+                "calibration": calibration.name,
+                "knee": calibration.cost_model.knee_tokens,
+                "tile": calibration.cost_model.tile_tokens,
+                "points": linear.num_points,
+                "mape_train": linear.mape_train,
+                "mape_cv": linear.mape_cross_validated,
+                "max": linear.max_ape,
+                "all_reduce_mape": rest[0].mape_train if rest else None,
+            }
+        )
     return rows
 
 
@@ -60,11 +72,23 @@ def prediction_table() -> list[dict]:
         if calibration.provenance.method == "roofline" or calibration.provenance.database_mode:
             continue
         hardware = get_hardware(calibration.device.hardware)
-        roofline = roofline_calibration(calibration.model, hardware, calibration.device.tensor_parallel)
-        model, estimate = CostModel.from_calibration(calibration), CostModel.from_calibration(roofline)
+        roofline = roofline_calibration(
+            calibration.model, hardware, calibration.device.tensor_parallel
+        )
+        model, estimate = (
+            CostModel.from_calibration(calibration),
+            CostModel.from_calibration(roofline),
+        )
         for name, shape in SHAPES.items():
-            rows.append({"calibration": calibration.name, "label": calibration.label, "shape": name,
-                         "predicted_ms": model.step_time(shape) * 1e3, "roofline_ms": estimate.step_time(shape) * 1e3})
+            rows.append(
+                {
+                    "calibration": calibration.name,
+                    "label": calibration.label,
+                    "shape": name,
+                    "predicted_ms": model.step_time(shape) * 1e3,
+                    "roofline_ms": estimate.step_time(shape) * 1e3,
+                }
+            )
     return rows
 
 
@@ -81,9 +105,18 @@ def profile_table(full: bool, calibration_out: str | None) -> list[dict]:
     rows = []
     for statistic in ("min", "median"):
         error = fit_calibration(calibration, statistic=statistic).cost_model.fit_errors[0]
-        rows.append({"grid": "full(16, 512, 1024)" if full else "quick", "threads": 1, "statistic": statistic,
-                     "points": error.num_points, "seconds": elapsed, "mape_train": error.mape_train,
-                     "mape_cv": error.mape_cross_validated, "max": error.max_ape})
+        rows.append(
+            {
+                "grid": "full(16, 512, 1024)" if full else "quick",
+                "threads": 1,
+                "statistic": statistic,
+                "points": error.num_points,
+                "seconds": elapsed,
+                "mape_train": error.mape_train,
+                "mape_cv": error.mape_cross_validated,
+                "max": error.max_ape,
+            }
+        )
     return rows
 
 
@@ -108,13 +141,19 @@ def _cell(value) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", action="store_true", help="also profile cpu-small on this CPU")
-    parser.add_argument("--full", action="store_true", help="with --profile: the full grid (minutes)")
+    parser.add_argument(
+        "--full", action="store_true", help="with --profile: the full grid (minutes)"
+    )
     parser.add_argument("--json", help="save every table here")
-    parser.add_argument("--calibration-out", help="with --profile: save the measured calibration here")
+    parser.add_argument(
+        "--calibration-out", help="with --profile: save the measured calibration here"
+    )
     args = parser.parse_args()
     print(header())
-    tables = {"shipped fits on the public Vidur tables (per-layer time, ≥64 tokens; fractions)": public_fit_table(),
-              "predicted step time vs datasheet roofline (ms)": prediction_table()}
+    tables = {
+        "shipped fits on the public Vidur tables (per-layer time, ≥64 tokens; fractions)": public_fit_table(),
+        "predicted step time vs datasheet roofline (ms)": prediction_table(),
+    }
     if args.profile:
         title = "cpu-small profiled on this host, cost-model fit (fractions)"
         tables[title] = profile_table(args.full, args.calibration_out)

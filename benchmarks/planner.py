@@ -17,6 +17,7 @@
 
 Prints a table (and writes benchmarks/results/planner.json); no timing is asserted in tests.
 """
+
 import argparse
 import json
 import sys
@@ -34,34 +35,61 @@ from simulator.scenario import Scenario  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "examples" / "scenarios" / "plan-spike-llama-2-7b.yaml"
 CANDIDATES = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
-ANSWER = dict(confirm="recommendation", uncertainty=False, static_baseline=False, autoscaled=False,
-              dynamic_batch=False)
+ANSWER = dict(
+    confirm="recommendation",
+    uncertainty=False,
+    static_baseline=False,
+    autoscaled=False,
+    dynamic_batch=False,
+)
 
 
-def timed(scenario, settings: PlanSettings, workers: int, cache: OutcomeCache | None = None) -> dict:
+def timed(
+    scenario, settings: PlanSettings, workers: int, cache: OutcomeCache | None = None
+) -> dict:
     started = time.perf_counter()
     result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
     wall = time.perf_counter() - started
     rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
     rec = result.data["recommendation"]
-    checked = next(row for row in result.data["per_gpu_type"] if row["gpu"] == rec["gpu"])["checked_by"]
-    return {"wall_s": wall, "evaluations": len(rows), "simulated": result.data["simulations"]["simulated"],
-            "checked_by": checked, "binding_checked_by": rec.get("binding_checked_by"),
-            "phases": {phase: sum(row["phase"] == phase for row in rows)
-                       for phase in dict.fromkeys(row["phase"] for row in rows)},
-            "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
-            "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
-            "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
-                      f"${rec['cost_per_request_usd']:.6f}/req)", "data": result.data}
+    checked = next(row for row in result.data["per_gpu_type"] if row["gpu"] == rec["gpu"])[
+        "checked_by"
+    ]
+    return {
+        "wall_s": wall,
+        "evaluations": len(rows),
+        "simulated": result.data["simulations"]["simulated"],
+        "checked_by": checked,
+        "binding_checked_by": rec.get("binding_checked_by"),
+        "phases": {
+            phase: sum(row["phase"] == phase for row in rows)
+            for phase in dict.fromkeys(row["phase"] for row in rows)
+        },
+        "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
+        "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
+        "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
+        f"${rec['cost_per_request_usd']:.6f}/req)",
+        "data": result.data,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: CPU count)")
-    parser.add_argument("--skip-full", action="store_true", help="time only the `answer` profile of (a)")
-    parser.add_argument("--article", action="store_true", help="(b): the article's 10,000 requests/s scale")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: CPU count)"
+    )
+    parser.add_argument(
+        "--skip-full", action="store_true", help="time only the `answer` profile of (a)"
+    )
+    parser.add_argument(
+        "--article", action="store_true", help="(b): the article's 10,000 requests/s scale"
+    )
     parser.add_argument("--article-duration-s", type=float, default=60.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner.json"
+    )
     args = parser.parse_args()
     print(describe_machine())
     scenario, _ = load_plan(DASHBOARD)
@@ -75,26 +103,50 @@ def main() -> None:
         rows.append(("(a) full, warm cache", timed(scenario, full, args.workers, cache)))
     if args.article:
         data = scenario.model_dump(mode="json") | {"name": "article-10k-rps"}
-        data["cluster"]["router"] = {"policy": "round_robin"}   # least_outstanding scans every replica per request
-        data["traffic"] |= {"arrivals": {"kind": "spike", "base": {"kind": "poisson", "rate_per_s": 1000.0},
-                                         "multiplier": 10, "start_s": 10, "ramp_up_s": 10, "hold_s": 20,
-                                         "ramp_down_s": 10}, "duration_s": args.article_duration_s}
+        data["cluster"]["router"] = {
+            "policy": "round_robin"
+        }  # least_outstanding scans every replica per request
+        data["traffic"] |= {
+            "arrivals": {
+                "kind": "spike",
+                "base": {"kind": "poisson", "rate_per_s": 1000.0},
+                "multiplier": 10,
+                "start_s": 10,
+                "ramp_up_s": 10,
+                "hold_s": 20,
+                "ramp_down_s": 10,
+            },
+            "duration_s": args.article_duration_s,
+        }
         article = Scenario.model_validate(data)
         settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER)
-        rows.append((f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100", timed(article, settings, args.workers)))
+        rows.append(
+            (
+                f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100",
+                timed(article, settings, args.workers),
+            )
+        )
     traffic = rows[0][1]["data"]["traffic"]
-    print(f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
-          f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}")
-    print(f"{'run':<34}{'wall s':>8}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}{'sim. requests':>14}  answer")
+    print(
+        f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
+        f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}"
+    )
+    print(
+        f"{'run':<34}{'wall s':>8}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}{'sim. requests':>14}  answer"
+    )
     for name, row in rows:
-        print(f"{name:<34}{row['wall_s']:>8.1f}{row['cpu_s']:>10.1f}{row['evaluations']:>7}{row['simulated']:>10}"
-              f"{row['simulated_requests']:>14,}  {row['answer']}")
+        print(
+            f"{name:<34}{row['wall_s']:>8.1f}{row['cpu_s']:>10.1f}{row['evaluations']:>7}{row['simulated']:>10}"
+            f"{row['simulated_requests']:>14,}  {row['answer']}"
+        )
     for name, row in rows:
         if name.startswith("(b)"):
             traffic = row["data"]["traffic"]
-            print(f"(b) {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:,.0f}/s; answer checked by "
-                  f"{row['checked_by']}; one fewer checked by {row['binding_checked_by']}; evaluations by phase "
-                  + ", ".join(f"{phase} {count}" for phase, count in row["phases"].items()))
+            print(
+                f"(b) {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:,.0f}/s; answer checked by "
+                f"{row['checked_by']}; one fewer checked by {row['binding_checked_by']}; evaluations by phase "
+                + ", ".join(f"{phase} {count}" for phase, count in row["phases"].items())
+            )
     full = dict(rows).get("(a) full")
     if full:
         data = full["data"]
@@ -103,14 +155,22 @@ def main() -> None:
             print("error bars:", data["uncertainty"]["text"])
         scaled, dynamic = data.get("autoscaled"), data.get("dynamic_batch")
         if scaled:
-            print(f"autoscaled: warm pool {scaled['warm_pool']}, cost ${scaled['cost_usd']:.2f} vs fixed "
-                  f"${scaled['fixed_cost_usd']:.2f} over the run")
+            print(
+                f"autoscaled: warm pool {scaled['warm_pool']}, cost ${scaled['cost_usd']:.2f} vs fixed "
+                f"${scaled['fixed_cost_usd']:.2f} over the run"
+            )
         if dynamic:
-            print(f"dynamic batch: {dynamic['replicas']} replicas, P99 TTFT {dynamic['ttft_p99_s']:.3f} s, P99 TPOT "
-                  f"{dynamic['tpot_p99_s']:.3f} s, ${dynamic['cost_per_request_usd']:.6f}/req; best fixed "
-                  f"{dynamic['best_fixed']}")
+            print(
+                f"dynamic batch: {dynamic['replicas']} replicas, P99 TTFT {dynamic['ttft_p99_s']:.3f} s, P99 TPOT "
+                f"{dynamic['tpot_p99_s']:.3f} s, ${dynamic['cost_per_request_usd']:.6f}/req; best fixed "
+                f"{dynamic['best_fixed']}"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": describe_machine(), "runs": {name: row for name, row in rows}}, indent=1))
+    args.out.write_text(
+        json.dumps(
+            {"machine": describe_machine(), "runs": {name: row for name, row in rows}}, indent=1
+        )
+    )
     print(f"wrote {args.out}")
 
 

@@ -14,6 +14,7 @@ loop must end with identical per-request timings, preemptions and allocation cou
 
     .venv/bin/python benchmarks/scheduler.py [--requests 4000] [--baseline orig_core:/tmp/orig_pkg]
 """
+
 import argparse
 import cProfile
 import importlib
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[0] = str(REPO)   # not benchmarks/: its traces.py would shadow the package
+sys.path[0] = str(REPO)  # not benchmarks/: its traces.py would shadow the package
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from traces import load_trace  # noqa: E402
@@ -41,7 +42,11 @@ def workload(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if args.source == "trace":
         trace = load_trace(TRACE)
         n = min(args.requests, len(trace))
-        arrivals, prompts, outputs = trace.arrival_s[:n], trace.prompt_tokens[:n], trace.output_tokens[:n]
+        arrivals, prompts, outputs = (
+            trace.arrival_s[:n],
+            trace.prompt_tokens[:n],
+            trace.output_tokens[:n],
+        )
     else:
         n = args.requests
         arrivals = np.cumsum(rng.exponential(1 / args.rate, n))
@@ -58,16 +63,30 @@ def make_requests(core, args, work) -> list:
     rng = np.random.default_rng(args.seed + 1)
     pool = rng.integers(1, 32000, 1 << 16).tolist()
     offsets = rng.integers(0, len(pool) - args.max_model_len, len(arrivals))
-    return [core.Request(f"r{i}", pool[o:o + p], core.SamplingParams(max_tokens=int(m), ignore_eos=True, temperature=0),
-                         float(t)) for i, (t, p, m, o) in enumerate(zip(arrivals, prompts, outputs, offsets))]
+    return [
+        core.Request(
+            f"r{i}",
+            pool[o : o + p],
+            core.SamplingParams(max_tokens=int(m), ignore_eos=True, temperature=0),
+            float(t),
+        )
+        for i, (t, p, m, o) in enumerate(zip(arrivals, prompts, outputs, offsets))
+    ]
 
 
 def make_scheduler(core, args):
     return core.Scheduler(
-        core.SchedulerConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                             max_model_len=args.max_model_len),
-        core.CacheConfig(block_size=args.block_size, num_kv_blocks=args.blocks,
-                         enable_prefix_caching=args.prefix_caching))
+        core.SchedulerConfig(
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_model_len=args.max_model_len,
+        ),
+        core.CacheConfig(
+            block_size=args.block_size,
+            num_kv_blocks=args.blocks,
+            enable_prefix_caching=args.prefix_caching,
+        ),
+    )
 
 
 def run(core, args, requests, stretch: bool) -> dict:
@@ -86,7 +105,7 @@ def run(core, args, requests, stretch: bool) -> dict:
         if stretch:
             next_arrival = requests[i].arrival_time if i < n else float("inf")
             limit = args.max_stretch
-            if next_arrival != float("inf"):        # no arrival may fall before a step inside the stretch
+            if next_arrival != float("inf"):  # no arrival may fall before a step inside the stretch
                 limit = max(1, min(limit, int((next_arrival - now) / dt) + 1))
             k = scheduler.decode_stretch(out, limit) if limit > 1 else 1
             if k > 1:
@@ -94,25 +113,44 @@ def run(core, args, requests, stretch: bool) -> dict:
                 for _ in range(k):
                     t += dt
                     ends.append(t)
-                if ends[-2] >= next_arrival:        # float rounding: cut where the step loop would add it
+                if ends[-2] >= next_arrival:  # float rounding: cut where the step loop would add it
                     k = next(j for j, e in enumerate(ends) if e >= next_arrival) + 1
                     ends = ends[:k]
                 if k > 1:
                     scheduler.advance_decodes(out, k, ends, SIM_TOKEN_ID)
-                    now, steps, seq_steps, stretches = ends[-1], steps + k, seq_steps + k * num, stretches + 1
+                    now, steps, seq_steps, stretches = (
+                        ends[-1],
+                        steps + k,
+                        seq_steps + k * num,
+                        stretches + 1,
+                    )
                     continue
         now += dt
         scheduler.update(out, [SIM_TOKEN_ID] * num, now)
         steps, seq_steps = steps + 1, seq_steps + num
     bm = scheduler.block_manager
-    return {"steps": steps, "seq_steps": seq_steps, "stretches": stretches, "end_s": now,
-            "preemptions": scheduler.num_preemptions, "allocations": bm.num_allocations,
-            "prefix_hits": bm.num_prefix_hits}
+    return {
+        "steps": steps,
+        "seq_steps": seq_steps,
+        "stretches": stretches,
+        "end_s": now,
+        "preemptions": scheduler.num_preemptions,
+        "allocations": bm.num_allocations,
+        "prefix_hits": bm.num_prefix_hits,
+    }
 
 
 def fingerprint(requests) -> list:
-    return [(r.first_scheduled_time, r.first_token_time, r.finish_time, r.num_preemptions, len(r.output_token_ids))
-            for r in requests]
+    return [
+        (
+            r.first_scheduled_time,
+            r.first_token_time,
+            r.finish_time,
+            r.num_preemptions,
+            len(r.output_token_ids),
+        )
+        for r in requests
+    ]
 
 
 def measure(core, args, work, stretch: bool) -> tuple[float, dict, list]:
@@ -137,29 +175,48 @@ def load_core(package: str, path: str | None):
         Request = mods["request"].Request
         SamplingParams = mods["sampling_params"].SamplingParams
         SchedulerConfig, CacheConfig = mods["config"].SchedulerConfig, mods["config"].CacheConfig
+
     return Core
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--source", choices=("trace", "fitted"), default="trace")
     parser.add_argument("--rate", type=float, default=5.5, help="requests/s of --source fitted")
-    parser.add_argument("--rate-scale", type=float, default=1.0, help="compress the arrival times by this factor")
-    parser.add_argument("--step-ms", type=float, default=30.0, help="the constant simulated step time")
-    parser.add_argument("--blocks", type=int, default=2560, help="KV blocks (2560 x 16 tokens: Llama-2-7B on a "
-                        "40 GB A100 at 90%% memory)")
+    parser.add_argument(
+        "--rate-scale", type=float, default=1.0, help="compress the arrival times by this factor"
+    )
+    parser.add_argument(
+        "--step-ms", type=float, default=30.0, help="the constant simulated step time"
+    )
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        default=2560,
+        help="KV blocks (2560 x 16 tokens: Llama-2-7B on a 40 GB A100 at 90%% memory)",
+    )
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--max-num-batched-tokens", type=int, default=4096)
     parser.add_argument("--max-model-len", type=int, default=4096)
-    parser.add_argument("--prefix-caching", action="store_true", help="turn the prefix cache on (prompts are "
-                        "distinct random tokens, so it mostly hashes and misses)")
-    parser.add_argument("--max-stretch", type=int, default=256, help="cap on steps per stretch (the replica's)")
+    parser.add_argument(
+        "--prefix-caching",
+        action="store_true",
+        help="turn the prefix cache on (prompts are "
+        "distinct random tokens, so it mostly hashes and misses)",
+    )
+    parser.add_argument(
+        "--max-stretch", type=int, default=256, help="cap on steps per stretch (the replica's)"
+    )
     parser.add_argument("--modes", default="step,stretch")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--baseline", default=None, help="PACKAGE:PATH of an engine/core copy to time as 'before'")
+    parser.add_argument(
+        "--baseline", default=None, help="PACKAGE:PATH of an engine/core copy to time as 'before'"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile one run of the first mode")
     args = parser.parse_args()
     work = workload(args)
@@ -176,26 +233,37 @@ def main() -> None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         return
     print(f"# scheduler CPU cost, {describe_machine()}")
-    print(f"# {len(work[0])} requests from {args.source} (mean prompt {work[1].mean():.0f}, output "
-          f"{work[2].mean():.0f} tokens, arrivals x{args.rate_scale}), step {args.step_ms} ms, {args.blocks} blocks "
-          f"x {args.block_size}, max_num_seqs {args.max_num_seqs}, max_num_batched_tokens "
-          f"{args.max_num_batched_tokens}, prefix caching {'on' if args.prefix_caching else 'off'}; "
-          f"CPU seconds, best of {args.repeats}")
-    print(f"{'code':<7} {'loop':<8} {'steps':>8} {'seq-steps':>10} {'stretches':>9} {'preempt':>7} {'CPU s':>7} "
-          f"{'µs/seq-step':>11} {'requests/s':>10}")
+    print(
+        f"# {len(work[0])} requests from {args.source} (mean prompt {work[1].mean():.0f}, output "
+        f"{work[2].mean():.0f} tokens, arrivals x{args.rate_scale}), step {args.step_ms} ms, {args.blocks} blocks "
+        f"x {args.block_size}, max_num_seqs {args.max_num_seqs}, max_num_batched_tokens "
+        f"{args.max_num_batched_tokens}, prefix caching {'on' if args.prefix_caching else 'off'}; "
+        f"CPU seconds, best of {args.repeats}"
+    )
+    print(
+        f"{'code':<7} {'loop':<8} {'steps':>8} {'seq-steps':>10} {'stretches':>9} {'preempt':>7} {'CPU s':>7} "
+        f"{'µs/seq-step':>11} {'requests/s':>10}"
+    )
     reference = None
     for label, core, mode in runs:
         seconds, counts, prints = measure(core, args, work, mode == "stretch")
-        print(f"{label:<7} {mode:<8} {counts['steps']:>8} {counts['seq_steps']:>10} {counts['stretches']:>9} "
-              f"{counts['preemptions']:>7} {seconds:>7.2f} {seconds / counts['seq_steps'] * 1e6:>11.3f} "
-              f"{len(prints) / seconds:>10.0f}", flush=True)
+        print(
+            f"{label:<7} {mode:<8} {counts['steps']:>8} {counts['seq_steps']:>10} {counts['stretches']:>9} "
+            f"{counts['preemptions']:>7} {seconds:>7.2f} {seconds / counts['seq_steps'] * 1e6:>11.3f} "
+            f"{len(prints) / seconds:>10.0f}",
+            flush=True,
+        )
         result = (counts | {"stretches": 0}, prints)
         if reference is None:
             reference = result
         elif result != reference:
-            raise SystemExit(f"{label} {mode}: results differ from the first loop's; the loops are not equivalent")
+            raise SystemExit(
+                f"{label} {mode}: results differ from the first loop's; the loops are not equivalent"
+            )
     if len(runs) > 1:
-        print("# every loop gave identical per-request timings, preemptions and allocation counters")
+        print(
+            "# every loop gave identical per-request timings, preemptions and allocation counters"
+        )
 
 
 if __name__ == "__main__":

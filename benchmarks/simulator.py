@@ -17,6 +17,7 @@ preemptions, and the simulated end time).
 
     .venv/bin/python benchmarks/simulator.py --requests 8000 --skip b --baseline /tmp/before
 """
+
 import argparse
 import hashlib
 import json
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if "--tree" in sys.argv:                            # import the simulator from another checkout
+if "--tree" in sys.argv:  # import the simulator from another checkout
     sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
 else:
     sys.path[:1] = [str(REPO)]
@@ -41,7 +42,9 @@ def run(scenario: Scenario, stretch: int) -> dict:
     trace = load_traffic(scenario)
     cpu, wall = time.process_time(), time.perf_counter()
     cluster, facts = build_cluster(scenario, trace)
-    cluster.config.__dict__["max_stretch_steps"] = stretch      # frozen dataclass: benchmark-only override
+    cluster.config.__dict__["max_stretch_steps"] = (
+        stretch  # frozen dataclass: benchmark-only override
+    )
     for replica in cluster.replicas:
         replica.max_stretch_steps = stretch
     end = cluster.run()
@@ -49,52 +52,110 @@ def run(scenario: Scenario, stretch: int) -> dict:
     steps = sum(r.num_steps for r in cluster.replicas)
     busy = sum(r.busy_s for r in cluster.replicas) / (len(cluster.replicas) * end)
     outcome = repr(([(r.ttft_s, r.e2e_s, r.num_preemptions) for r in cluster.records], end))
-    return {"requests": len(trace), "cpu_s": cpu, "wall_s": wall, "req_per_cpu_s": len(trace) / cpu,
-            "steps": steps, "us_per_step": cpu / max(steps, 1) * 1e6, "busy": busy,
-            "completed": sum(r.ok for r in cluster.records), "simulated_s": end,
-            "fingerprint": hashlib.sha1(outcome.encode()).hexdigest()[:12]}
+    return {
+        "requests": len(trace),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "req_per_cpu_s": len(trace) / cpu,
+        "steps": steps,
+        "us_per_step": cpu / max(steps, 1) * 1e6,
+        "busy": busy,
+        "completed": sum(r.ok for r in cluster.records),
+        "simulated_s": end,
+        "fingerprint": hashlib.sha1(outcome.encode()).hexdigest()[:12],
+    }
 
 
 def scenarios(args) -> list[tuple[str, Scenario]]:
     rows = []
     first = dict(max_requests=args.requests) if args.requests else {}
     if "a" not in args.skip:
-        rows.append(("(a) Azure conv, 4 x Llama-2-7B/A100", Scenario(
-            name="azure-conv", traffic=dict(trace=str(AZURE_CONV), rate_scale=args.rate_scale,
-                                            too_long="clip", **first),
-            cluster=dict(replicas=4), scheduler=dict(max_num_batched_tokens=4096))))
+        rows.append(
+            (
+                "(a) Azure conv, 4 x Llama-2-7B/A100",
+                Scenario(
+                    name="azure-conv",
+                    traffic=dict(
+                        trace=str(AZURE_CONV), rate_scale=args.rate_scale, too_long="clip", **first
+                    ),
+                    cluster=dict(replicas=4),
+                    scheduler=dict(max_num_batched_tokens=4096),
+                ),
+            )
+        )
     if "b" not in args.skip:
         name = f"(b) 10k req/s x {args.fleet_duration_s:g} s, {args.fleet_replicas} replicas"
-        rows.append((name, Scenario(
-            name="fleet", traffic=dict(arrivals=dict(kind="poisson", rate_per_s=10000.0),
-                                       duration_s=args.fleet_duration_s, too_long="clip"),
-            cluster=dict(replicas=args.fleet_replicas),
-            scheduler=dict(max_num_batched_tokens=4096))))
+        rows.append(
+            (
+                name,
+                Scenario(
+                    name="fleet",
+                    traffic=dict(
+                        arrivals=dict(kind="poisson", rate_per_s=10000.0),
+                        duration_s=args.fleet_duration_s,
+                        too_long="clip",
+                    ),
+                    cluster=dict(replicas=args.fleet_replicas),
+                    scheduler=dict(max_num_batched_tokens=4096),
+                ),
+            )
+        )
     if "c" not in args.skip:
         limit = dict(max_requests=args.prefix_requests) if args.prefix_requests else first
-        rows.append(("(c) (a) + 16 shared 2k-token prefixes", Scenario(
-            name="mooncake-style", traffic=dict(trace=str(AZURE_CONV), rate_scale=args.rate_scale,
-                                                too_long="clip", shared_prefix_groups=16,
-                                                shared_prefix_tokens=2048, **limit),
-            cluster=dict(replicas=4), scheduler=dict(max_num_batched_tokens=4096))))
+        rows.append(
+            (
+                "(c) (a) + 16 shared 2k-token prefixes",
+                Scenario(
+                    name="mooncake-style",
+                    traffic=dict(
+                        trace=str(AZURE_CONV),
+                        rate_scale=args.rate_scale,
+                        too_long="clip",
+                        shared_prefix_groups=16,
+                        shared_prefix_tokens=2048,
+                        **limit,
+                    ),
+                    cluster=dict(replicas=4),
+                    scheduler=dict(max_num_batched_tokens=4096),
+                ),
+            )
+        )
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rate-scale", type=float, default=7.0,
-                        help="(a), (c): arrival speed-up of the Azure trace")
-    parser.add_argument("--requests", type=int, default=None,
-                        help="(a), (c): only the first N requests")
-    parser.add_argument("--prefix-requests", type=int, default=None,
-                        help="(c): only the first N (default --requests)")
-    parser.add_argument("--fleet-duration-s", type=float, default=60.0, help="(b) seconds of 10,000 req/s traffic")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        default=7.0,
+        help="(a), (c): arrival speed-up of the Azure trace",
+    )
+    parser.add_argument(
+        "--requests", type=int, default=None, help="(a), (c): only the first N requests"
+    )
+    parser.add_argument(
+        "--prefix-requests",
+        type=int,
+        default=None,
+        help="(c): only the first N (default --requests)",
+    )
+    parser.add_argument(
+        "--fleet-duration-s", type=float, default=60.0, help="(b) seconds of 10,000 req/s traffic"
+    )
     parser.add_argument("--fleet-replicas", type=int, default=100)
-    parser.add_argument("--stretch", type=int, default=256, help="max decode steps advanced at once (1: off)")
+    parser.add_argument(
+        "--stretch", type=int, default=256, help="max decode steps advanced at once (1: off)"
+    )
     parser.add_argument("--skip", choices=("a", "b", "c"), action="append", default=[])
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="another checkout to run the same rows on")
-    parser.add_argument("--tree", type=Path, default=None, help=argparse.SUPPRESS)   # (the baseline run)
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="another checkout to run the same rows on"
+    )
+    parser.add_argument(
+        "--tree", type=Path, default=None, help=argparse.SUPPRESS
+    )  # (the baseline run)
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     rows = [(name, run(scenario, args.stretch)) for name, scenario in scenarios(args)]
@@ -103,18 +164,22 @@ def main() -> None:
         return
     before = None
     if args.baseline is not None:
-        command = [sys.executable, __file__, "--tree", str(args.baseline), "--json"] + \
-            [arg for arg in sys.argv[1:] if arg not in ("--baseline", str(args.baseline))]
+        command = [sys.executable, __file__, "--tree", str(args.baseline), "--json"] + [
+            arg for arg in sys.argv[1:] if arg not in ("--baseline", str(args.baseline))
+        ]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         before = dict(json.loads(done.stdout))
     from benchmarks.machine import describe_machine
+
     print(describe_machine())
     print(f"decode stretches: up to {args.stretch} steps at once; CPU s = this process's CPU time")
     header = f"{'run':<44}{'requests':>9}{'CPU s':>8}{'wall s':>8}{'req/CPU-s':>11}{'steps':>9}{'µs/step':>9}{'busy':>6}"
     print(header + (f"{'before CPU s':>14}{'speed-up':>10}{'same run':>10}" if before else ""))
     for name, r in rows:
-        line = (f"{name:<44}{r['requests']:>9}{r['cpu_s']:>8.1f}{r['wall_s']:>8.1f}{r['req_per_cpu_s']:>11.0f}"
-                f"{r['steps']:>9}{r['us_per_step']:>9.0f}{r['busy']:>6.0%}")
+        line = (
+            f"{name:<44}{r['requests']:>9}{r['cpu_s']:>8.1f}{r['wall_s']:>8.1f}{r['req_per_cpu_s']:>11.0f}"
+            f"{r['steps']:>9}{r['us_per_step']:>9.0f}{r['busy']:>6.0%}"
+        )
         if before:
             b = before[name]
             same = "yes" if b["fingerprint"] == r["fingerprint"] else "NO"

@@ -10,6 +10,7 @@ lengths, `max_num_seqs` at a time, closed loop. tests/test_server_soak.py runs a
 
     .venv/bin/python benchmarks/soak.py [--duration 180] [--load 2.0] [--seed 0] [--json out.json]
 """
+
 import argparse
 import asyncio
 import json
@@ -24,45 +25,89 @@ import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-if not __package__:                   # run as a script: import the repository's packages, not benchmarks/
+if not __package__:  # run as a script: import the repository's packages, not benchmarks/
     sys.path[0] = str(REPO)
 
 from benchmarks.soak_accounting import Snapshot, account, format_table  # noqa: E402
+from benchmarks.soak_traffic import (  # noqa: E402
+    OUTPUT_TOKENS,
+    PROMPT_TOKENS,
+    TENANTS,
+    VOCAB_HIGH,
+    VOCAB_LOW,
+    api_key,
+    draw_plan,
+    send,
+)
 from engine.openai.launcher import ServerProcess as Server  # noqa: E402
-from benchmarks.soak_traffic import (OUTPUT_TOKENS, PROMPT_TOKENS, TENANTS, VOCAB_HIGH, VOCAB_LOW,  # noqa: E402
-                                     api_key, draw_plan, send)
 
-MAX_MODEL_LEN, MAX_NUM_SEQS, NUM_KV_BLOCKS, BLOCK_SIZE, MAX_WAITING, MAX_HEADER_BYTES = 256, 8, 128, 8, 16, 8192
-SERVE = ["--model", "tiny", "--load-format", "dummy", "--max-model-len", str(MAX_MODEL_LEN), "--block-size",
-         str(BLOCK_SIZE), "--num-kv-blocks", str(NUM_KV_BLOCKS), "--max-num-seqs", str(MAX_NUM_SEQS),
-         "--max-waiting-requests", str(MAX_WAITING), "--max-header-bytes", str(MAX_HEADER_BYTES),
-         "--drain-timeout", "10", "--uvicorn-log-level", "warning"]
+MAX_MODEL_LEN, MAX_NUM_SEQS, NUM_KV_BLOCKS, BLOCK_SIZE, MAX_WAITING, MAX_HEADER_BYTES = (
+    256,
+    8,
+    128,
+    8,
+    16,
+    8192,
+)
+SERVE = [
+    "--model",
+    "tiny",
+    "--load-format",
+    "dummy",
+    "--max-model-len",
+    str(MAX_MODEL_LEN),
+    "--block-size",
+    str(BLOCK_SIZE),
+    "--num-kv-blocks",
+    str(NUM_KV_BLOCKS),
+    "--max-num-seqs",
+    str(MAX_NUM_SEQS),
+    "--max-waiting-requests",
+    str(MAX_WAITING),
+    "--max-header-bytes",
+    str(MAX_HEADER_BYTES),
+    "--drain-timeout",
+    "10",
+    "--uvicorn-log-level",
+    "warning",
+]
 
 
 @dataclass
 class SoakSettings:
     duration_s: float = 180.0
-    load: float = 2.0                          # offered request rate / measured capacity
+    load: float = 2.0  # offered request rate / measured capacity
     seed: int = 0
-    max_requests: int = 50_000                 # the loop's bound in count (duration is the other)
-    max_client_tasks: int = 96                 # requests outstanding at once; arrivals wait past it
-    warmup_share: float = 0.25                 # RSS growth is measured from this share of the duration
+    max_requests: int = 50_000  # the loop's bound in count (duration is the other)
+    max_client_tasks: int = 96  # requests outstanding at once; arrivals wait past it
+    warmup_share: float = 0.25  # RSS growth is measured from this share of the duration
     rss_growth_bound_bytes: int = 24 << 20
     probe_s: float = 6.0
-    capacity_req_per_s: float | None = None    # measured when None
+    capacity_req_per_s: float | None = None  # measured when None
     settle_timeout_s: float = 90.0
-    log_dir: str | None = None                 # keep the servers' logs there (default: a temporary folder)
+    log_dir: str | None = None  # keep the servers' logs there (default: a temporary folder)
 
 
 def tenant_keys(capacity_req_per_s: float) -> dict:
     """alpha runs on the default limits; beta is held to a share of the capacity in requests/s; gamma
     to two requests at a time, a small KV quota and a prompt-token rate."""
-    return {"keys": {api_key(t): t for t in TENANTS},
-            "tenants": {"default": {"kv_blocks": NUM_KV_BLOCKS // 2, "requests_per_s": 1000.0,
-                                    "prompt_tokens_per_s": 1e6, "max_concurrent": 64},
-                        "beta": {"requests_per_s": round(0.3 * capacity_req_per_s, 2)},
-                        "gamma": {"max_concurrent": 2, "kv_blocks": NUM_KV_BLOCKS // 4,
-                                  "prompt_tokens_per_s": round(8 * capacity_req_per_s, 1)}}}
+    return {
+        "keys": {api_key(t): t for t in TENANTS},
+        "tenants": {
+            "default": {
+                "kv_blocks": NUM_KV_BLOCKS // 2,
+                "requests_per_s": 1000.0,
+                "prompt_tokens_per_s": 1e6,
+                "max_concurrent": 64,
+            },
+            "beta": {"requests_per_s": round(0.3 * capacity_req_per_s, 2)},
+            "gamma": {
+                "max_concurrent": 2,
+                "kv_blocks": NUM_KV_BLOCKS // 4,
+                "prompt_tokens_per_s": round(8 * capacity_req_per_s, 1),
+            },
+        },
+    }
 
 
 class ServerProcess(Server):
@@ -87,13 +132,23 @@ async def _closed_loop(url: str, seconds: float, seed: int) -> float:
     """Requests of the soak's lengths, MAX_NUM_SEQS at a time for `seconds`: completed per second."""
     rng, done = np.random.default_rng(seed), 0
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
         async def worker() -> None:
             nonlocal done
             while time.monotonic() < stop:
-                prompt = rng.integers(VOCAB_LOW, VOCAB_HIGH, int(rng.integers(*PROMPT_TOKENS))).tolist()
-                response = await client.post("/v1/completions", json={
-                    "prompt": prompt, "max_tokens": int(rng.integers(*OUTPUT_TOKENS)), "ignore_eos": True})
+                prompt = rng.integers(
+                    VOCAB_LOW, VOCAB_HIGH, int(rng.integers(*PROMPT_TOKENS))
+                ).tolist()
+                response = await client.post(
+                    "/v1/completions",
+                    json={
+                        "prompt": prompt,
+                        "max_tokens": int(rng.integers(*OUTPUT_TOKENS)),
+                        "ignore_eos": True,
+                    },
+                )
                 done += response.status_code == 200
+
         start = time.monotonic()
         stop = start + seconds
         await asyncio.gather(*(worker() for _ in range(MAX_NUM_SEQS)))
@@ -104,13 +159,15 @@ def measure_capacity(settings: SoakSettings, workdir: Path) -> float:
     server = ServerProcess([], workdir / "probe.log")
     try:
         server.wait_healthy()
-        asyncio.run(_closed_loop(server.url, 1.0, settings.seed + 1))          # first-call allocations
+        asyncio.run(_closed_loop(server.url, 1.0, settings.seed + 1))  # first-call allocations
         return asyncio.run(_closed_loop(server.url, settings.probe_s, settings.seed + 2))
     finally:
         server.stop()
 
 
-async def _offer(settings: SoakSettings, server: ServerProcess, rate_per_s: float, rss: list) -> tuple[list, dict]:
+async def _offer(
+    settings: SoakSettings, server: ServerProcess, rate_per_s: float, rss: list
+) -> tuple[list, dict]:
     """Poisson arrivals at `rate_per_s`, bounded in count and in time (planned and real: a client that
     falls behind its schedule stops at the same time); (records, pacing figures)."""
     rng = np.random.default_rng(settings.seed)
@@ -118,8 +175,11 @@ async def _offer(settings: SoakSettings, server: ServerProcess, rate_per_s: floa
     waited = 0
     # idle connections are dropped well before uvicorn's 5 s keep-alive timeout closes them: a request
     # written into a connection the server is closing at that moment is lost by HTTP/1.1 itself
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=settings.max_client_tasks,
-                          keepalive_expiry=1.0)
+    limits = httpx.Limits(
+        max_connections=None,
+        max_keepalive_connections=settings.max_client_tasks,
+        keepalive_expiry=1.0,
+    )
     async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits) as client:
         start = time.monotonic()
         sampler = asyncio.create_task(_sample_rss(server, start, rss))
@@ -132,15 +192,21 @@ async def _offer(settings: SoakSettings, server: ServerProcess, rate_per_s: floa
             if len(tasks) >= settings.max_client_tasks:
                 waited += 1
                 await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            task = asyncio.create_task(send(client, draw_plan(rng, index, MAX_MODEL_LEN, MAX_HEADER_BYTES)))
+            task = asyncio.create_task(
+                send(client, draw_plan(rng, index, MAX_MODEL_LEN, MAX_HEADER_BYTES))
+            )
             tasks.add(task)
             task.add_done_callback(lambda t: (tasks.discard(t), records.append(t.result())))
         sending_s = time.monotonic() - start
         if tasks:
             await asyncio.wait(tasks, timeout=settings.settle_timeout_s)
         sampler.cancel()
-    pacing = {"arrivals_that_waited_for_a_client": waited, "sending_s": sending_s,
-              "settling_s": time.monotonic() - start - sending_s, "unfinished_client_tasks": len(tasks)}
+    pacing = {
+        "arrivals_that_waited_for_a_client": waited,
+        "sending_s": sending_s,
+        "settling_s": time.monotonic() - start - sending_s,
+        "unfinished_client_tasks": len(tasks),
+    }
     return sorted(records, key=lambda r: r.index), pacing
 
 
@@ -154,8 +220,12 @@ def _wait_idle(server: ServerProcess, timeout_s: float) -> Snapshot:
     deadline = time.monotonic() + timeout_s
     while True:
         snap = server.metrics()
-        busy = (snap.total("surgeplan:requests_in_flight") + snap.total("vllm:num_requests_running")
-                + snap.total("vllm:num_requests_waiting") + snap.total("vllm:kv_cache_usage_perc"))
+        busy = (
+            snap.total("surgeplan:requests_in_flight")
+            + snap.total("vllm:num_requests_running")
+            + snap.total("vllm:num_requests_waiting")
+            + snap.total("vllm:kv_cache_usage_perc")
+        )
         if busy == 0 or time.monotonic() > deadline:
             return snap
         time.sleep(0.1)
@@ -186,26 +256,41 @@ def run_soak(settings: SoakSettings) -> dict:
     rss_warm = warm[0]
     problems += _idle_problems(after)
     if rss_end - rss_warm > settings.rss_growth_bound_bytes:
-        problems.append(f"RSS grew {(rss_end - rss_warm) / 2**20:.1f} MiB after warm-up, over the bound of "
-                        f"{settings.rss_growth_bound_bytes / 2**20:.0f} MiB")
+        problems.append(
+            f"RSS grew {(rss_end - rss_warm) / 2**20:.1f} MiB after warm-up, over the bound of "
+            f"{settings.rss_growth_bound_bytes / 2**20:.0f} MiB"
+        )
     if exit_status != 0:
         problems.append(f"after SIGTERM the server exited with {exit_status}: {log_tail}")
     if "Traceback" in log_tail:
         problems.append(f"the server logged a traceback: {log_tail}")
     if pacing["unfinished_client_tasks"]:
-        problems.append(f"{pacing['unfinished_client_tasks']} client requests were still open "
-                        f"{settings.settle_timeout_s:g} s after the last arrival")
-    figures |= {"capacity_req_per_s": capacity, "planned_req_per_s": settings.load * capacity,
-                "offered_req_per_s": len(records) / pacing["sending_s"], **pacing, "rss_start_bytes": rss_start,
-                "rss_after_warmup_bytes": rss_warm, "rss_end_bytes": rss_end,
-                "rss_peak_bytes": max([b for _, b in rss] + [rss_end]), "exit_status": exit_status}
+        problems.append(
+            f"{pacing['unfinished_client_tasks']} client requests were still open "
+            f"{settings.settle_timeout_s:g} s after the last arrival"
+        )
+    figures |= {
+        "capacity_req_per_s": capacity,
+        "planned_req_per_s": settings.load * capacity,
+        "offered_req_per_s": len(records) / pacing["sending_s"],
+        **pacing,
+        "rss_start_bytes": rss_start,
+        "rss_after_warmup_bytes": rss_warm,
+        "rss_end_bytes": rss_end,
+        "rss_peak_bytes": max([b for _, b in rss] + [rss_end]),
+        "exit_status": exit_status,
+    }
     return {"settings": asdict(settings), "figures": figures, "problems": problems}
 
 
 def _idle_problems(after: Snapshot) -> list[str]:
     problems = []
-    for name in ("surgeplan:requests_in_flight", "vllm:num_requests_running", "vllm:num_requests_waiting",
-                 "vllm:kv_cache_usage_perc"):
+    for name in (
+        "surgeplan:requests_in_flight",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    ):
         if after.total(name) != 0:
             problems.append(f"after the soak {name} is {after.total(name)}, expected 0")
     held = {t: v for t, v in after.by("surgeplan:tenant_kv_blocks", "tenant").items() if v}
@@ -216,19 +301,29 @@ def _idle_problems(after: Snapshot) -> list[str]:
 
 def report_table(report: dict) -> str:
     f, s = report["figures"], report["settings"]
-    mib = 2 ** 20
-    header = [f"soak: {f['sending_s']:.0f} s offered {f['offered_req_per_s']:.1f} req/s = "
-              f"{f['offered_req_per_s'] / f['capacity_req_per_s']:.1f}x the measured capacity of "
-              f"{f['capacity_req_per_s']:.1f} req/s (planned {s['load']:g}x); tiny (dummy weights), "
-              f"{NUM_KV_BLOCKS} KV blocks x {BLOCK_SIZE}, max_num_seqs {MAX_NUM_SEQS}, --max-waiting-requests "
-              f"{MAX_WAITING}; tenants alpha (default limits), beta (requests/s), gamma (2 concurrent, prompt "
-              f"tokens/s, KV quota); seed {s['seed']}", ""]
+    mib = 2**20
+    header = [
+        f"soak: {f['sending_s']:.0f} s offered {f['offered_req_per_s']:.1f} req/s = "
+        f"{f['offered_req_per_s'] / f['capacity_req_per_s']:.1f}x the measured capacity of "
+        f"{f['capacity_req_per_s']:.1f} req/s (planned {s['load']:g}x); tiny (dummy weights), "
+        f"{NUM_KV_BLOCKS} KV blocks x {BLOCK_SIZE}, max_num_seqs {MAX_NUM_SEQS}, --max-waiting-requests "
+        f"{MAX_WAITING}; tenants alpha (default limits), beta (requests/s), gamma (2 concurrent, prompt "
+        f"tokens/s, KV quota); seed {s['seed']}",
+        "",
+    ]
     f["extra_rows"] = [
-        ("server RSS start / after warm-up / end", f"{f['rss_start_bytes'] / mib:.0f} / "
-         f"{f['rss_after_warmup_bytes'] / mib:.0f} / {f['rss_end_bytes'] / mib:.0f} MiB (peak "
-         f"{f['rss_peak_bytes'] / mib:.0f}; bound: +{s['rss_growth_bound_bytes'] / mib:.0f} MiB after warm-up)"),
-        ("KV pool after the soak", "whole" if not any("KV" in p or "kv_cache" in p for p in report["problems"])
-         else "NOT whole"),
+        (
+            "server RSS start / after warm-up / end",
+            f"{f['rss_start_bytes'] / mib:.0f} / "
+            f"{f['rss_after_warmup_bytes'] / mib:.0f} / {f['rss_end_bytes'] / mib:.0f} MiB (peak "
+            f"{f['rss_peak_bytes'] / mib:.0f}; bound: +{s['rss_growth_bound_bytes'] / mib:.0f} MiB after warm-up)",
+        ),
+        (
+            "KV pool after the soak",
+            "whole"
+            if not any("KV" in p or "kv_cache" in p for p in report["problems"])
+            else "NOT whole",
+        ),
         ("SIGTERM: drain, exit status", f["exit_status"]),
         ("checks", "all passed" if not report["problems"] else f"{len(report['problems'])} FAILED"),
     ]
@@ -242,12 +337,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--capacity", type=float, default=None, help="req/s; measured when omitted")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--log-dir", default=None, help="keep the servers' logs and tenant-keys file here")
+    parser.add_argument(
+        "--log-dir", default=None, help="keep the servers' logs and tenant-keys file here"
+    )
     args = parser.parse_args()
     from benchmarks.machine import describe_machine
 
-    report = run_soak(SoakSettings(duration_s=args.duration, load=args.load, seed=args.seed,
-                                   capacity_req_per_s=args.capacity, log_dir=args.log_dir))
+    report = run_soak(
+        SoakSettings(
+            duration_s=args.duration,
+            load=args.load,
+            seed=args.seed,
+            capacity_req_per_s=args.capacity,
+            log_dir=args.log_dir,
+        )
+    )
     print(describe_machine())
     print(report_table(report))
     if args.json:

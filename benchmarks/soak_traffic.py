@@ -8,6 +8,7 @@ count could tell), the HTTP status when one arrived, and how the exchange ended 
 finish_reason was seen; `refused`: an error status; `stream_error`: an error event inside a 200
 stream; `left`: the client hung up first; `client_error`: anything unexpected).
 """
+
 import asyncio
 import json
 import time
@@ -17,12 +18,27 @@ import httpx
 import numpy as np
 
 TENANTS = ("alpha", "beta", "gamma")
-TENANT_SHARES = (0.5, 0.25, 0.25)         # of the requests sent: alpha alone offers about the capacity
-KINDS = {"complete": 0.38, "stream": 0.20, "disconnect": 0.08, "cancel": 0.07, "deadline": 0.05, "stop": 0.05,
-         "bad": 0.17}
-BAD_KINDS = ("invalid_json", "no_key", "wrong_key", "other_tenant", "too_long", "oversized_header", "bad_field")
+TENANT_SHARES = (0.5, 0.25, 0.25)  # of the requests sent: alpha alone offers about the capacity
+KINDS = {
+    "complete": 0.38,
+    "stream": 0.20,
+    "disconnect": 0.08,
+    "cancel": 0.07,
+    "deadline": 0.05,
+    "stop": 0.05,
+    "bad": 0.17,
+}
+BAD_KINDS = (
+    "invalid_json",
+    "no_key",
+    "wrong_key",
+    "other_tenant",
+    "too_long",
+    "oversized_header",
+    "bad_field",
+)
 PROMPT_TOKENS, OUTPUT_TOKENS = (4, 40), (16, 128)
-VOCAB_LOW, VOCAB_HIGH = 3, 512          # the tiny preset's byte vocabulary, specials left out
+VOCAB_LOW, VOCAB_HIGH = 3, 512  # the tiny preset's byte vocabulary, specials left out
 
 
 def api_key(tenant: str) -> str:
@@ -33,11 +49,11 @@ def api_key(tenant: str) -> str:
 class Plan:
     index: int
     tenant: str
-    kind: str                             # a KINDS key, or "bad:<BAD_KINDS entry>"
+    kind: str  # a KINDS key, or "bad:<BAD_KINDS entry>"
     path: str
     headers: dict
     payload: dict | None = None
-    content: bytes | None = None          # a raw body instead of JSON
+    content: bytes | None = None  # a raw body instead of JSON
     stream: bool = False
     hang_up_after_events: int | None = None
     cancel_after_s: float | None = None
@@ -53,7 +69,7 @@ class Record:
     finish_reason: str | None = None
     error_code: int | None = None
     latency_s: float = 0.0
-    delivered: bool = False               # the request's last byte was written to the connection
+    delivered: bool = False  # the request's last byte was written to the connection
     detail: str = field(default="", repr=False)
     written: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -64,17 +80,26 @@ class Record:
             self.written.set()
 
 
-def draw_plan(rng: np.random.Generator, index: int, max_model_len: int, max_header_bytes: int) -> Plan:
+def draw_plan(
+    rng: np.random.Generator, index: int, max_model_len: int, max_header_bytes: int
+) -> Plan:
     tenant = str(rng.choice(TENANTS, p=TENANT_SHARES))
     kind = str(rng.choice(list(KINDS), p=list(KINDS.values())))
     headers = {"Authorization": f"Bearer {api_key(tenant)}"}
     prompt = rng.integers(VOCAB_LOW, VOCAB_HIGH, int(rng.integers(*PROMPT_TOKENS))).tolist()
-    payload = {"prompt": prompt, "max_tokens": int(rng.integers(*OUTPUT_TOKENS)), "ignore_eos": True}
+    payload = {
+        "prompt": prompt,
+        "max_tokens": int(rng.integers(*OUTPUT_TOKENS)),
+        "ignore_eos": True,
+    }
     plan = Plan(index, tenant, kind, "/v1/completions", headers, payload)
     if kind == "complete" and rng.random() < 1 / 3:
         plan.path = "/v1/chat/completions"
-        plan.payload = {"messages": [{"role": "user", "content": "soak " * int(rng.integers(1, 8))}],
-                        "max_tokens": payload["max_tokens"], "ignore_eos": True}
+        plan.payload = {
+            "messages": [{"role": "user", "content": "soak " * int(rng.integers(1, 8))}],
+            "max_tokens": payload["max_tokens"],
+            "ignore_eos": True,
+        }
     elif kind in ("stream", "disconnect"):
         plan.stream = True
         plan.payload |= {"stream": True, "stream_options": {"include_usage": True}}
@@ -127,28 +152,43 @@ async def send(client: httpx.AsyncClient, plan: Plan) -> Record:
 
 
 async def _whole(client: httpx.AsyncClient, plan: Plan, record: Record) -> None:
-    request = asyncio.ensure_future(client.post(plan.path, json=plan.payload, content=plan.content,
-                                                headers=plan.headers, extensions={"trace": record.trace}))
+    request = asyncio.ensure_future(
+        client.post(
+            plan.path,
+            json=plan.payload,
+            content=plan.content,
+            headers=plan.headers,
+            extensions={"trace": record.trace},
+        )
+    )
     if plan.cancel_after_s is not None:
         written = asyncio.ensure_future(record.written.wait())
         await asyncio.wait({request, written}, return_when=asyncio.FIRST_COMPLETED)
         written.cancel()
         if not (await asyncio.wait({request}, timeout=plan.cancel_after_s))[0]:
-            request.cancel()             # the client gives up: httpx closes its connection
+            request.cancel()  # the client gives up: httpx closes its connection
             await asyncio.wait({request})
             record.outcome = "left"
             return
     response = await request
     record.status = response.status_code
     if response.status_code == 200:
-        record.outcome, record.finish_reason = "completed", response.json()["choices"][0]["finish_reason"]
+        record.outcome, record.finish_reason = (
+            "completed",
+            response.json()["choices"][0]["finish_reason"],
+        )
     else:
         record.outcome, record.error_code = "refused", response.json()["error"]["code"]
 
 
 async def _stream(client: httpx.AsyncClient, plan: Plan, record: Record) -> None:
-    async with client.stream("POST", plan.path, json=plan.payload, headers=plan.headers,
-                             extensions={"trace": record.trace}) as response:
+    async with client.stream(
+        "POST",
+        plan.path,
+        json=plan.payload,
+        headers=plan.headers,
+        extensions={"trace": record.trace},
+    ) as response:
         record.status = response.status_code
         if response.status_code != 200:
             await response.aread()
@@ -169,10 +209,12 @@ async def _stream(client: httpx.AsyncClient, plan: Plan, record: Record) -> None
             elif event.get("choices") and event["choices"][0].get("finish_reason"):
                 record.finish_reason = event["choices"][0]["finish_reason"]
             if plan.hang_up_after_events is not None and events >= plan.hang_up_after_events:
-                break                       # leaving the block closes the connection mid-stream
+                break  # leaving the block closes the connection mid-stream
     if record.error_code is not None:
         record.outcome = "stream_error"
     elif record.finish_reason is not None:
         record.outcome = "completed"
     else:
-        record.outcome = "left" if plan.hang_up_after_events is not None and not done else "client_error"
+        record.outcome = (
+            "left" if plan.hang_up_after_events is not None and not done else "client_error"
+        )

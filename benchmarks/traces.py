@@ -3,6 +3,7 @@
 Run: .venv/bin/python benchmarks/traces.py [--repeats 5] [--json results.json]
 Prints a table with the hardware and date; the figures go in the README.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,20 @@ CONV = ROOT / ".." / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
 SPIKE_REQUESTS = 1_000_000
 # 1,000 req/s baseline with a 10x surge (30 s up, 60 s hold, 30 s down): ~1.05M arrivals in 240 s.
 SPIKE_SPEC = SyntheticTraceSpec(
-    arrivals=SpikeArrivals(base=PoissonArrivals(rate_per_s=1000.0), multiplier=10.0, start_s=60.0,
-                           ramp_up_s=30.0, hold_s=60.0, ramp_down_s=30.0),
-    prompt=PresetLength(name="azure-conv-prompt"), output=PresetLength(name="azure-conv-output"),
-    duration_s=240.0, seed=0, max_requests=SPIKE_REQUESTS)
+    arrivals=SpikeArrivals(
+        base=PoissonArrivals(rate_per_s=1000.0),
+        multiplier=10.0,
+        start_s=60.0,
+        ramp_up_s=30.0,
+        hold_s=60.0,
+        ramp_down_s=30.0,
+    ),
+    prompt=PresetLength(name="azure-conv-prompt"),
+    output=PresetLength(name="azure-conv-output"),
+    duration_s=240.0,
+    seed=0,
+    max_requests=SPIKE_REQUESTS,
+)
 
 
 def cpu_name() -> str:
@@ -65,8 +76,13 @@ def timed(action, repeats: int) -> tuple[float, float, object]:
 
 
 def row(operation: str, size: str, timing: tuple, target_s: float | None = None) -> dict:
-    return {"operation": operation, "size": size, "median_s": timing[0], "cpu_s": timing[1],
-            "target_s": target_s}
+    return {
+        "operation": operation,
+        "size": size,
+        "median_s": timing[0],
+        "cpu_s": timing[1],
+        "target_s": target_s,
+    }
 
 
 def measure(repeats: int) -> list[dict]:
@@ -76,9 +92,11 @@ def measure(repeats: int) -> list[dict]:
     spike = spike_timing[2]
     assert len(spike) == SPIKE_REQUESTS, len(spike)
     size = f"{len(spike):,} requests"
-    rows = [row("load Azure conv CSV", f"{len(conv):,} requests", load, 0.5),
-            row("generate spike trace (Poisson 10x, Azure conv lengths)", size, spike_timing, 2.0),
-            row("statistics of the spike trace", size, timed(lambda: compute_stats(spike), repeats))]
+    rows = [
+        row("load Azure conv CSV", f"{len(conv):,} requests", load, 0.5),
+        row("generate spike trace (Poisson 10x, Azure conv lengths)", size, spike_timing, 2.0),
+        row("statistics of the spike trace", size, timed(lambda: compute_stats(spike), repeats)),
+    ]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "spike.jsonl"
         rows.append(row("save canonical JSONL", size, timed(lambda: spike.save(path), 1)))
@@ -97,9 +115,14 @@ def print_table(rows: list[dict], repeats: int, header: str) -> None:
     for entry in rows:
         target = entry["target_s"]
         met = "" if target is None else ("yes" if entry["median_s"] <= target else "NO")
-        table.add_row(entry["operation"], entry["size"], f"{entry['median_s'] * 1000:,.0f} ms",
-                      f"{entry['cpu_s'] * 1000:,.0f} ms",
-                      "" if target is None else f"≤ {target * 1000:,.0f} ms", met)
+        table.add_row(
+            entry["operation"],
+            entry["size"],
+            f"{entry['median_s'] * 1000:,.0f} ms",
+            f"{entry['cpu_s'] * 1000:,.0f} ms",
+            "" if target is None else f"≤ {target * 1000:,.0f} ms",
+            met,
+        )
     console = Console(width=140)  # wide enough for the table when piped to a file
     console.print(table)
     console.print(f"median of {repeats} runs (save/load JSONL: 1 run)")
@@ -110,13 +133,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the rows and the header here")
     args = parser.parse_args()
-    header = (f"surgeplan traces benchmark · {dt.datetime.now():%Y-%m-%d %H:%M} · {cpu_name()} · "
-              f"{os.cpu_count()} logical CPUs · Python {platform.python_version()} · "
-              f"numpy {np.__version__}")
+    header = (
+        f"surgeplan traces benchmark · {dt.datetime.now():%Y-%m-%d %H:%M} · {cpu_name()} · "
+        f"{os.cpu_count()} logical CPUs · Python {platform.python_version()} · "
+        f"numpy {np.__version__}"
+    )
     rows = measure(args.repeats)
     print_table(rows, args.repeats, header)
     if args.json is not None:
-        args.json.write_text(json.dumps({"header": header, "repeats": args.repeats, "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps({"header": header, "repeats": args.repeats, "rows": rows}, indent=2)
+        )
 
 
 if __name__ == "__main__":

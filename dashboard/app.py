@@ -12,12 +12,13 @@ installed Streamlit (1.67), `PagesManager.uses_pages_directory` is set when the 
 The first visitor after a restart who opens `/plan` directly would run `pages/plan.py` as a script
 (it only defines `render()`): a blank page. A folder of another name has no such first-run path.
 """
+
 import sys
 from pathlib import Path
 
 import streamlit as st
 
-if __package__ in (None, ""):                        # `streamlit run` executes this file as a script
+if __package__ in (None, ""):  # `streamlit run` executes this file as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dashboard import views

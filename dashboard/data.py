@@ -5,6 +5,7 @@ scenario's JSON (`st.cache_data`), so moving a slider back, switching pages or s
 by point never simulates the same scenario twice. Errors a user can cause (a model that does not fit
 the GPU, a bad trace file) come back as one-line messages for `st.error`, never as exceptions.
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,12 +41,25 @@ ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
 # re-render (one simulation of ~1,500 requests) stays within about a second of CPU.
 DEFAULT_WHATIF = {
     "name": "what-if: 10x spike",
-    "traffic": {"arrivals": {"kind": "spike", "base": {"kind": "poisson", "rate_per_s": 1.2}, "multiplier": 10.0,
-                             "start_s": 60.0, "ramp_up_s": 20.0, "hold_s": 90.0, "ramp_down_s": 20.0},
-                "duration_s": 300.0, "too_long": "clip"},
+    "traffic": {
+        "arrivals": {
+            "kind": "spike",
+            "base": {"kind": "poisson", "rate_per_s": 1.2},
+            "multiplier": 10.0,
+            "start_s": 60.0,
+            "ramp_up_s": 20.0,
+            "hold_s": 90.0,
+            "ramp_down_s": 20.0,
+        },
+        "duration_s": 300.0,
+        "too_long": "clip",
+    },
     "model": {"name": "llama-2-7b"},
     "hardware": {"gpu": "A100-80GB", "tensor_parallel": 1},
-    "cluster": {"replicas": 2, "autoscaler": {"enabled": True, "min_replicas": 2, "max_replicas": 8}},
+    "cluster": {
+        "replicas": 2,
+        "autoscaler": {"enabled": True, "min_replicas": 2, "max_replicas": 8},
+    },
     "scheduler": {"max_num_batched_tokens": 4096},
     "clients": {"ttft_timeout_s": 10.0, "max_retries": 1, "retry_backoff_s": 2.0},
     "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.15},
@@ -53,8 +67,13 @@ DEFAULT_WHATIF = {
 # Traditional vs paged: one replica under steady Poisson load, the load swept.
 DEFAULT_POLICY_BASE = {
     "name": "policy sweep",
-    "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 90.0, "too_long": "clip"},
-    "model": {"name": "llama-2-7b"}, "hardware": {"gpu": "A100-80GB"},
+    "traffic": {
+        "arrivals": {"kind": "poisson", "rate_per_s": 1.0},
+        "duration_s": 90.0,
+        "too_long": "clip",
+    },
+    "model": {"name": "llama-2-7b"},
+    "hardware": {"gpu": "A100-80GB"},
     "scheduler": {"max_num_batched_tokens": 4096},
     "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.15},
 }
@@ -95,7 +114,9 @@ def _simulate_json(scenario_json: str) -> tuple[SimResult | None, str | None]:
         result = simulate(scenario)
     except (ValueError, KeyError) as error:
         return None, str(error).strip("'\"")
-    return dataclasses.replace(result, records=[]), None   # per-request records: large, and no page shows them
+    return dataclasses.replace(
+        result, records=[]
+    ), None  # per-request records: large, and no page shows them
 
 
 def run(scenario: Scenario) -> tuple[SimResult | None, str | None]:
@@ -137,6 +158,7 @@ def gpus() -> dict[str, HardwareSpec]:
 @st.cache_data(show_spinner=False)
 def model_names() -> list[str]:
     from engine.model.presets import preset_names  # pure Python: the shapes, no torch
+
     return [name for name in preset_names() if name not in ("tiny", "cpu-small")]
 
 
@@ -149,8 +171,11 @@ def engine_profiles() -> dict[str, str]:
     for name in profile_names():
         profile = load_profile(name)
         error = profile.held_out_error()
-        out[name] = (f"{name}: {profile.engine} {profile.versions}; "
-                     + (f"held-out error {error:.1%}" if error is not None else "not validated on published data"))
+        out[name] = f"{name}: {profile.engine} {profile.versions}; " + (
+            f"held-out error {error:.1%}"
+            if error is not None
+            else "not validated on published data"
+        )
     return out
 
 
@@ -172,14 +197,25 @@ def calibration_rows() -> list[dict]:
     for calibration in shipped_calibrations().values():
         fit = calibration.cost_model
         error = fit.fit_errors[0] if fit and fit.fit_errors else None
-        rows.append({"calibration": calibration.name, "label": calibration.label,
-                     "GPU": calibration.device.hardware or calibration.device.name,
-                     "TP": calibration.device.tensor_parallel,
-                     "fit error, held out (%)": _percent(error.mape_cross_validated) if error else None,
-                     "fit error, train (%)": _percent(error.mape_train) if error else None,
-                     "knee (tokens)": round(fit.knee_tokens) if fit else None, "method": calibration.provenance.method,
-                     "backend": " ".join(filter(None, (calibration.provenance.backend,
-                                                       calibration.provenance.backend_version))) or None})
+        rows.append(
+            {
+                "calibration": calibration.name,
+                "label": calibration.label,
+                "GPU": calibration.device.hardware or calibration.device.name,
+                "TP": calibration.device.tensor_parallel,
+                "fit error, held out (%)": _percent(error.mape_cross_validated) if error else None,
+                "fit error, train (%)": _percent(error.mape_train) if error else None,
+                "knee (tokens)": round(fit.knee_tokens) if fit else None,
+                "method": calibration.provenance.method,
+                "backend": " ".join(
+                    filter(
+                        None,
+                        (calibration.provenance.backend, calibration.provenance.backend_version),
+                    )
+                )
+                or None,
+            }
+        )
     return rows
 
 
@@ -187,18 +223,26 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else round(100 * fraction, 1)
 
 
-def step_curves(names: list[str], context_tokens: int, batches: list[int], prefill_tokens: list[int],
-                extra: Calibration | None = None) -> dict[str, dict]:
+def step_curves(
+    names: list[str],
+    context_tokens: int,
+    batches: list[int],
+    prefill_tokens: list[int],
+    extra: Calibration | None = None,
+) -> dict[str, dict]:
     """Predicted decode step time per batch size (each sequence at `context_tokens`) and prefill time
     per prompt length, for each named calibration, with its label."""
-    chosen = [shipped_calibrations()[name] for name in names] + ([extra] if extra is not None else [])
+    chosen = [shipped_calibrations()[name] for name in names] + (
+        [extra] if extra is not None else []
+    )
     curves = {}
     for calibration in chosen:
         model = CostModel.from_calibration(calibration)
         curves[calibration.name] = {
             "label": calibration.label,
             "decode": [model.step_time(StepShape((), (context_tokens,) * b)) for b in batches],
-            "prefill": [model.step_time(StepShape(((n, 0),), ())) for n in prefill_tokens]}
+            "prefill": [model.step_time(StepShape(((n, 0),), ())) for n in prefill_tokens],
+        }
     return curves
 
 
@@ -208,25 +252,38 @@ def read_calibration(data: bytes, filename: str) -> tuple[Calibration | None, st
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(map(str, first["loc"])) or "the top level"
-        return None, (f"{filename}: not a surgeplan calibration ({error.error_count()} problems, first: "
-                      f"{first['msg']} at {where})")
+        return None, (
+            f"{filename}: not a surgeplan calibration ({error.error_count()} problems, first: "
+            f"{first['msg']} at {where})"
+        )
     if calibration.cost_model is None:
-        return None, f"{filename}: has no fitted cost model; run `surgeplan calibrations fit` on it first"
+        return (
+            None,
+            f"{filename}: has no fitted cost model; run `surgeplan calibrations fit` on it first",
+        )
     return calibration, None
 
 
 def measured_points(calibration: Calibration) -> list[dict]:
     """Each measured point beside the cost model's prediction (empty for fitted/derived files)."""
-    return [{"kind": point.kind, "tokens": point.shape.to_shape().num_batched_tokens,
-             "measured_s": point.median_total_s, "predicted_s": predicted}
-            for point, predicted in predicted_vs_measured(calibration)]
+    return [
+        {
+            "kind": point.kind,
+            "tokens": point.shape.to_shape().num_batched_tokens,
+            "measured_s": point.median_total_s,
+            "predicted_s": predicted,
+        }
+        for point, predicted in predicted_vs_measured(calibration)
+    ]
 
 
 # ---- traces --------------------------------------------------------------------------------------
 def shared_traces() -> list[Path]:
     if not SHARED_TRACES.is_dir():
         return []
-    return sorted(p for p in SHARED_TRACES.iterdir() if p.suffix in (".csv", ".jsonl", ".gz") and p.is_file())
+    return sorted(
+        p for p in SHARED_TRACES.iterdir() if p.suffix in (".csv", ".jsonl", ".gz") and p.is_file()
+    )
 
 
 def _describe(trace, format_name: str, window_s: float, path: str | None = None) -> dict:
@@ -235,16 +292,22 @@ def _describe(trace, format_name: str, window_s: float, path: str | None = None)
     fits = fit_trace_lengths(trace) if len(trace) else {}
     rng = np.random.default_rng(0)
     keep = rng.choice(len(trace), size=min(len(trace), 20000), replace=False) if len(trace) else []
-    return {"format": format_name, "path": path, "stats": stats.model_dump(), "starts": starts.tolist(),
-            "rates": rates.tolist(),
-            "prompt": trace.prompt_tokens[keep].tolist(), "output": trace.output_tokens[keep].tolist(),
-            "lognormal": {k: v["lognormal_median_sigma"] for k, v in fits.items()}}
+    return {
+        "format": format_name,
+        "path": path,
+        "stats": stats.model_dump(),
+        "starts": starts.tolist(),
+        "rates": rates.tolist(),
+        "prompt": trace.prompt_tokens[keep].tolist(),
+        "output": trace.output_tokens[keep].tolist(),
+        "lognormal": {k: v["lognormal_median_sigma"] for k, v in fits.items()},
+    }
 
 
 def _load_and_describe(path: str, window_s: float) -> tuple[dict | None, str | None]:
     try:
         return _describe(load_trace(path), detect_format(path), window_s, path), None
-    except (ValueError, OSError) as error:       # TraceFormatError is a ValueError
+    except (ValueError, OSError) as error:  # TraceFormatError is a ValueError
         return None, str(error)
 
 
@@ -275,11 +338,28 @@ def trace_upload(data: bytes, filename: str, window_s: float) -> tuple[dict | No
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def trace_spike(baseline_rps: float, multiplier: float, duration_s: float, start_s: float, ramp_s: float,
-                hold_s: float, window_s: float, seed: int = 0) -> tuple[dict | None, str | None]:
+def trace_spike(
+    baseline_rps: float,
+    multiplier: float,
+    duration_s: float,
+    start_s: float,
+    ramp_s: float,
+    hold_s: float,
+    window_s: float,
+    seed: int = 0,
+) -> tuple[dict | None, str | None]:
     try:
-        trace = spike_trace(baseline_rps, multiplier, duration_s, start_s=start_s, ramp_up_s=ramp_s, hold_s=hold_s,
-                            ramp_down_s=ramp_s, seed=seed, name=f"{multiplier:g}x spike")
+        trace = spike_trace(
+            baseline_rps,
+            multiplier,
+            duration_s,
+            start_s=start_s,
+            ramp_up_s=ramp_s,
+            hold_s=hold_s,
+            ramp_down_s=ramp_s,
+            seed=seed,
+            name=f"{multiplier:g}x spike",
+        )
     except ValueError as error:
         return None, str(error)
     return _describe(trace, "synthetic", window_s), None
@@ -293,7 +373,10 @@ def read_json(path: Path) -> tuple[dict | None, str | None]:
     try:
         return json.loads(path.read_text()), None
     except (OSError, json.JSONDecodeError) as error:
-        return None, f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: cannot be read ({error})"
+        return (
+            None,
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: cannot be read ({error})",
+        )
 
 
 # ---- planner and live validation -------------------------------------------------------------------
@@ -301,6 +384,7 @@ def read_json(path: Path) -> tuple[dict | None, str | None]:
 def _plan_outcomes():
     """One planner outcome cache for the app's life: re-planning re-simulates only what changed."""
     from simulator.planner.cache import OutcomeCache
+
     return OutcomeCache()
 
 
@@ -312,23 +396,34 @@ def plan(scenario_json: str, settings: dict) -> tuple[dict | None, str | None]:
     from simulator.planner import plan as run_plan
     from simulator.planner.ledger import COLUMNS
     from simulator.planner.pareto import pareto_front, pareto_points
+
     try:
         checked = PlanSettings.model_validate(settings)
-        result = run_plan(Scenario.model_validate_json(scenario_json), checked, progress=False, cache=_plan_outcomes())
+        result = run_plan(
+            Scenario.model_validate_json(scenario_json),
+            checked,
+            progress=False,
+            cache=_plan_outcomes(),
+        )
     except ValidationError as error:
         return None, explain(error)
-    except ValueError as error:                   # PlanError is a ValueError: a user error, explained
+    except ValueError as error:  # PlanError is a ValueError: a user error, explained
         return None, str(error)
     points = pareto_points(result.ledger.rows)
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(COLUMNS), extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result.ledger.rows)
-    return {**result.data, "pareto_points": points, "pareto_front": pareto_front(points),
-            "ledger_csv": text.getvalue(), "ledger_rows": len(result.ledger.rows)}, None
+    return {
+        **result.data,
+        "pareto_points": points,
+        "pareto_front": pareto_front(points),
+        "ledger_csv": text.getvalue(),
+        "ledger_rows": len(result.ledger.rows),
+    }, None
 
 
-LIVE_REPEATS = 2          # live runs per load level: two, for the noise floor
+LIVE_REPEATS = 2  # live runs per load level: two, for the noise floor
 
 
 def live_validation_steps(load_levels: tuple[float, ...]) -> int:
@@ -336,44 +431,94 @@ def live_validation_steps(load_levels: tuple[float, ...]) -> int:
     return 2 + LIVE_REPEATS * len(load_levels)
 
 
-def live_validation(trace: str, num_requests: int, load_levels: tuple[float, ...],
-                    progress=None) -> tuple[dict | None, str | None]:
+def live_validation(
+    trace: str, num_requests: int, load_levels: tuple[float, ...], progress=None
+) -> tuple[dict | None, str | None]:
     """A short live-vs-simulated validation on this machine (the live engine on `cpu-small`): minutes.
     `progress(message)` is called before each live run; an exception it raises ends the validation."""
     from simulator.validation.validate import validate
+
     try:
-        return validate("cpu-small", trace, num_requests=num_requests, load_levels=load_levels, profile="none",
-                        repeats=LIVE_REPEATS, progress=progress), None
+        return validate(
+            "cpu-small",
+            trace,
+            num_requests=num_requests,
+            load_levels=load_levels,
+            profile="none",
+            repeats=LIVE_REPEATS,
+            progress=progress,
+        ), None
     except ValueError as error:
         return None, str(error)
 
 
 # ---- co-located vs disaggregated (the Split page) ----------------------------------------------------
-SPLIT_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "disaggregated-llama-3-70b-h100.yaml"
+SPLIT_EXAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "examples"
+    / "scenarios"
+    / "disaggregated-llama-3-70b-h100.yaml"
+)
 
 
 def default_split() -> Scenario:
     return Scenario.load(SPLIT_EXAMPLE)
 
 
-def split_pair(base: Scenario, prefill_replicas: int, decode_replicas: int, colocated_replicas: int,
-               long_rate_per_s: float, cpu_kv_gb: float, duration_s: float):
+def split_pair(
+    base: Scenario,
+    prefill_replicas: int,
+    decode_replicas: int,
+    colocated_replicas: int,
+    long_rate_per_s: float,
+    cpu_kv_gb: float,
+    duration_s: float,
+):
     """(co-located result, disaggregated result, error) for the Split page: the same traffic, long-context
     surge at `long_rate_per_s`, fixed fleets (autoscalers off)."""
     from simulator.planner.split import Layout, layout_scenario
 
-    parts = [part.model_copy(update={"arrivals": part.arrivals.model_copy(update={"rate_per_s": long_rate_per_s})})
-             for part in base.traffic.parts] if long_rate_per_s > 0 else []
+    parts = (
+        [
+            part.model_copy(
+                update={
+                    "arrivals": part.arrivals.model_copy(update={"rate_per_s": long_rate_per_s})
+                }
+            )
+            for part in base.traffic.parts
+        ]
+        if long_rate_per_s > 0
+        else []
+    )
     traffic = base.traffic.model_copy(update={"parts": parts, "duration_s": duration_s})
     scenario = base.model_copy(update={"traffic": traffic})
     spec = base.cluster.disaggregation
     tp_p = spec.prefill_tensor_parallel or base.hardware.tensor_parallel
     tp_d = spec.decode_tensor_parallel or base.hardware.tensor_parallel
-    colocated, error = run(layout_scenario(scenario, Layout("colocated", cpu_kv_gb, replicas=colocated_replicas,
-                                                             tensor_parallel=base.hardware.tensor_parallel)))
+    colocated, error = run(
+        layout_scenario(
+            scenario,
+            Layout(
+                "colocated",
+                cpu_kv_gb,
+                replicas=colocated_replicas,
+                tensor_parallel=base.hardware.tensor_parallel,
+            ),
+        )
+    )
     if error:
         return None, None, error
-    split, error = run(layout_scenario(scenario, Layout("disaggregated", cpu_kv_gb, prefill_replicas=prefill_replicas,
-                                                         decode_replicas=decode_replicas, prefill_tensor_parallel=tp_p,
-                                                         decode_tensor_parallel=tp_d)))
+    split, error = run(
+        layout_scenario(
+            scenario,
+            Layout(
+                "disaggregated",
+                cpu_kv_gb,
+                prefill_replicas=prefill_replicas,
+                decode_replicas=decode_replicas,
+                prefill_tensor_parallel=tp_p,
+                decode_tensor_parallel=tp_d,
+            ),
+        )
+    )
     return colocated, split, error

@@ -5,6 +5,7 @@ An offer is a plain session-state entry with a serial number; a receiving page t
 (`take`) and presets its own widgets from it before drawing them, so a user's later changes there are
 not overwritten on the next rerun.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +14,7 @@ import streamlit as st
 
 TRACE, SPIKE, CALIBRATION = "trace", "spike", "calibration"
 KINDS = (TRACE, SPIKE, CALIBRATION)
-SCENARIO = "whatif_scenario"          # the What-if page's last valid scenario, as JSON
+SCENARIO = "whatif_scenario"  # the What-if page's last valid scenario, as JSON
 
 
 def offer(kind: str, value: dict[str, Any]) -> None:

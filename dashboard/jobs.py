@@ -11,6 +11,7 @@ stay responsive. A plain child process, not `multiprocessing`: spawning would re
 script, which is `__main__` while a page runs. The task must be a module-level function; its arguments
 and answer, (result, None) or (None, an error message), must be JSON. Nothing here calls Streamlit.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,22 +25,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-RUNNING, CANCELLING, CANCELLED, FAILED, DONE = "running", "cancelling", "cancelled", "failed", "done"
+RUNNING, CANCELLING, CANCELLED, FAILED, DONE = (
+    "running",
+    "cancelling",
+    "cancelled",
+    "failed",
+    "done",
+)
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def task_name(task: Callable) -> str:
     """'module:function' for a module-level function (what the child process imports)."""
     if "<locals>" in task.__qualname__ or "." in task.__qualname__:
-        raise ValueError(f"job task {task.__qualname__!r}: expected a module-level function, which a child process "
-                         "can import by name")
+        raise ValueError(
+            f"job task {task.__qualname__!r}: expected a module-level function, which a child process "
+            "can import by name"
+        )
     return f"{task.__module__}:{task.__qualname__}"
 
 
 class Job:
     """`task(*args, progress=...)` in a child process."""
 
-    def __init__(self, task: Callable[..., tuple[Any, str | None]], args: tuple = (), steps: int | None = None):
+    def __init__(
+        self,
+        task: Callable[..., tuple[Any, str | None]],
+        args: tuple = (),
+        steps: int | None = None,
+    ):
         self.steps = steps
         self.messages: list[str] = []
         self.result: Any = None
@@ -47,11 +61,22 @@ class Job:
         self.started_s = time.monotonic()
         self.finished_s: float | None = None
         self._cancelled = False
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}   # the task imports as here
-        self._process = subprocess.Popen([sys.executable, "-m", "dashboard.jobs", task_name(task), json.dumps(args)],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                         cwd=ROOT, env=env, text=True)
-        self._reader = threading.Thread(target=self._read, name="surgeplan-dashboard-job", daemon=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }  # the task imports as here
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "dashboard.jobs", task_name(task), json.dumps(args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            text=True,
+        )
+        self._reader = threading.Thread(
+            target=self._read, name="surgeplan-dashboard-job", daemon=True
+        )
         self._reader.start()
 
     def _read(self) -> None:
@@ -103,7 +128,7 @@ class Job:
 def _child(name: str, args_json: str) -> None:
     """The child process: run the task, writing ["progress", text]..., then ["done", answer] or ["failed", why]."""
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())           # the task's own prints stay off the channel
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the task's own prints stay off the channel
 
     def send(kind: str, value: Any) -> None:
         channel.write(json.dumps([kind, value]) + "\n")
@@ -111,7 +136,14 @@ def _child(name: str, args_json: str) -> None:
     try:
         module, _, function = name.partition(":")
         task = getattr(importlib.import_module(module), function)
-        send("done", list(task(*json.loads(args_json), progress=lambda message: send("progress", str(message)))))
+        send(
+            "done",
+            list(
+                task(
+                    *json.loads(args_json), progress=lambda message: send("progress", str(message))
+                )
+            ),
+        )
     except Exception as error:  # a bug, not a user error: reported whole, never raised in the page
         send("failed", f"{type(error).__name__}: {error}")
 

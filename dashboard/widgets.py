@@ -9,6 +9,7 @@ Values start from a scenario (the page's default) and live in session state unde
 which lets tests and other pages preset them before the first run; they persist for the session
 (`persist_state="session"`), so switching pages and coming back keeps what the user set.
 """
+
 from __future__ import annotations
 
 import types
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 
 from engine.core.config import bounds
 
-PERSIST = "session"      # widget values survive page switches
+PERSIST = "session"  # widget values survive page switches
 
 
 def field_help(model: type[BaseModel], name: str, extra: str = "") -> str | None:
@@ -58,15 +59,27 @@ def start(key: str, value: Any) -> None:
         st.session_state[key] = value
 
 
-def number(model: type[BaseModel], name: str, value: Any, key: str, label: str, *, where=st,
-           step: float | None = None, fmt: str | None = None, placeholder: str | None = None,
-           help_extra: str = "", min_value: float | None = None, disabled: bool = False) -> Any:
+def number(
+    model: type[BaseModel],
+    name: str,
+    value: Any,
+    key: str,
+    label: str,
+    *,
+    where=st,
+    step: float | None = None,
+    fmt: str | None = None,
+    placeholder: str | None = None,
+    help_extra: str = "",
+    min_value: float | None = None,
+    disabled: bool = False,
+) -> Any:
     """A number input bounded as the field is (`min_value` may only tighten the lower bound)."""
     annotation, optional = _annotation(model, name)
     integer = annotation is int
     low, high = bounds(model, name)
     if low is not None and _exclusive_low(model, name):
-        low = low + 1 if integer else None      # float > 0: left to validation, which names the field
+        low = low + 1 if integer else None  # float > 0: left to validation, which names the field
     if min_value is not None:
         low = min_value if low is None else max(low, min_value)
     cast = int if integer else float
@@ -75,29 +88,68 @@ def number(model: type[BaseModel], name: str, value: Any, key: str, label: str, 
     if value is None and not optional:
         raise ValueError(f"{model.__name__}.{name} cannot be empty")
     start(key, None if value is None else cast(value))
-    return where.number_input(label, min_value=low, max_value=high, step=cast(step) if step else None,
-                              format=fmt, key=key, placeholder=placeholder, disabled=disabled,
-                              help=field_help(model, name, help_extra), persist_state=PERSIST)
+    return where.number_input(
+        label,
+        min_value=low,
+        max_value=high,
+        step=cast(step) if step else None,
+        format=fmt,
+        key=key,
+        placeholder=placeholder,
+        disabled=disabled,
+        help=field_help(model, name, help_extra),
+        persist_state=PERSIST,
+    )
 
 
-def select(model: type[BaseModel], name: str, value: Any, key: str, label: str, *, where=st,
-           options: list[Any] | None = None, format_func=str, help_extra: str = "") -> Any:
+def select(
+    model: type[BaseModel],
+    name: str,
+    value: Any,
+    key: str,
+    label: str,
+    *,
+    where=st,
+    options: list[Any] | None = None,
+    format_func=str,
+    help_extra: str = "",
+) -> Any:
     """A select box over the field's `Literal` values (or `options`, e.g. the hardware catalog)."""
     options = list(options if options is not None else choices(model, name))
-    if st.session_state.get(key, options[0]) not in options:      # a choice another input has taken away
+    if (
+        st.session_state.get(key, options[0]) not in options
+    ):  # a choice another input has taken away
         del st.session_state[key]
     start(key, value if value in options else options[0])
-    return where.selectbox(label, options, key=key, format_func=format_func,
-                           help=field_help(model, name, help_extra), persist_state=PERSIST)
+    return where.selectbox(
+        label,
+        options,
+        key=key,
+        format_func=format_func,
+        help=field_help(model, name, help_extra),
+        persist_state=PERSIST,
+    )
 
 
-def toggle(model: type[BaseModel], name: str, value: bool, key: str, label: str, *, where=st,
-           help_extra: str = "") -> bool:
+def toggle(
+    model: type[BaseModel],
+    name: str,
+    value: bool,
+    key: str,
+    label: str,
+    *,
+    where=st,
+    help_extra: str = "",
+) -> bool:
     start(key, bool(value))
-    return where.toggle(label, key=key, help=field_help(model, name, help_extra), persist_state=PERSIST)
+    return where.toggle(
+        label, key=key, help=field_help(model, name, help_extra), persist_state=PERSIST
+    )
 
 
-def field(model: type[BaseModel], name: str, value: Any, key: str, label: str, *, where=st, **options) -> Any:
+def field(
+    model: type[BaseModel], name: str, value: Any, key: str, label: str, *, where=st, **options
+) -> Any:
     """The widget the field's type calls for: a select box for a `Literal`, a toggle for a bool, a number
     input for a number (`options` go to that widget)."""
     annotation, _ = _annotation(model, name)
@@ -107,4 +159,6 @@ def field(model: type[BaseModel], name: str, value: Any, key: str, label: str, *
         return toggle(model, name, value, key, label, where=where, **options)
     if annotation in (int, float):
         return number(model, name, value, key, label, where=where, **options)
-    raise TypeError(f"{model.__name__}.{name}: no widget for {annotation!r}; expected a Literal, bool, int or float")
+    raise TypeError(
+        f"{model.__name__}.{name}: no widget for {annotation!r}; expected a Literal, bool, int or float"
+    )

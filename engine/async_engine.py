@@ -5,6 +5,7 @@ abort) to an inbox, and the thread applies them between steps, steps, and hands 
 outputs back to its `RequestStream` with one `call_soon_threadsafe` per step. Admission control (a
 bounded waiting queue) and per-request deadlines are enforced here, next to the engine's queues.
 """
+
 import asyncio
 import heapq
 import logging
@@ -14,11 +15,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.core.outputs import RequestOutput
+from engine.core.sampling_params import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.metrics import ServingMetrics
 from engine.step_recorder import StepRecorder
-from engine.core.outputs import RequestOutput
-from engine.core.sampling_params import SamplingParams
 
 log = logging.getLogger("surgeplan.engine")
 
@@ -70,7 +71,7 @@ class _Add:
     params: SamplingParams
     tenant: str
     arrival_time: float
-    deadline: float | None            # time.perf_counter() clock
+    deadline: float | None  # time.perf_counter() clock
     stream: RequestStream
     accepted: asyncio.Future
 
@@ -82,18 +83,23 @@ class AsyncEngine:
     torch code, and two teams on few cores make libgomp stop spin-waiting, which slowed every step by
     ~20% when the model was built on the main thread and stepped on this one."""
 
-    def __init__(self, build_engine: Callable[[], LLMEngine], metrics: ServingMetrics,
-                 max_waiting_requests: int | None = None, idle_poll_s: float = 0.5,
-                 recorder: StepRecorder | None = None):
+    def __init__(
+        self,
+        build_engine: Callable[[], LLMEngine],
+        metrics: ServingMetrics,
+        max_waiting_requests: int | None = None,
+        idle_poll_s: float = 0.5,
+        recorder: StepRecorder | None = None,
+    ):
         self.metrics = metrics
         self.recorder = recorder
         self.max_waiting_requests = max_waiting_requests
         self.idle_poll_s = idle_poll_s
         self._inbox: deque = deque()
         self._wake = threading.Event()
-        self._lock = threading.Lock()              # guards the admission counts below
+        self._lock = threading.Lock()  # guards the admission counts below
         self._num_pending = self._num_waiting = self._num_running = 0
-        self._streams: dict[str, RequestStream] = {}   # engine thread only
+        self._streams: dict[str, RequestStream] = {}  # engine thread only
         self._deadlines: list[tuple[float, str]] = []  # engine thread only: a heap
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -139,9 +145,15 @@ class AsyncEngine:
         return self._started.is_set() and self._thread.is_alive() and not self._stopping
 
     # ---- requests (event loop) ---------------------------------------------------------------------
-    async def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                       tenant: str = "default", arrival_time: float | None = None,
-                       timeout_s: float | None = None) -> RequestStream:
+    async def generate(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        tenant: str = "default",
+        arrival_time: float | None = None,
+        timeout_s: float | None = None,
+    ) -> RequestStream:
         """Queues the request; returns its stream once the engine accepted it. Raises QueueFull,
         ValueError (the engine's validation message) or EngineStopped."""
         if not self.is_running:
@@ -149,18 +161,26 @@ class AsyncEngine:
         arrival_time = time.perf_counter() if arrival_time is None else arrival_time
         deadline = None if timeout_s is None else arrival_time + timeout_s
         stream = RequestStream(request_id)
-        command = _Add(request_id, prompt_token_ids, params, tenant, arrival_time, deadline, stream,
-                       asyncio.get_running_loop().create_future())
+        command = _Add(
+            request_id,
+            prompt_token_ids,
+            params,
+            tenant,
+            arrival_time,
+            deadline,
+            stream,
+            asyncio.get_running_loop().create_future(),
+        )
         self._admit(command)
         try:
             await command.accepted
         except asyncio.CancelledError:
-            self.abort(request_id)             # the client left before the engine took the request
+            self.abort(request_id)  # the client left before the engine took the request
             raise
         return stream
 
     def _admit(self, command: _Add) -> None:
-        with self._lock:                   # the same lock as `_refuse_pending`: no command is left behind
+        with self._lock:  # the same lock as `_refuse_pending`: no command is left behind
             if self._stopping:
                 raise EngineStopped("the server is shutting down")
             if self.max_waiting_requests is not None:
@@ -168,8 +188,10 @@ class AsyncEngine:
                 queued = self._num_pending + self._num_waiting
                 if queued >= self.max_waiting_requests + free_slots:
                     self.metrics.observe_rejected("queue_full")
-                    raise QueueFull(f"{queued} requests are already waiting (limit --max-waiting-requests="
-                                    f"{self.max_waiting_requests}); retry later")
+                    raise QueueFull(
+                        f"{queued} requests are already waiting (limit --max-waiting-requests="
+                        f"{self.max_waiting_requests}); retry later"
+                    )
             self._num_pending += 1
             self._inbox.append(command)
         self._wake.set()
@@ -228,8 +250,13 @@ class AsyncEngine:
     def _add(self, command: _Add) -> None:
         error = None
         try:
-            self.engine.add_request(command.request_id, command.prompt_token_ids, command.params,
-                                    arrival_time=command.arrival_time, tenant=command.tenant)
+            self.engine.add_request(
+                command.request_id,
+                command.prompt_token_ids,
+                command.params,
+                arrival_time=command.arrival_time,
+                tenant=command.tenant,
+            )
         except Exception as exc:  # noqa: BLE001  (a ValueError is the client's; anything else is reported too)
             error = exc
         with self._lock:
@@ -243,11 +270,19 @@ class AsyncEngine:
                 heapq.heappush(self._deadlines, (command.deadline, command.request_id))
         self._loop.call_soon_threadsafe(_settle, command.accepted, error)
 
-    def _abort(self, request_id: str, error: Exception | None = None, rejected_reason: str | None = None,
-               finished_reason: str = "abort", aborted_reason: str = "disconnect") -> None:
+    def _abort(
+        self,
+        request_id: str,
+        error: Exception | None = None,
+        rejected_reason: str | None = None,
+        finished_reason: str = "abort",
+        aborted_reason: str = "disconnect",
+    ) -> None:
         stream = self._streams.pop(request_id, None)
         if self.engine.abort_request(request_id):
-            self.metrics.observe_aborted(request_id, finished_reason, rejected_reason, aborted_reason)
+            self.metrics.observe_aborted(
+                request_id, finished_reason, rejected_reason, aborted_reason
+            )
         if stream is not None and error is not None:
             self._loop.call_soon_threadsafe(stream.put, error)
 
@@ -256,9 +291,15 @@ class AsyncEngine:
         while self._deadlines and self._deadlines[0][0] <= now:
             _, request_id = heapq.heappop(self._deadlines)
             if request_id in self._streams:
-                self._abort(request_id, DeadlineExceeded(f"request {request_id} passed its deadline and was aborted"),
-                            rejected_reason="deadline", aborted_reason="deadline")
-        if len(self._deadlines) > 2 * len(self._streams) + 64:     # finished requests' deadlines: drop them
+                self._abort(
+                    request_id,
+                    DeadlineExceeded(f"request {request_id} passed its deadline and was aborted"),
+                    rejected_reason="deadline",
+                    aborted_reason="deadline",
+                )
+        if (
+            len(self._deadlines) > 2 * len(self._streams) + 64
+        ):  # finished requests' deadlines: drop them
             self._deadlines = [entry for entry in self._deadlines if entry[1] in self._streams]
             heapq.heapify(self._deadlines)
 
@@ -267,13 +308,22 @@ class AsyncEngine:
         try:
             outputs = self.engine.step()
         except Exception as exc:  # noqa: BLE001  (one bad step must not take the server down)
-            log.exception("engine step failed; aborting the %d requests in flight", len(self._streams))
+            log.exception(
+                "engine step failed; aborting the %d requests in flight", len(self._streams)
+            )
             self.num_step_errors += 1
             self.metrics.step_errors.inc()
-            self._fail_all(EngineStepError(f"the engine failed while running this request: {exc!r}"), "step_error")
+            self._fail_all(
+                EngineStepError(f"the engine failed while running this request: {exc!r}"),
+                "step_error",
+            )
             return
         now = time.perf_counter()
-        if self.recorder is not None and self.engine.last_step is not None and not self.engine.last_step.shape.is_empty:
+        if (
+            self.recorder is not None
+            and self.engine.last_step is not None
+            and not self.engine.last_step.shape.is_empty
+        ):
             self.recorder.stepped(start, self.engine.last_step.total_s, self.engine.last_step.shape)
         deliveries = []
         for out in outputs:

@@ -1,29 +1,44 @@
 """`EngineConfig`: everything `LLM(...)` and `surgeplan serve` accept. Cache and scheduler settings are
 the fields of `engine.core.config`, reused here (never redeclared), and `cli_option` turns any of them
 into a command-line option with the same bound, default and help."""
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core.config import (BatchController, CacheConfig, KVCacheDtype, Policy, Role, SchedulerConfig, StaticReserve,
-                                bounds, setting)
+from engine.core.config import (
+    BatchController,
+    CacheConfig,
+    KVCacheDtype,
+    Policy,
+    Role,
+    SchedulerConfig,
+    StaticReserve,
+    bounds,
+    setting,
+)
 
 __all__ = ["CacheConfig", "SchedulerConfig", "EngineConfig", "cli_option"]
 
 
 class EngineConfig(BaseModel):
     """Cache and scheduler settings are derived from these by `LLMEngine`."""
+
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
-    model: str = Field(description="model directory, or a preset name (tiny, cpu-small, llama-3-8b, ...)")
-    load_format: Literal["auto", "safetensors", "dummy"] = Field("auto", description="auto, safetensors or "
-                                                                 "dummy (random weights)")
+    model: str = Field(
+        description="model directory, or a preset name (tiny, cpu-small, llama-3-8b, ...)"
+    )
+    load_format: Literal["auto", "safetensors", "dummy"] = Field(
+        "auto", description="auto, safetensors or dummy (random weights)"
+    )
     dtype: str = Field("auto", description="auto, float32, float16 or bfloat16")
     device: str | None = Field(None, description="cpu or cuda (default: cuda when present)")
     seed: int = 0
     block_size: int = setting(CacheConfig, "block_size")
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
-    kv_cache_memory_bytes: int | None = Field(None, ge=1, description="KV pool size in bytes (default: from "
-                                              "device memory)")
+    kv_cache_memory_bytes: int | None = Field(
+        None, ge=1, description="KV pool size in bytes (default: from device memory)"
+    )
     gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
@@ -31,9 +46,12 @@ class EngineConfig(BaseModel):
     kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
-    max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
-                                        description="longest sequence in tokens (default: the model's "
-                                        "max_position_embeddings)")
+    max_model_len: int | None = setting(
+        SchedulerConfig,
+        "max_model_len",
+        default=None,
+        description="longest sequence in tokens (default: the model's max_position_embeddings)",
+    )
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
@@ -44,8 +62,13 @@ class EngineConfig(BaseModel):
 _FROM_FIELD = object()
 
 
-def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, flag: str | None = None,
-               **typer_options: Any) -> Any:
+def cli_option(
+    config: type[BaseModel],
+    name: str,
+    default: Any = _FROM_FIELD,
+    flag: str | None = None,
+    **typer_options: Any,
+) -> Any:
     """A typer option for setting `name` of `config`: its default (unless given), help and bounds;
     `typer_options` go to typer.Option as they are (e.g. envvar)."""
     import typer
@@ -59,6 +82,10 @@ def cli_option(config: type[BaseModel], name: str, default: Any = _FROM_FIELD, f
     low, high = bounds(config, name)
     help_text = field.description or ""
     choices = getattr(field.annotation, "__args__", None)
-    if choices and all(isinstance(choice, str) for choice in choices) and choices[0] not in help_text:
+    if (
+        choices
+        and all(isinstance(choice, str) for choice in choices)
+        and choices[0] not in help_text
+    ):
         help_text += f" [{' | '.join(choices)}]"
     return typer.Option(default, flag, help=help_text, min=low, max=high, **typer_options)

@@ -8,6 +8,7 @@ reads JSON. The parsers' own quoted snippet of the offending line is left out of
 secret in the file (an API key) never reaches an error or a log. It lives in `engine/` top, the lowest
 layer whose modules read settings files, so the server and the simulator both import it.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,21 @@ def read_mapping(path: str | Path, expected: str, allow_empty: bool = True) -> d
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise ValueError(f"{path}: cannot be read ({error.strerror or error}); expected {expected}") from None
+        raise ValueError(
+            f"{path}: cannot be read ({error.strerror or error}); expected {expected}"
+        ) from None
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: is not UTF-8 text (at byte {error.start}); expected {expected}") from None
+        raise ValueError(
+            f"{path}: is not UTF-8 text (at byte {error.start}); expected {expected}"
+        ) from None
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}; "
-                             f"expected {expected}") from None
+            raise ValueError(
+                f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}; "
+                f"expected {expected}"
+            ) from None
     else:
         data = _load_yaml(path, text, expected)
     if data is None:
@@ -49,15 +56,20 @@ def _load_yaml(path: Path, text: str, expected: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise ValueError(f"{path}: reading YAML needs PyYAML installed; expected {expected}, or the same "
-                         "settings written as a .json file") from None
+        raise ValueError(
+            f"{path}: reading YAML needs PyYAML installed; expected {expected}, or the same "
+            "settings written as a .json file"
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        if isinstance(error, yaml.MarkedYAMLError):     # its str() would quote the offending line
-            problem = ", ".join(part for part in (error.context, error.problem) if part) or type(error).__name__
+        if isinstance(error, yaml.MarkedYAMLError):  # its str() would quote the offending line
+            problem = (
+                ", ".join(part for part in (error.context, error.problem) if part)
+                or type(error).__name__
+            )
         else:
             problem = " ".join(str(error).split())
         raise ValueError(f"{path}: not valid YAML{where}: {problem}; expected {expected}") from None

@@ -8,6 +8,7 @@ thread's work between steps (applying commands, handing outputs to the event loo
 wait for the interpreter lock the event loop holds are in it; `busy_s` is None for a step after which
 the engine went idle. Off unless `--record-steps N` is given.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,15 +21,23 @@ from engine.core.step_shape import StepShape
 class StepRecorder:
     def __init__(self, capacity: int):
         if capacity < 1:
-            raise ValueError(f"record_steps {capacity}; expected a positive number of steps to keep")
+            raise ValueError(
+                f"record_steps {capacity}; expected a positive number of steps to keep"
+            )
         self._steps: deque[dict] = deque(maxlen=capacity)
         self._lock = threading.Lock()
-        self.total = 0                    # steps recorded since start (older ones fall out of the window)
-        self._open = False                # the last step's busy time ends at the next step's start
+        self.total = 0  # steps recorded since start (older ones fall out of the window)
+        self._open = False  # the last step's busy time ends at the next step's start
 
     def stepped(self, start_s: float, step_s: float, shape: StepShape) -> None:
         """The engine thread, after each step that did work (the shape is serialised only when read)."""
-        entry = {"index": self.total, "start_s": start_s, "step_s": step_s, "busy_s": None, "shape": shape}
+        entry = {
+            "index": self.total,
+            "start_s": start_s,
+            "step_s": step_s,
+            "busy_s": None,
+            "shape": shape,
+        }
         with self._lock:
             if self._open and self._steps:
                 self._steps[-1]["busy_s"] = start_s - self._steps[-1]["start_s"]

@@ -1,4 +1,5 @@
 """Tokenizers: the model directory's own (Hugging Face, local files only), or a byte-level one for presets."""
+
 import functools
 from pathlib import Path
 
@@ -6,11 +7,14 @@ from pathlib import Path
 class ByteTokenizer:
     """ids 0-2 are <unk>, <s>, </s>; id 3 + b is byte b. Ids past 258 (a dummy model's random picks)
     decode to byte (id - 3) mod 256, so every id shows as something."""
+
     NUM_SPECIAL = 3
 
     def __init__(self, vocab_size: int, bos_token_id: int | None = 1, eos_token_id: int | None = 2):
         if vocab_size < self.NUM_SPECIAL + 256:
-            raise ValueError(f"vocab_size {vocab_size} is too small for a byte tokenizer; expected ≥ 259")
+            raise ValueError(
+                f"vocab_size {vocab_size} is too small for a byte tokenizer; expected ≥ 259"
+            )
         self.vocab_size = vocab_size
         self.bos_token_id, self.eos_token_id = bos_token_id, eos_token_id
 
@@ -49,6 +53,8 @@ class HFTokenizer:
 
 def load_tokenizer(model: str, vocab_size: int, bos_token_id: int | None, eos_token_id: int | None):
     directory = Path(model)
-    if directory.is_dir() and any((directory / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+    if directory.is_dir() and any(
+        (directory / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
+    ):
         return HFTokenizer(model)
     return ByteTokenizer(vocab_size, bos_token_id, eos_token_id)

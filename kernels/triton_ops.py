@@ -1,4 +1,5 @@
 """The Triton kernels under the names `kernels.dispatch` looks up (twins of `kernels.reference`)."""
+
 from kernels.triton_cache import store_kv_cache
 from kernels.triton_decode import paged_decode_attention
 from kernels.triton_prefill import paged_prefill_attention

@@ -1,14 +1,13 @@
 """`surgeplan simulate SCENARIO`: run a scenario through the SimPy cluster, print its summary (or one
 JSON object), and write per-request and time-series files and a plotly timeline."""
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
-
 
 
 def _format(key: str, value) -> str:
@@ -32,12 +31,22 @@ ENGINE_PROFILE_OPTION = _engine_profile_option()
 
 
 def simulate_command(
-    scenario_file: Path = typer.Argument(..., help="scenario YAML or JSON (see examples/scenarios/)"),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="replace the scenario's traffic by this trace file"),
-    out: Optional[Path] = typer.Option(None, "--out", help="folder for requests.csv, timeseries.csv/.json, timeline.html"),
-    as_json: bool = typer.Option(False, "--json", help='print one JSON object: {"summary": ..., "facts": ..., '
-                                 '"scenario": ..., "run": {"cpu_s": ..., "wall_s": ...}}'),
-    engine_profile: Optional[str] = ENGINE_PROFILE_OPTION,
+    scenario_file: Path = typer.Argument(
+        ..., help="scenario YAML or JSON (see examples/scenarios/)"
+    ),
+    trace: Path | None = typer.Option(
+        None, "--trace", help="replace the scenario's traffic by this trace file"
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="folder for requests.csv, timeseries.csv/.json, timeline.html"
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help='print one JSON object: {"summary": ..., "facts": ..., '
+        '"scenario": ..., "run": {"cpu_s": ..., "wall_s": ...}}',
+    ),
+    engine_profile: str | None = ENGINE_PROFILE_OPTION,
 ) -> None:
     """Simulate a cluster serving the scenario's traffic; summary, files and timeline."""
     from simulator.scenario import Scenario
@@ -47,7 +56,9 @@ def simulate_command(
     try:
         scenario = Scenario.load(scenario_file)
         if trace is not None:
-            scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update={"trace": str(trace)})})
+            scenario = scenario.model_copy(
+                update={"traffic": scenario.traffic.model_copy(update={"trace": str(trace)})}
+            )
         if engine_profile is not None:
             scenario = scenario.model_copy(update={"engine_profile": engine_profile})
         progress = _progress_bar() if sys.stderr.isatty() and not as_json else None
@@ -59,14 +70,24 @@ def simulate_command(
         result.write(out)
         write_timeline(result, out / "timeline.html")
     if as_json:
-        typer.echo(json.dumps({"summary": result.summary.as_dict(), "facts": result.facts,
-                               "scenario": scenario.model_dump(mode="json"), "run": result.run}))
+        typer.echo(
+            json.dumps(
+                {
+                    "summary": result.summary.as_dict(),
+                    "facts": result.facts,
+                    "scenario": scenario.model_dump(mode="json"),
+                    "run": result.run,
+                }
+            )
+        )
         return
     calibration = result.facts["calibration"]
-    typer.echo(f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
-               f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
-               f"({calibration['label']}, fit error {_format('', calibration['fit_error'])}); engine profile "
-               f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])})")
+    typer.echo(
+        f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
+        f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
+        f"({calibration['label']}, fit error {_format('', calibration['fit_error'])}); engine profile "
+        f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])})"
+    )
     summary = result.summary.as_dict()
     width = max(len(key) for key in summary)
     for key, value in summary.items():
@@ -83,4 +104,5 @@ def _progress_bar():
     def update(fraction: float) -> None:
         bar.n = round(fraction * 100)
         bar.refresh()
+
     return update

@@ -45,7 +45,11 @@ def _pool_config(
         num_blocks = settings.num_kv_blocks
     else:
         num_blocks = kv_blocks_available(
-            model, gpu, tp, settings.gpu_memory_utilization, settings.block_size,
+            model,
+            gpu,
+            tp,
+            settings.gpu_memory_utilization,
+            settings.block_size,
             kv_cache_dtype=settings.kv_cache_dtype,
             max_num_batched_tokens=pool.max_num_batched_tokens or settings.max_num_batched_tokens,
             max_num_seqs=pool.max_num_seqs or settings.max_num_seqs,
@@ -78,7 +82,9 @@ def _pool_config(
         weight_load_s = model.weight_bytes_per_gpu(tp) / cold.weight_load_bytes_per_s
     gpu_model = CostModel.from_calibration(calibration)
     cost_model = gpu_model
-    if isinstance(base.cost_model, ProfiledCostModel):   # the scenario's serving stack and error band
+    if isinstance(
+        base.cost_model, ProfiledCostModel
+    ):  # the scenario's serving stack and error band
         cost_model = ProfiledCostModel(gpu_model, base.cost_model.profile, base.cost_model.scale)
     costs = None
     if cache_config.num_cpu_kv_blocks:

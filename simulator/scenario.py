@@ -7,6 +7,7 @@ cluster (replicas, router, autoscaler with cold starts), the scheduler settings 
 `engine.core.config` and reused here), the clients (timeout to first token, retries), the SLO and
 prices. The CLI, the planner and the dashboard all build this same object.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,9 @@ from traces.synthetic import SyntheticTraceSpec, synthesize
 from traces.trace import Trace
 
 SCENARIO_FILE = "a scenario: a YAML or JSON mapping of scenario fields (as in examples/scenarios/)"
-RouterPolicy = Literal["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"]
+RouterPolicy = Literal[
+    "round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"
+]
 
 
 class _Strict(BaseModel):
@@ -45,68 +48,111 @@ class TrafficPart(_Strict):
     """Extra synthetic traffic laid over the main traffic on the same clock: its own arrival process and
     lengths from `start_s` for `duration_s`, all of one tenant (a burst of long-context requests, one
     tenant's spike). Drawn from the scenario's seed and the part's position, independently of the rest."""
+
     arrivals: ArrivalSpec = Field(description="arrival process, its time 0 at `start_s`")
     prompt: LengthSpec = PresetLength(name="azure-conv-prompt")
     output: LengthSpec = PresetLength(name="azure-conv-output")
-    start_s: float = Field(0.0, ge=0, description="when the part begins, on the main traffic's clock")
+    start_s: float = Field(
+        0.0, ge=0, description="when the part begins, on the main traffic's clock"
+    )
     duration_s: float = Field(60.0, gt=0, description="how long the part's arrivals last")
-    tenant: str = Field(DEFAULT_TENANT, min_length=1, description="the tenant every request of the part belongs to")
+    tenant: str = Field(
+        DEFAULT_TENANT, min_length=1, description="the tenant every request of the part belongs to"
+    )
 
     @model_validator(mode="after")
-    def _synthesizable(self) -> "TrafficPart":
+    def _synthesizable(self) -> TrafficPart:
         try:
-            self._spec(0)        # the synthetic trace's own checks (a prompt that could be empty, ...)
+            self._spec(0)  # the synthetic trace's own checks (a prompt that could be empty, ...)
         except ValidationError as error:
-            raise ValueError("; ".join(item["msg"].removeprefix("Value error, ") for item in error.errors())) from None
+            raise ValueError(
+                "; ".join(item["msg"].removeprefix("Value error, ") for item in error.errors())
+            ) from None
         return self
 
     def _spec(self, seed: int) -> SyntheticTraceSpec:
-        return SyntheticTraceSpec(arrivals=self.arrivals, prompt=self.prompt, output=self.output,
-                                  duration_s=self.duration_s, seed=seed, name=f"part-{self.tenant}",
-                                  tenant=self.tenant)
+        return SyntheticTraceSpec(
+            arrivals=self.arrivals,
+            prompt=self.prompt,
+            output=self.output,
+            duration_s=self.duration_s,
+            seed=seed,
+            name=f"part-{self.tenant}",
+            tenant=self.tenant,
+        )
 
     def synthesize(self, seed: int, position: int) -> Trace:
         """The part's requests, arrivals shifted to start at `start_s`."""
         part_seed = int(np.random.SeedSequence([seed, position]).generate_state(1)[0])
         trace = synthesize(self._spec(part_seed))
-        return trace.replace(f"part {position} from {self.start_s} s", arrival_s=trace.arrival_s + self.start_s)
+        return trace.replace(
+            f"part {position} from {self.start_s} s", arrival_s=trace.arrival_s + self.start_s
+        )
 
 
 class TrafficSpec(_Strict):
     """A trace file, or a synthetic process (`arrivals` + lengths over `duration_s`)."""
-    trace: str | None = Field(None, description="trace file in any format `traces` reads (Azure, BurstGPT, "
-                              "Mooncake, Vidur, canonical JSONL/CSV)")
+
+    trace: str | None = Field(
+        None,
+        description="trace file in any format `traces` reads (Azure, BurstGPT, "
+        "Mooncake, Vidur, canonical JSONL/CSV)",
+    )
     trace_format: str | None = Field(None, description="the trace's format (default: detected)")
-    arrivals: ArrivalSpec = Field(PoissonArrivals(rate_per_s=5.0), description="synthetic arrival process "
-                                  "(poisson, gamma, diurnal, spike over any of them)")
+    arrivals: ArrivalSpec = Field(
+        PoissonArrivals(rate_per_s=5.0),
+        description="synthetic arrival process (poisson, gamma, diurnal, spike over any of them)",
+    )
     prompt: LengthSpec = PresetLength(name="azure-conv-prompt")
     output: LengthSpec = PresetLength(name="azure-conv-output")
     duration_s: float = Field(600.0, gt=0, description="length of the synthetic traffic")
-    rate_scale: float = Field(1.0, gt=0, description="multiplies the request rate (arrival times divided by it)")
+    rate_scale: float = Field(
+        1.0, gt=0, description="multiplies the request rate (arrival times divided by it)"
+    )
     max_requests: int | None = Field(None, ge=1, description="keep only the first N requests")
-    too_long: Literal["error", "clip", "drop"] = Field("error", description="a request longer than max_model_len: "
-                                                       "an error, clipped to fit, or dropped")
-    shared_prefix_groups: int | None = Field(None, ge=1, description="Mooncake-style: each request starts with "
-                                             "one of this many shared prefixes (system prompts, documents)")
+    too_long: Literal["error", "clip", "drop"] = Field(
+        "error",
+        description="a request longer than max_model_len: an error, clipped to fit, or dropped",
+    )
+    shared_prefix_groups: int | None = Field(
+        None,
+        ge=1,
+        description="Mooncake-style: each request starts with "
+        "one of this many shared prefixes (system prompts, documents)",
+    )
     shared_prefix_tokens: int = Field(1024, ge=1, description="length of each shared prefix")
-    tenants: dict[str, float] = Field(default_factory=dict, description="tenant -> share of the requests "
-                                      "(assigned at random); empty: the trace's own tenants")
-    parts: list[TrafficPart] = Field(default_factory=list, description="extra synthetic traffic laid over "
-                                     "the main traffic (after its rate_scale, max_requests, prefixes and tenants), "
-                                     "each part of one tenant")
+    tenants: dict[str, float] = Field(
+        default_factory=dict,
+        description="tenant -> share of the requests "
+        "(assigned at random); empty: the trace's own tenants",
+    )
+    parts: list[TrafficPart] = Field(
+        default_factory=list,
+        description="extra synthetic traffic laid over "
+        "the main traffic (after its rate_scale, max_requests, prefixes and tenants), "
+        "each part of one tenant",
+    )
 
 
 class ModelChoice(_Strict):
-    name: str = Field("llama-2-7b", description="model preset (llama-2-7b, llama-3-8b, llama-2-70b, ...)")
-    dtype: str = Field("float16", description="weights dtype (float16, bfloat16, fp8, int8), and the KV "
-                       "cache's where scheduler.kv_cache_dtype is auto")
+    name: str = Field(
+        "llama-2-7b", description="model preset (llama-2-7b, llama-3-8b, llama-2-70b, ...)"
+    )
+    dtype: str = Field(
+        "float16",
+        description="weights dtype (float16, bfloat16, fp8, int8), and the KV "
+        "cache's where scheduler.kv_cache_dtype is auto",
+    )
 
 
 class HardwareChoice(_Strict):
     gpu: str = Field("A100-80GB", description="GPU from the hardware catalog")
     tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per replica")
-    calibration: str | None = Field(None, description="calibration name or file (default: the best shipped "
-                                    "one for this model, GPU and TP degree)")
+    calibration: str | None = Field(
+        None,
+        description="calibration name or file (default: the best shipped "
+        "one for this model, GPU and TP degree)",
+    )
 
 
 class RouterSpec(_Strict):
@@ -120,43 +166,68 @@ class ColdStart(_Strict):
     1 GB/s (network storage; Llama-2-7B fp16 = 13.5 GB -> 13.5 s); warm-up 30 s (memory profiling,
     CUDA graph capture). Weight load + warm-up = 43.5 s for Llama-2-7B, against about 44 s measured
     from `vllm serve` start to ready for Llama-2-7B on an A100 (vLLM issue reports, 2024)."""
+
     provisioning_s: float = Field(60.0, ge=0, description="from request to a machine with the GPU")
-    weight_load_bytes_per_s: float = Field(1e9, gt=0, description="disk/network bandwidth for the weights")
-    weight_load_s: float | None = Field(None, ge=0, description="override: seconds to load the weights "
-                                        "(default: weight bytes per GPU / weight_load_bytes_per_s)")
-    warmup_s: float = Field(30.0, ge=0, description="engine start-up after the weights are in memory")
+    weight_load_bytes_per_s: float = Field(
+        1e9, gt=0, description="disk/network bandwidth for the weights"
+    )
+    weight_load_s: float | None = Field(
+        None,
+        ge=0,
+        description="override: seconds to load the weights "
+        "(default: weight bytes per GPU / weight_load_bytes_per_s)",
+    )
+    warmup_s: float = Field(
+        30.0, ge=0, description="engine start-up after the weights are in memory"
+    )
 
 
 class AutoscalerSpec(_Strict):
     """Thresholds as llm-d's variant autoscaler: scale out when KV usage ≥ 0.8 or ≥ 5 requests wait per
     replica (or windowed P99 TTFT exceeds its bound); scale in after a stabilisation window of calm."""
+
     enabled: bool = False
     min_replicas: int = Field(1, ge=1)
     max_replicas: int = Field(8, ge=1)
     scrape_interval_s: float = Field(15.0, gt=0, description="metrics scrape period")
-    kv_usage_threshold: float = Field(0.8, gt=0, le=1, description="scale out at this mean KV usage")
-    waiting_per_replica_threshold: float = Field(5.0, gt=0, description="scale out at this many waiting "
-                                                 "requests per serving replica")
-    ttft_p99_threshold_s: float | None = Field(None, gt=0, description="scale out when the windowed P99 "
-                                               "TTFT exceeds this")
-    scale_in_kv_usage: float = Field(0.3, ge=0, le=1, description="calm: KV usage below this and no waiting")
-    scale_in_stabilization_s: float = Field(300.0, ge=0, description="calm this long before a scale-in")
-    cooldown_s: float = Field(60.0, ge=0, description="no scaling action within this long of the last")
+    kv_usage_threshold: float = Field(
+        0.8, gt=0, le=1, description="scale out at this mean KV usage"
+    )
+    waiting_per_replica_threshold: float = Field(
+        5.0, gt=0, description="scale out at this many waiting requests per serving replica"
+    )
+    ttft_p99_threshold_s: float | None = Field(
+        None, gt=0, description="scale out when the windowed P99 TTFT exceeds this"
+    )
+    scale_in_kv_usage: float = Field(
+        0.3, ge=0, le=1, description="calm: KV usage below this and no waiting"
+    )
+    scale_in_stabilization_s: float = Field(
+        300.0, ge=0, description="calm this long before a scale-in"
+    )
+    cooldown_s: float = Field(
+        60.0, ge=0, description="no scaling action within this long of the last"
+    )
     step_replicas: int = Field(1, ge=1, description="replicas added per scale-out")
     cold_start: ColdStart = ColdStart()
 
     @model_validator(mode="after")
-    def _range(self) -> "AutoscalerSpec":
+    def _range(self) -> AutoscalerSpec:
         if self.min_replicas > self.max_replicas:
-            raise ValueError(f"min_replicas={self.min_replicas} > max_replicas={self.max_replicas}; "
-                             "expected min ≤ max")
+            raise ValueError(
+                f"min_replicas={self.min_replicas} > max_replicas={self.max_replicas}; "
+                "expected min ≤ max"
+            )
         return self
 
 
 class PoolSettings(_Strict):
     """One pool's own batch settings (default: the scenario's scheduler settings), router and autoscaler."""
+
     max_num_seqs: int | None = setting(SchedulerConfig, "max_num_seqs", default=None)
-    max_num_batched_tokens: int | None = setting(SchedulerConfig, "max_num_batched_tokens", default=None)
+    max_num_batched_tokens: int | None = setting(
+        SchedulerConfig, "max_num_batched_tokens", default=None
+    )
     router: RouterSpec = RouterSpec()
     autoscaler: AutoscalerSpec = AutoscalerSpec()
 
@@ -164,65 +235,104 @@ class PoolSettings(_Strict):
 class DisaggregationSpec(_Strict):
     """Prefill and decode on separate pools (DistServe, Splitwise, Dynamo, llm-d): a request is prefilled
     on a prefill replica, its KV moved over `link` to a decode replica that decodes the rest."""
+
     prefill_replicas: int = Field(1, ge=1, le=10000, description="prefill replicas at start")
     decode_replicas: int = Field(1, ge=1, le=10000, description="decode replicas at start")
-    prefill_tensor_parallel: int | None = Field(None, ge=1, le=64, description="GPUs per prefill replica "
-                                                "(default: hardware.tensor_parallel)")
-    decode_tensor_parallel: int | None = Field(None, ge=1, le=64, description="GPUs per decode replica "
-                                               "(default: hardware.tensor_parallel)")
-    link: str = Field("infiniband-ndr", description="KV link from the link catalog (simulator.links): nvlink-4, "
-                      "nvlink-3, pcie-gen5-x16, pcie-gen4-x16, infiniband-ndr, infiniband-hdr, ethernet-400g, "
-                      "ethernet-100g")
+    prefill_tensor_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="GPUs per prefill replica (default: hardware.tensor_parallel)",
+    )
+    decode_tensor_parallel: int | None = Field(
+        None, ge=1, le=64, description="GPUs per decode replica (default: hardware.tensor_parallel)"
+    )
+    link: str = Field(
+        "infiniband-ndr",
+        description="KV link from the link catalog (simulator.links): nvlink-4, "
+        "nvlink-3, pcie-gen5-x16, pcie-gen4-x16, infiniband-ndr, infiniband-hdr, ethernet-400g, "
+        "ethernet-100g",
+    )
     prefill: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()
 
     @model_validator(mode="after")
-    def _known_link(self) -> "DisaggregationSpec":
+    def _known_link(self) -> DisaggregationSpec:
         from simulator.links import get_link
+
         get_link(self.link)
         return self
 
 
 class ClusterSpec(_Strict):
-    replicas: int = Field(1, ge=1, le=10000, description="replicas at start (each of tensor_parallel GPUs)")
+    replicas: int = Field(
+        1, ge=1, le=10000, description="replicas at start (each of tensor_parallel GPUs)"
+    )
     router: RouterSpec = RouterSpec()
     autoscaler: AutoscalerSpec = AutoscalerSpec()
-    max_waiting_per_replica: int | None = Field(None, ge=1, description="admission control: a replica with "
-                                                "this many waiting rejects (as `serve` answers 503)")
-    disaggregation: DisaggregationSpec | None = Field(None, description="prefill and decode on separate pools "
-                                                      "(replaces replicas, router and autoscaler above)")
+    max_waiting_per_replica: int | None = Field(
+        None,
+        ge=1,
+        description="admission control: a replica with "
+        "this many waiting rejects (as `serve` answers 503)",
+    )
+    disaggregation: DisaggregationSpec | None = Field(
+        None,
+        description="prefill and decode on separate pools "
+        "(replaces replicas, router and autoscaler above)",
+    )
 
 
 class SchedulerSettings(_Strict):
     """The engine's own settings, with their engine definitions."""
+
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
-    max_model_len: int | None = setting(SchedulerConfig, "max_model_len", default=None,
-                                        description="longest sequence (default: the model's context length)")
+    max_model_len: int | None = setting(
+        SchedulerConfig,
+        "max_model_len",
+        default=None,
+        description="longest sequence (default: the model's context length)",
+    )
     block_size: int = setting(CacheConfig, "block_size")
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching")
     tenant_block_quota: dict[str, int] = setting(CacheConfig, "tenant_block_quota")
     kv_cache_dtype: KVCacheDtype = setting(CacheConfig, "kv_cache_dtype")
     gpu_memory_utilization: float = setting(CacheConfig, "gpu_memory_utilization")
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
-    cpu_kv_gb: float = Field(0.0, ge=0, le=16384, description="host memory per replica for a second KV "
-                             "tier (engine.core.host_tier): evicted prefix blocks and preempted requests' "
-                             "blocks come back over PCIe instead of being recomputed, when cheaper; 0: none")
+    cpu_kv_gb: float = Field(
+        0.0,
+        ge=0,
+        le=16384,
+        description="host memory per replica for a second KV "
+        "tier (engine.core.host_tier): evicted prefix blocks and preempted requests' "
+        "blocks come back over PCIe instead of being recomputed, when cheaper; 0: none",
+    )
 
 
 class ClientSpec(_Strict):
-    ttft_timeout_s: float | None = Field(None, gt=0, description="a client abandons a request with no "
-                                         "first token after this long (the article's 10-second spinner)")
-    max_retries: int = Field(0, ge=0, le=10, description="times an abandoned or rejected request is retried")
-    retry_backoff_s: float = Field(1.0, ge=0, description="wait before the first retry; doubles each time")
+    ttft_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="a client abandons a request with no "
+        "first token after this long (the article's 10-second spinner)",
+    )
+    max_retries: int = Field(
+        0, ge=0, le=10, description="times an abandoned or rejected request is retried"
+    )
+    retry_backoff_s: float = Field(
+        1.0, ge=0, description="wait before the first retry; doubles each time"
+    )
 
 
 class Prices(_Strict):
-    gpu_usd_per_hour: float | None = Field(None, ge=0, description="per GPU-hour (default: the catalog's)")
+    gpu_usd_per_hour: float | None = Field(
+        None, ge=0, description="per GPU-hour (default: the catalog's)"
+    )
 
 
 class Scenario(_Strict):
@@ -230,11 +340,14 @@ class Scenario(_Strict):
     traffic: TrafficSpec = TrafficSpec()
     model: ModelChoice = ModelChoice()
     hardware: HardwareChoice = HardwareChoice()
-    engine_profile: str | None = Field(None, description="serving stack whose host overhead is added to the "
-                                       "GPU calibration's step time: a name from `surgeplan calibrations "
-                                       "profiles` (vllm-v0, vllm-v1, sglang, trtllm, surgeplan) or a profile "
-                                       "JSON file (default: surgeplan for a calibration measured on our own "
-                                       "engine, else vllm-v1)")
+    engine_profile: str | None = Field(
+        None,
+        description="serving stack whose host overhead is added to the "
+        "GPU calibration's step time: a name from `surgeplan calibrations "
+        "profiles` (vllm-v0, vllm-v1, sglang, trtllm, surgeplan) or a profile "
+        "JSON file (default: surgeplan for a calibration measured on our own "
+        "engine, else vllm-v1)",
+    )
     cluster: ClusterSpec = ClusterSpec()
     scheduler: SchedulerSettings = SchedulerSettings()
     clients: ClientSpec = ClientSpec()
@@ -242,16 +355,18 @@ class Scenario(_Strict):
     prices: Prices = Prices()
     seed: int = 0
     window_s: float = Field(10.0, gt=0, description="time-series window")
-    horizon_s: float | None = Field(None, gt=0, description="stop the clock here (default: when all is done)")
+    horizon_s: float | None = Field(
+        None, gt=0, description="stop the clock here (default: when all is done)"
+    )
 
     @classmethod
-    def load(cls, path: str | Path) -> "Scenario":
+    def load(cls, path: str | Path) -> Scenario:
         """A scenario from a YAML or JSON file; a bad field is named with its path in the file."""
         path = Path(path)
         return cls.from_file_data(read_mapping(path, SCENARIO_FILE), path)
 
     @classmethod
-    def from_file_data(cls, data: dict, path: Path) -> "Scenario":
+    def from_file_data(cls, data: dict, path: Path) -> Scenario:
         """A scenario from the mapping read from the file at `path`: a bad field is named with its path in
         the file, and a relative trace path is taken from the file's folder when the trace is there."""
         try:
@@ -261,8 +376,9 @@ class Scenario(_Strict):
         if scenario.traffic.trace and not Path(scenario.traffic.trace).is_absolute():
             resolved = (path.parent / scenario.traffic.trace).resolve()
             if resolved.exists():
-                scenario = scenario.model_copy(update={"traffic": scenario.traffic.model_copy(
-                    update={"trace": str(resolved)})})
+                scenario = scenario.model_copy(
+                    update={"traffic": scenario.traffic.model_copy(update={"trace": str(resolved)})}
+                )
         return scenario
 
     def save(self, path: str | Path) -> Path:
@@ -273,6 +389,7 @@ class Scenario(_Strict):
             path.write_text(json.dumps(data, indent=1) + "\n")
         else:
             import yaml
+
             path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
 

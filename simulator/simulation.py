@@ -12,6 +12,7 @@ do. Prefix caching acts when the trace names its prompt blocks (hash ids, as Moo
 prompts are then made of `traces`' hash-consistent tokens; without hash ids no two prompts share a
 block, so the cache could never hit and is left off.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,9 +23,13 @@ import numpy as np
 
 from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import (
+    EngineProfile,
+    ProfiledCostModel,
+    default_profile_name,
+    load_profile,
+)
 from simulator.calibration.kv_cache import kv_cache_calibration
-from simulator.calibration.engine_profile import (EngineProfile, ProfiledCostModel, default_profile_name,
-                                                  load_profile)
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
@@ -49,19 +54,35 @@ def load_traffic(scenario: Scenario) -> Trace:
             raise ValueError(f"traffic.trace: {spec.trace} does not exist; expected a trace file")
         trace = load_trace(spec.trace, format=spec.trace_format)
     else:
-        trace = synthesize(SyntheticTraceSpec(arrivals=spec.arrivals, prompt=spec.prompt, output=spec.output,
-                                              duration_s=spec.duration_s, seed=scenario.seed, name=scenario.name))
+        trace = synthesize(
+            SyntheticTraceSpec(
+                arrivals=spec.arrivals,
+                prompt=spec.prompt,
+                output=spec.output,
+                duration_s=spec.duration_s,
+                seed=scenario.seed,
+                name=scenario.name,
+            )
+        )
     if spec.rate_scale != 1.0:
         trace = scale_rate(trace, spec.rate_scale)
     if spec.max_requests is not None:
         trace = trace.select(slice(0, spec.max_requests), step=f"first {spec.max_requests}")
     if spec.shared_prefix_groups is not None:
-        trace = share_prefixes(trace, spec.shared_prefix_groups, spec.shared_prefix_tokens,
-                               scenario.scheduler.block_size, seed=scenario.seed)
+        trace = share_prefixes(
+            trace,
+            spec.shared_prefix_groups,
+            spec.shared_prefix_tokens,
+            scenario.scheduler.block_size,
+            seed=scenario.seed,
+        )
     if spec.tenants:
         trace = assign_tenants(trace, spec.tenants, seed=scenario.seed)
     if spec.parts:
-        trace = merge([trace] + [part.synthesize(scenario.seed, i) for i, part in enumerate(spec.parts)], name=trace.name)
+        trace = merge(
+            [trace] + [part.synthesize(scenario.seed, i) for i, part in enumerate(spec.parts)],
+            name=trace.name,
+        )
     return trace
 
 
@@ -71,9 +92,11 @@ def resolve_calibration_for(scenario: Scenario) -> Calibration:
         return calibration_for(scenario.model.name, hardware.gpu, hardware.tensor_parallel)
     calibration = resolve_calibration(hardware.calibration)
     if calibration.model.name != scenario.model.name:
-        raise ValueError(f"hardware.calibration {hardware.calibration!r} was made for model "
-                         f"{calibration.model.name!r}, not {scenario.model.name!r}; expected a calibration of the "
-                         "scenario's model")
+        raise ValueError(
+            f"hardware.calibration {hardware.calibration!r} was made for model "
+            f"{calibration.model.name!r}, not {scenario.model.name!r}; expected a calibration of the "
+            "scenario's model"
+        )
     return calibration
 
 
@@ -90,28 +113,49 @@ def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
     if settings.num_kv_blocks is not None:
         return settings.num_kv_blocks
     gpu = get_hardware(hardware.gpu)
-    blocks = kv_blocks_available(model, gpu, hardware.tensor_parallel, settings.gpu_memory_utilization,
-                                 settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
-                                 max_num_batched_tokens=settings.max_num_batched_tokens,
-                                 max_num_seqs=settings.max_num_seqs)
+    blocks = kv_blocks_available(
+        model,
+        gpu,
+        hardware.tensor_parallel,
+        settings.gpu_memory_utilization,
+        settings.block_size,
+        kv_cache_dtype=settings.kv_cache_dtype,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_num_seqs=settings.max_num_seqs,
+    )
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
-        raise ModelDoesNotFit(f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
-                         f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
-                         f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
-                         "larger tensor_parallel, a bigger GPU or a smaller dtype")
+        raise ModelDoesNotFit(
+            f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
+            f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
+            f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
+            "larger tensor_parallel, a bigger GPU or a smaller dtype"
+        )
     return blocks
 
 
-def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | None = None,
-                  step_scale: float = 1.0, profile: EngineProfile | None = None) -> tuple[Cluster, dict]:
+def build_cluster(
+    scenario: Scenario,
+    trace: Trace,
+    calibration: Calibration | None = None,
+    step_scale: float = 1.0,
+    profile: EngineProfile | None = None,
+) -> tuple[Cluster, dict]:
     """The cluster for a scenario and its traffic, and the facts resolved on the way. `step_scale`:
     every step (GPU and serving stack) takes that many times as long (the planner's error band)."""
     split = scenario.cluster.disaggregation
-    if split is not None and split.prefill_tensor_parallel not in (None, scenario.hardware.tensor_parallel):
+    if split is not None and split.prefill_tensor_parallel not in (
+        None,
+        scenario.hardware.tensor_parallel,
+    ):
         # disaggregated: the base settings (and the checks on them) are the prefill pool's
-        scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(
-            update={"tensor_parallel": split.prefill_tensor_parallel})})
+        scenario = scenario.model_copy(
+            update={
+                "hardware": scenario.hardware.model_copy(
+                    update={"tensor_parallel": split.prefill_tensor_parallel}
+                )
+            }
+        )
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario)
@@ -127,43 +171,85 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
     too_long = np.flatnonzero(trace.prompt_tokens + trace.output_tokens > max_model_len)
     if len(too_long):
         i = int(too_long[0])
-        raise ValueError(f"traffic: request {i} has {int(trace.prompt_tokens[i])} prompt + {int(trace.output_tokens[i])} "
-                         f"output tokens, longer than max_model_len={max_model_len} ({len(too_long)} such requests); "
-                         "expected shorter requests: set traffic.too_long to clip or drop, or raise scheduler.max_model_len")
+        raise ValueError(
+            f"traffic: request {i} has {int(trace.prompt_tokens[i])} prompt + {int(trace.output_tokens[i])} "
+            f"output tokens, longer than max_model_len={max_model_len} ({len(too_long)} such requests); "
+            "expected shorter requests: set traffic.too_long to clip or drop, or raise scheduler.max_model_len"
+        )
     if np.any(trace.output_tokens < 1):
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
-    cpu_blocks = host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size) if settings.cpu_kv_gb else 0
+    cpu_blocks = (
+        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size)
+        if settings.cpu_kv_gb
+        else 0
+    )
     own_prompts = cpu_blocks > 0 and not caching and settings.policy == "continuous"
-    caching = caching or own_prompts     # the tier works through block hashes: each prompt its own tokens
-    cache_config, scheduler_config = engine_configs(settings, num_kv_blocks=num_blocks, max_model_len=max_model_len,
-                                                    enable_prefix_caching=caching, num_cpu_kv_blocks=cpu_blocks)
+    caching = (
+        caching or own_prompts
+    )  # the tier works through block hashes: each prompt its own tokens
+    cache_config, scheduler_config = engine_configs(
+        settings,
+        num_kv_blocks=num_blocks,
+        max_model_len=max_model_len,
+        enable_prefix_caching=caching,
+        num_cpu_kv_blocks=cpu_blocks,
+    )
     reserves_max_len = settings.policy == "static" and settings.static_reserve == "max_model_len"
-    need = -(-max_model_len // settings.block_size) if reserves_max_len else \
-        -(-int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size)
+    need = (
+        -(-max_model_len // settings.block_size)
+        if reserves_max_len
+        else -(
+            -int((trace.prompt_tokens + trace.output_tokens).max(initial=1)) // settings.block_size
+        )
+    )
     if need > num_blocks:
-        raise PoolTooSmall(f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
-                         f"may need {need}; expected a larger pool (gpu_memory_utilization, tensor_parallel) or "
-                         "shorter requests")
+        raise PoolTooSmall(
+            f"a replica's KV pool holds {num_blocks} blocks of {settings.block_size} tokens but a request "
+            f"may need {need}; expected a larger pool (gpu_memory_utilization, tensor_parallel) or "
+            "shorter requests"
+        )
     autoscaler = scenario.cluster.autoscaler
     cold_start = autoscaler.cold_start
     weight_load_s = cold_start.weight_load_s
     if weight_load_s is None:
-        weight_load_s = model.weight_bytes_per_gpu(scenario.hardware.tensor_parallel) / cold_start.weight_load_bytes_per_s
+        weight_load_s = (
+            model.weight_bytes_per_gpu(scenario.hardware.tensor_parallel)
+            / cold_start.weight_load_bytes_per_s
+        )
     cold_start_s = cold_start.provisioning_s + weight_load_s + cold_start.warmup_s
     config = ClusterConfig(
-        scheduler_config=scheduler_config, cache_config=cache_config, cost_model=step_model,
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        cost_model=step_model,
         tensor_parallel=scenario.hardware.tensor_parallel,
-        initial_replicas=max(scenario.cluster.replicas, autoscaler.min_replicas if autoscaler.enabled else 1),
-        router_policy=scenario.cluster.router.policy, max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
-        ttft_timeout_s=scenario.clients.ttft_timeout_s, max_retries=scenario.clients.max_retries,
-        retry_backoff_s=scenario.clients.retry_backoff_s, cold_start_s=cold_start_s, window_s=scenario.window_s,
-        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None, seed=scenario.seed,
-        host_tier_costs=host_tier_costs(model, gpu, scenario.hardware.tensor_parallel,
-                                        CostModel.from_calibration(calibration), settings.block_size,
-                                        settings.max_num_batched_tokens) if cpu_blocks else None)
+        initial_replicas=max(
+            scenario.cluster.replicas, autoscaler.min_replicas if autoscaler.enabled else 1
+        ),
+        router_policy=scenario.cluster.router.policy,
+        max_waiting_per_replica=scenario.cluster.max_waiting_per_replica,
+        ttft_timeout_s=scenario.clients.ttft_timeout_s,
+        max_retries=scenario.clients.max_retries,
+        retry_backoff_s=scenario.clients.retry_backoff_s,
+        cold_start_s=cold_start_s,
+        window_s=scenario.window_s,
+        scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None,
+        seed=scenario.seed,
+        host_tier_costs=host_tier_costs(
+            model,
+            gpu,
+            scenario.hardware.tensor_parallel,
+            CostModel.from_calibration(calibration),
+            settings.block_size,
+            settings.max_num_batched_tokens,
+        )
+        if cpu_blocks
+        else None,
+    )
     prompt_ids = prompt_hashes = None
-    if own_prompts:       # distinct per request (no two share a block), constant within it: cheap to build
+    if (
+        own_prompts
+    ):  # distinct per request (no two share a block), constant within it: cheap to build
         prompt_lengths = trace.prompt_tokens.tolist()
         prompt_ids = lambda index: [index + 3] * prompt_lengths[index]  # noqa: E731
     elif caching:
@@ -179,31 +265,54 @@ def build_cluster(scenario: Scenario, trace: Trace, calibration: Calibration | N
             start = num_hash_named_blocks(trace, index, size) * size
             tokens = synthesizer.prompt_token_ids(trace, index, start).tolist()
             return [SIM_TOKEN_ID] * start + tokens
+
     extra_facts = {}
     if scenario.cluster.disaggregation is not None:
         from simulator.disaggregation import build_disaggregated
 
-        cluster, extra_facts = build_disaggregated(scenario, config, model, gpu, calibration, trace, prompt_ids,
-                                                   prompt_hashes)
+        cluster, extra_facts = build_disaggregated(
+            scenario, config, model, gpu, calibration, trace, prompt_ids, prompt_hashes
+        )
     else:
-        cluster = Cluster(config, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
-                          trace.output_tokens.tolist(), trace.tenant.tolist(), prompt_ids, prompt_hashes)
+        cluster = Cluster(
+            config,
+            trace.arrival_s.tolist(),
+            trace.prompt_tokens.tolist(),
+            trace.output_tokens.tolist(),
+            trace.tenant.tolist(),
+            prompt_ids,
+            prompt_hashes,
+        )
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
     for pool in getattr(cluster, "pools", {}).values():
         pool.monitor.price_usd_per_gpu_hour = cluster.monitor.price_usd_per_gpu_hour
     if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
-    facts = {"model": model.name, "gpu": gpu.name, "tensor_parallel": scenario.hardware.tensor_parallel,
-             "kv_blocks_per_replica": num_blocks, "kv_cache_dtype": settings.kv_cache_dtype,
-             "block_size": settings.block_size, "max_model_len": max_model_len,
-             "prefix_caching": caching, "cold_start_s": cold_start_s, "cpu_kv_blocks_per_replica": cpu_blocks,
-             "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
-             "calibration": {"name": calibration.name, "label": calibration.label,
-                             "method": calibration.provenance.method, "fit_error": _fit_error(calibration),
-                             "engine_profile": profile.name,
-                             "held_out_error": profile.held_out_error(gpu.name), "step_scale": step_scale},
-             "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s}, **extra_facts}
+    facts = {
+        "model": model.name,
+        "gpu": gpu.name,
+        "tensor_parallel": scenario.hardware.tensor_parallel,
+        "kv_blocks_per_replica": num_blocks,
+        "kv_cache_dtype": settings.kv_cache_dtype,
+        "block_size": settings.block_size,
+        "max_model_len": max_model_len,
+        "prefix_caching": caching,
+        "cold_start_s": cold_start_s,
+        "cpu_kv_blocks_per_replica": cpu_blocks,
+        "price_usd_per_gpu_hour": cluster.monitor.price_usd_per_gpu_hour,
+        "calibration": {
+            "name": calibration.name,
+            "label": calibration.label,
+            "method": calibration.provenance.method,
+            "fit_error": _fit_error(calibration),
+            "engine_profile": profile.name,
+            "held_out_error": profile.held_out_error(gpu.name),
+            "step_scale": step_scale,
+        },
+        "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},
+        **extra_facts,
+    }
     return cluster, facts
 
 
@@ -212,17 +321,26 @@ def _fit_error(calibration: Calibration) -> float | None:
     if fit is None or not fit.fit_errors:
         return None
     error = fit.fit_errors[0]
-    return error.mape_cross_validated if error.mape_cross_validated is not None else error.mape_train
+    return (
+        error.mape_cross_validated if error.mape_cross_validated is not None else error.mape_train
+    )
 
 
-def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, trace: Trace | None = None,
-             calibration: Calibration | None = None, profile: EngineProfile | None = None) -> SimResult:
+def simulate(
+    scenario: Scenario,
+    progress: Callable[[float], None] | None = None,
+    trace: Trace | None = None,
+    calibration: Calibration | None = None,
+    profile: EngineProfile | None = None,
+) -> SimResult:
     """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
     started, started_wall = time.process_time(), time.perf_counter()
     trace = load_traffic(scenario) if trace is None else trace
     cluster, facts = build_cluster(scenario, trace, calibration, profile=profile)
     end_s = cluster.run(scenario.horizon_s, progress)
     result = summarize(scenario, cluster, end_s, facts)
-    result.run = {"cpu_s": time.process_time() - started,
-                  "wall_s": time.perf_counter() - started_wall}
+    result.run = {
+        "cpu_s": time.process_time() - started,
+        "wall_s": time.perf_counter() - started_wall,
+    }
     return result

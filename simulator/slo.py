@@ -5,6 +5,7 @@ the planner's ratios and binding term, and the planner's early-stop watcher, whi
 per-request test (`late`) to requests as they end. Each term is judged as observed / allowed: above
 1 it is missed, and the term with the largest ratio is the binding one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,13 +20,13 @@ NEVER = 1e9
 TERMS = ("slo_ttft", "slo_tpot", "timeouts", "goodput")
 
 
-class _Record(Protocol):        # what the SLO reads of a request: the replay client's `RequestRecord`
+class _Record(Protocol):  # what the SLO reads of a request: the replay client's `RequestRecord`
     ok: bool
     ttft_s: float | None
     tpot_s: float | None
 
 
-class _Summary(Protocol):       # what the SLO reads of a run's summary (`simulator.summary.SimSummary`)
+class _Summary(Protocol):  # what the SLO reads of a run's summary (`simulator.summary.SimSummary`)
     ttft_p99_s: float | None
     tpot_p99_s: float | None
     abandon_rate: float
@@ -44,14 +45,18 @@ class SLO(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ttft_p99_s: float = Field(2.0, gt=0, description="P99 time to first token")
     tpot_p99_s: float = Field(0.2, gt=0, description="P99 time per output token after the first")
-    max_abandon_rate: float = Field(0.01, ge=0, le=1, description="share of requests timed out or rejected")
+    max_abandon_rate: float = Field(
+        0.01, ge=0, le=1, description="share of requests timed out or rejected"
+    )
 
     # ---- one request ---------------------------------------------------------------------------
     def late(self, ttft_s: float | None, tpot_s: float | None) -> tuple[bool, bool]:
         """(TTFT over its target, TPOT over its target) for one finished request; None is never
         late."""
-        return (ttft_s is not None and ttft_s > self.ttft_p99_s,
-                tpot_s is not None and tpot_s > self.tpot_p99_s)
+        return (
+            ttft_s is not None and ttft_s > self.ttft_p99_s,
+            tpot_s is not None and tpot_s > self.tpot_p99_s,
+        )
 
     def attainment(self, records: Iterable[_Record]) -> float:
         """The share of requests that finished within both the TTFT and TPOT targets (1 with
@@ -67,9 +72,13 @@ class SLO(BaseModel):
         share of requests outside the targets against 1 - `goodput_share`) only when a share is
         required."""
         ttft, tpot = summary.ttft_p99_s, summary.tpot_p99_s
-        ratios = {"slo_ttft": NEVER if ttft is None else ttft / self.ttft_p99_s,
-                  "slo_tpot": 0.0 if tpot is None else tpot / self.tpot_p99_s,
-                  "timeouts": NEVER if summary.in_flight else ratio(summary.abandon_rate, self.max_abandon_rate)}
+        ratios = {
+            "slo_ttft": NEVER if ttft is None else ttft / self.ttft_p99_s,
+            "slo_tpot": 0.0 if tpot is None else tpot / self.tpot_p99_s,
+            "timeouts": NEVER
+            if summary.in_flight
+            else ratio(summary.abandon_rate, self.max_abandon_rate),
+        }
         if goodput_share is not None:
             ratios["goodput"] = ratio(1.0 - summary.slo_attainment, 1.0 - goodput_share)
         return ratios
@@ -91,13 +100,18 @@ class SLO(BaseModel):
         return max(terms, key=lambda term: ratios.get(term, 0.0)) if terms else None
 
     # ---- early stop ----------------------------------------------------------------------------
-    def miss_limits(self, total_requests: int, goodput_share: float | None = None) -> dict[str, float]:
+    def miss_limits(
+        self, total_requests: int, goodput_share: float | None = None
+    ) -> dict[str, float]:
         """Per term, how many requests may fail it before the miss is certain whatever the requests
         still open do: for a P99, 1% of all requests (+2, for the percentile's interpolation); for
         the abandon rate and goodput, the share they allow of all requests."""
         p99_limit = 0.01 * total_requests + 2
-        limits = {"slo_ttft": p99_limit, "slo_tpot": p99_limit,
-                  "timeouts": self.max_abandon_rate * total_requests}
+        limits = {
+            "slo_ttft": p99_limit,
+            "slo_tpot": p99_limit,
+            "timeouts": self.max_abandon_rate * total_requests,
+        }
         if goodput_share is not None:
             limits["goodput"] = (1.0 - goodput_share) * total_requests
         return limits

@@ -16,6 +16,7 @@ How to add a field (e.g. `kv_transfer_bytes`):
 A group of figures that belongs together (a run's cpu and wall time, hit rates per KV tier) can be
 one field holding its own small dataclass: `as_dict()` writes it as a nested JSON object.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,6 +32,7 @@ from traces.replay_summary import flat_summary
 class RequestSummary:
     """What a run's requests did (`traces.replay_summary.flat_summary`, shared with live replays)
     and how they fared against the SLO. Seconds; None when no request had the value."""
+
     requests: int
     completed: int
     timed_out: int
@@ -53,17 +55,23 @@ class RequestSummary:
     queue_mean_s: float | None
     queue_p99_s: float | None
     preemptions: int
-    abandon_rate: float = 0.0                  # share of requests timed out or rejected
-    slo_attainment: float = 1.0                # share finished within both the TTFT and TPOT targets
+    abandon_rate: float = 0.0  # share of requests timed out or rejected
+    slo_attainment: float = 1.0  # share finished within both the TTFT and TPOT targets
 
     @classmethod
-    def of(cls, records: list[RequestRecord], end_s: float, slo: SLO, **fields: Any) -> RequestSummary:
+    def of(
+        cls, records: list[RequestRecord], end_s: float, slo: SLO, **fields: Any
+    ) -> RequestSummary:
         """The summary of `records` over a run that ended at `end_s`, with `fields` (a subclass's
         own)."""
         flat = flat_summary(records, end_s)
         abandoned = flat["timed_out"] + flat["rejected"]
-        return cls(**flat, abandon_rate=abandoned / len(records) if records else 0.0,
-                   slo_attainment=slo.attainment(records), **fields)
+        return cls(
+            **flat,
+            abandon_rate=abandoned / len(records) if records else 0.0,
+            slo_attainment=slo.attainment(records),
+            **fields,
+        )
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -97,17 +105,18 @@ class RequestSummary:
 class SimSummary(RequestSummary):
     """A simulated run: its requests (as a live replay's), KV use, the SLO verdict, fleet and
     cost."""
-    kv_utilization: float | None               # tokens stored / token slots reserved, time-weighted
-    kv_usage_peak: float                       # highest share of KV blocks in use in any window
+
+    kv_utilization: float | None  # tokens stored / token slots reserved, time-weighted
+    kv_usage_peak: float  # highest share of KV blocks in use in any window
     block_allocations: int
-    prefix_hit_rate: float                     # prompt blocks found cached / looked up
+    prefix_hit_rate: float  # prompt blocks found cached / looked up
     meets_slo: bool
     replicas_peak: int
     gpu_hours: float
     cost_usd: float
     cost_per_request_usd: float | None
     cost_per_million_output_tokens_usd: float | None
-    simulated_s: float                         # the simulated clock at the end
+    simulated_s: float  # the simulated clock at the end
     # (the CPU and wall time a run took are not results: `SimResult.run`)
     # KV tiers (engine.core.host_tier): prompt tokens served from the GPU prefix cache / from host memory
     prefix_hit_rate_gpu: float = 0.0

@@ -1,4 +1,5 @@
 """Shared test set-up. TRITON_INTERPRET must be set before any @triton.jit runs, so it comes first."""
+
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -13,18 +14,38 @@ SHARED = REPO.parent / "shared"
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "soak: the bounded soak, short in CI (benchmarks/soak.py runs the long one)")
+    config.addinivalue_line(
+        "markers", "soak: the bounded soak, short in CI (benchmarks/soak.py runs the long one)"
+    )
 
 
-def make_tiny_hf_model(directory: Path, model_type: str = "llama", seed: int = 0, **overrides) -> Path:
+def make_tiny_hf_model(
+    directory: Path, model_type: str = "llama", seed: int = 0, **overrides
+) -> Path:
     """A random Llama or Qwen2 built from a config and saved as safetensors, as a user's model dir would be."""
     import torch
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                              Qwen2ForCausalLM)
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
-    settings = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                    initializer_range=0.2, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+    settings = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     settings.update(overrides)
     torch.manual_seed(seed)
     if model_type == "qwen2":
@@ -45,7 +66,9 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_mistral_dir(tmp_path_factory) -> Path:
-    return make_tiny_hf_model(tmp_path_factory.mktemp("tiny-mistral"), "mistral", seed=3, max_position_embeddings=512)
+    return make_tiny_hf_model(
+        tmp_path_factory.mktemp("tiny-mistral"), "mistral", seed=3, max_position_embeddings=512
+    )
 
 
 @pytest.fixture(scope="session")

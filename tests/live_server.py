@@ -1,6 +1,7 @@
 """A real uvicorn server on 127.0.0.1 (a free port) in a background thread, for the server tests
 and the serving benchmark. Used as a context manager: it is shut down on exit (`drain` stops it the
 way SIGTERM does)."""
+
 import re
 import signal
 import socket
@@ -29,7 +30,9 @@ class LiveServer:
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
         self.server = make_server(app, log_level="warning", lifespan="on")
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
+        )
         self.startup_timeout_s = startup_timeout_s
 
     @property
@@ -41,7 +44,9 @@ class LiveServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError(f"the test server did not start within {self.startup_timeout_s} s")
+                raise RuntimeError(
+                    f"the test server did not start within {self.startup_timeout_s} s"
+                )
             time.sleep(0.02)
         return self
 
@@ -70,8 +75,12 @@ class LiveServer:
         """Until the engine holds no request and its KV blocks are all free (as /metrics reports)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if (self.serving.engine.num_unfinished == 0 and self.metric("vllm:num_requests_running") == 0
-                    and self.metric("vllm:num_requests_waiting") == 0 and self.metric("vllm:kv_cache_usage_perc") == 0):
+            if (
+                self.serving.engine.num_unfinished == 0
+                and self.metric("vllm:num_requests_running") == 0
+                and self.metric("vllm:num_requests_waiting") == 0
+                and self.metric("vllm:kv_cache_usage_perc") == 0
+            ):
                 return
             time.sleep(0.05)
         raise TimeoutError(f"the server was not idle after {timeout_s} s")
@@ -81,7 +90,11 @@ def metric_value(text: str, name: str, **labels: str) -> float:
     """One sample's value in Prometheus text (labels other than those given are ignored)."""
     for line in text.splitlines():
         match = re.match(r"^([^\s{]+)(\{[^}]*\})?\s+(\S+)$", line)
-        if match and match.group(1) == name and all(f'{k}="{v}"' in (match.group(2) or "") for k, v in labels.items()):
+        if (
+            match
+            and match.group(1) == name
+            and all(f'{k}="{v}"' in (match.group(2) or "") for k, v in labels.items())
+        ):
             return float(match.group(3))
     raise KeyError(f"metric {name} {labels} not in /metrics")
 
@@ -105,8 +118,16 @@ def slow_steps(live: LiveServer, step_s: float):
 
 
 def tiny_config(**overrides) -> EngineConfig:
-    settings = dict(model="tiny", load_format="dummy", block_size=8, num_kv_blocks=64, max_num_seqs=8,
-                    max_num_batched_tokens=256, max_model_len=128, seed=0)
+    settings = dict(
+        model="tiny",
+        load_format="dummy",
+        block_size=8,
+        num_kv_blocks=64,
+        max_num_seqs=8,
+        max_num_batched_tokens=256,
+        max_model_len=128,
+        seed=0,
+    )
     settings.update(overrides)
     return EngineConfig(**settings)
 

@@ -2,6 +2,7 @@
 they replaced (sort every free block per admission, first fit): on a random sequence of reservations,
 paged allocations with prefix-cache hits, and frees, both managers hand out the same blocks and keep the
 same free list, in the same order."""
+
 import random
 from itertools import chain
 
@@ -50,12 +51,14 @@ def test_reservations_match_the_sorting_algorithm(seed):
     rng = random.Random(seed)
     block_size, num_blocks = 4, 96
     managers = [BlockManager(num_blocks, block_size), SortingBlockManager(num_blocks, block_size)]
-    prefixes = [[rng.randrange(50) for _ in range(12)] for _ in range(3)]    # shared prompts: cache hits
+    prefixes = [
+        [rng.randrange(50) for _ in range(12)] for _ in range(3)
+    ]  # shared prompts: cache hits
     holders: list[tuple[Request, Request]] = []
     reserved = num_hits = 0
     for step in range(3000):
         action = rng.random()
-        if action < 0.45:                                     # a static reservation
+        if action < 0.45:  # a static reservation
             num = rng.randint(1, 14)
             pair = (_request(f"c{step}", [1]), _request(f"c{step}", [1]))
             fits = [bm.can_allocate_contiguous(req, num) for bm, req in zip(managers, pair)]
@@ -65,11 +68,14 @@ def test_reservations_match_the_sorting_algorithm(seed):
                     bm.allocate_contiguous(req, num)
                 holders.append(pair)
                 reserved += 1
-        elif action < 0.65:                                   # a paged allocation, maybe from the cache
+        elif action < 0.65:  # a paged allocation, maybe from the cache
             tokens = rng.choice(prefixes) + [rng.randrange(50) for _ in range(rng.randint(1, 9))]
             pair = (_request(f"p{step}", tokens), _request(f"p{step}", tokens))
             cached = [bm.get_computed_blocks(req) for bm, req in zip(managers, pair)]
-            fits = [bm.can_allocate(req, len(tokens), hits) for bm, req, hits in zip(managers, pair, cached)]
+            fits = [
+                bm.can_allocate(req, len(tokens), hits)
+                for bm, req, hits in zip(managers, pair, cached)
+            ]
             assert cached[0] == cached[1] and fits[0] == fits[1], f"step {step}: paged allocation"
             if fits[0]:
                 for bm, req, hits in zip(managers, pair, cached):
@@ -78,12 +84,14 @@ def test_reservations_match_the_sorting_algorithm(seed):
                     bm.cache_full_blocks(req)
                 holders.append(pair)
                 num_hits += len(cached[0])
-        elif holders:                                         # a request finishes
+        elif holders:  # a request finishes
             pair = holders.pop(rng.randrange(len(holders)))
             for bm, req in zip(managers, pair):
                 bm.free(req)
         new, old = managers
         assert new.free_blocks == old.free_blocks, f"step {step}: free lists differ"
-        assert [a.block_table for a, _ in holders] == [b.block_table for _, b in holders], f"step {step}"
+        assert [a.block_table for a, _ in holders] == [b.block_table for _, b in holders], (
+            f"step {step}"
+        )
         assert new.hash_to_block == old.hash_to_block
-    assert reserved > 300 and num_hits > 50          # the sequence did reserve, and did hit the cache
+    assert reserved > 300 and num_hits > 50  # the sequence did reserve, and did hit the cache

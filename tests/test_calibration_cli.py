@@ -1,49 +1,115 @@
 """`surgeplan calibrations ...` through typer's runner, on shipped files and a synthetic measurement."""
+
 import numpy as np
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.schema import (Calibration, CostModelFit, CostTerm, DeviceInfo, ProfilePoint, Provenance,
-                                   ShapeRecord, StepSample)
 from simulator.calibration.cli import app
 from simulator.calibration.cost_model import PROFILE_TERMS, CostModel
-from simulator.model_spec import ModelSpec
+from simulator.calibration.schema import (
+    Calibration,
+    CostModelFit,
+    CostTerm,
+    DeviceInfo,
+    ProfilePoint,
+    Provenance,
+    ShapeRecord,
+    StepSample,
+)
 from simulator.calibration.vidur_import import VIDUR_DIR
+from simulator.model_spec import ModelSpec
 
 runner = CliRunner(env={"COLUMNS": "250"})
 
 
 def _synthetic_measurement(rng) -> Calibration:
     """Points timed by a known physical model plus 1% noise, shaped like a profile's output."""
-    values = {"step": 0.012, "gemm_step": 3e-3, "gemv_extra_token": 0.0, "token_above_spill": 0.0, "sequence": 4e-4,
-              "token": 6e-5, "token_above_knee": 3e-4, "prefill_attention_pair": 2e-8, "decode_context_token": 3e-6}
-    truth = CostModel(CostModelFit(knee_tokens=40, knee_label="derived", terms=[
-        CostTerm(name=name, feature=feature, seconds_per_unit=values[feature], bound=bound, label="derived")
-        for feature, (name, bound) in PROFILE_TERMS.items()]))
+    values = {
+        "step": 0.012,
+        "gemm_step": 3e-3,
+        "gemv_extra_token": 0.0,
+        "token_above_spill": 0.0,
+        "sequence": 4e-4,
+        "token": 6e-5,
+        "token_above_knee": 3e-4,
+        "prefill_attention_pair": 2e-8,
+        "decode_context_token": 3e-6,
+    }
+    truth = CostModel(
+        CostModelFit(
+            knee_tokens=40,
+            knee_label="derived",
+            terms=[
+                CostTerm(
+                    name=name,
+                    feature=feature,
+                    seconds_per_unit=values[feature],
+                    bound=bound,
+                    label="derived",
+                )
+                for feature, (name, bound) in PROFILE_TERMS.items()
+            ],
+        )
+    )
     points = []
     for _ in range(30):
-        shape = StepShape(prefill_chunks=((int(rng.integers(1, 512)), int(rng.integers(0, 3)) * 128),),
-                          decode_context_lens=tuple(int(c) for c in rng.integers(16, 1024, size=int(rng.integers(0, 16)))))
+        shape = StepShape(
+            prefill_chunks=((int(rng.integers(1, 512)), int(rng.integers(0, 3)) * 128),),
+            decode_context_lens=tuple(
+                int(c) for c in rng.integers(16, 1024, size=int(rng.integers(0, 16)))
+            ),
+        )
         record = ShapeRecord.of(shape)
-        samples = [StepSample(shape=record, total_s=truth.step_time(shape) * (1 + float(rng.normal(0, 0.01))),
-                              schedule_s=1e-4, prepare_s=1e-4, forward_s=truth.step_time(shape) * 0.9, sample_s=1e-4)
-                   for _ in range(3)]
-        points.append(ProfilePoint(kind="mixed" if shape.decode_context_lens else "prefill", shape=record, samples=samples))
-    return Calibration(name="cpu-small@synthetic", label="measured", model=ModelSpec.from_preset("cpu-small"),
-                       dtype="float32", device=DeviceInfo(name="cpu", kind="cpu", memory_bytes=8e9), points=points,
-                       provenance=Provenance(source="test", method="planted model + noise"))
+        samples = [
+            StepSample(
+                shape=record,
+                total_s=truth.step_time(shape) * (1 + float(rng.normal(0, 0.01))),
+                schedule_s=1e-4,
+                prepare_s=1e-4,
+                forward_s=truth.step_time(shape) * 0.9,
+                sample_s=1e-4,
+            )
+            for _ in range(3)
+        ]
+        points.append(
+            ProfilePoint(
+                kind="mixed" if shape.decode_context_lens else "prefill",
+                shape=record,
+                samples=samples,
+            )
+        )
+    return Calibration(
+        name="cpu-small@synthetic",
+        label="measured",
+        model=ModelSpec.from_preset("cpu-small"),
+        dtype="float32",
+        device=DeviceInfo(name="cpu", kind="cpu", memory_bytes=8e9),
+        points=points,
+        provenance=Provenance(source="test", method="planted model + noise"),
+    )
 
 
 def test_list_shows_every_shipped_calibration_with_its_label():
     result = runner.invoke(app, ["list"])
     assert result.exit_code == 0, result.output
-    assert "llama-2-70b_on_h100-80gb-tp8" in result.output and "fitted" in result.output and "derived" in result.output
+    assert (
+        "llama-2-70b_on_h100-80gb-tp8" in result.output
+        and "fitted" in result.output
+        and "derived" in result.output
+    )
 
 
 def test_show_prints_terms_labels_and_example_times():
     result = runner.invoke(app, ["show", "llama-2-7b@A100-80GB-tp1"])
     assert result.exit_code == 0, result.output
-    for text in ("weight-read floor", "decode attention", "fitted", "derived", "prefill 2048 tokens", " ms"):
+    for text in (
+        "weight-read floor",
+        "decode attention",
+        "fitted",
+        "derived",
+        "prefill 2048 tokens",
+        " ms",
+    ):
         assert text in result.output
 
 
@@ -64,7 +130,11 @@ def test_fit_refits_a_measurement_and_writes_a_plot(tmp_path):
 
 
 def test_fit_refuses_a_file_without_points(tmp_path):
-    empty = _synthetic_measurement(np.random.default_rng(1)).model_copy(update={"points": []}).save(tmp_path / "e.json")
+    empty = (
+        _synthetic_measurement(np.random.default_rng(1))
+        .model_copy(update={"points": []})
+        .save(tmp_path / "e.json")
+    )
     result = runner.invoke(app, ["fit", str(empty)])
     assert result.exit_code != 0 and "no measured points" in result.output
 

@@ -1,14 +1,15 @@
 """The cost model: NNLS against brute force, recovery of planted physics, step-time behaviour."""
+
 import itertools
 
 import numpy as np
 import pytest
+from sim_helpers import cluster_config, run_cluster
 
 from engine.core.step_shape import StepShape
-from sim_helpers import cluster_config, run_cluster
-from simulator.calibration.schema import CostModelFit, CostTerm
 from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, feature_value, fit_cost_model
 from simulator.calibration.fitting import kfold_indices, nnls
+from simulator.calibration.schema import CostModelFit, CostTerm
 
 
 def _brute_force_nnls(matrix, target):
@@ -32,12 +33,17 @@ def test_nnls_matches_brute_force_on_random_problems():
     rng = np.random.default_rng(7)
     for _ in range(100):
         rows, cols = int(rng.integers(6, 30)), int(rng.integers(1, 7))
-        matrix = rng.normal(size=(rows, cols)) * rng.uniform(1e-3, 1e3, size=cols)  # badly scaled columns
+        matrix = rng.normal(size=(rows, cols)) * rng.uniform(
+            1e-3, 1e3, size=cols
+        )  # badly scaled columns
         target = rng.normal(size=rows)
         x = nnls(matrix, target)
         assert (x >= 0).all()
         reference = _brute_force_nnls(matrix, target)
-        assert np.linalg.norm(matrix @ x - target) <= np.linalg.norm(matrix @ reference - target) + 1e-9
+        assert (
+            np.linalg.norm(matrix @ x - target)
+            <= np.linalg.norm(matrix @ reference - target) + 1e-9
+        )
 
 
 def test_kfold_holds_out_every_row_once():
@@ -48,20 +54,45 @@ def test_kfold_holds_out_every_row_once():
 
 
 def _planted_model(rng) -> CostModel:
-    values = {"step": rng.uniform(5e-3, 2e-2), "gemm_step": rng.uniform(0, 5e-3),
-              "gemv_extra_token": rng.uniform(1e-3, 4e-3),
-              "sequence": rng.uniform(1e-4, 1e-3), "token": rng.uniform(1e-5, 1e-4),
-              "token_above_knee": rng.uniform(1e-4, 5e-4), "token_above_spill": rng.uniform(0, 2e-4),
-              "prefill_attention_pair": rng.uniform(1e-8, 1e-7), "decode_context_token": rng.uniform(1e-6, 1e-5)}
-    terms = [CostTerm(name=name, feature=feature, seconds_per_unit=values[feature], bound=bound, label="derived")
-             for feature, (name, bound) in PROFILE_TERMS.items()]
-    return CostModel(CostModelFit(knee_tokens=float(rng.uniform(16, 128)), knee_label="derived", terms=terms,
-                                  spill_tokens=float(rng.uniform(200, 600)), gemm_switch_tokens=int(rng.integers(2, 6))))
+    values = {
+        "step": rng.uniform(5e-3, 2e-2),
+        "gemm_step": rng.uniform(0, 5e-3),
+        "gemv_extra_token": rng.uniform(1e-3, 4e-3),
+        "sequence": rng.uniform(1e-4, 1e-3),
+        "token": rng.uniform(1e-5, 1e-4),
+        "token_above_knee": rng.uniform(1e-4, 5e-4),
+        "token_above_spill": rng.uniform(0, 2e-4),
+        "prefill_attention_pair": rng.uniform(1e-8, 1e-7),
+        "decode_context_token": rng.uniform(1e-6, 1e-5),
+    }
+    terms = [
+        CostTerm(
+            name=name,
+            feature=feature,
+            seconds_per_unit=values[feature],
+            bound=bound,
+            label="derived",
+        )
+        for feature, (name, bound) in PROFILE_TERMS.items()
+    ]
+    return CostModel(
+        CostModelFit(
+            knee_tokens=float(rng.uniform(16, 128)),
+            knee_label="derived",
+            terms=terms,
+            spill_tokens=float(rng.uniform(200, 600)),
+            gemm_switch_tokens=int(rng.integers(2, 6)),
+        )
+    )
 
 
 def _random_shape(rng) -> StepShape:
     kind = rng.choice(["prefill", "decode", "few-token decode", "mixed"], p=[0.3, 0.3, 0.15, 0.25])
-    chunks = ((int(rng.integers(8, 1024)), int(rng.integers(0, 4)) * 256),) if "decode" not in kind else ()
+    chunks = (
+        ((int(rng.integers(8, 1024)), int(rng.integers(0, 4)) * 256),)
+        if "decode" not in kind
+        else ()
+    )
     batch = int(rng.integers(1, 5)) if kind == "few-token decode" else int(rng.integers(1, 64))
     decodes = tuple(int(c) for c in rng.integers(16, 2048, size=batch)) if kind != "prefill" else ()
     return StepShape(prefill_chunks=chunks, decode_context_lens=decodes)
@@ -93,8 +124,8 @@ def test_absolute_fit_keeps_a_noisy_workloads_total_time_where_relative_fit_fall
         fit = fit_cost_model(shapes, measured, folds=3, seed=1, objective=objective)
         totals[objective] = CostModel(fit).step_times(shapes).sum() / measured.sum()
         assert objective in fit.fit_errors[0].note
-    assert totals["relative"] < 0.95                     # biased low
-    assert abs(totals["absolute"] - 1) < 0.03            # unbiased in total time
+    assert totals["relative"] < 0.95  # biased low
+    assert abs(totals["absolute"] - 1) < 0.03  # unbiased in total time
     with pytest.raises(ValueError, match="objective 'squared'"):
         fit_cost_model(shapes, measured, objective="squared")
 
@@ -119,20 +150,29 @@ def test_step_time_adds_what_explain_reports_bit_for_bit_and_simulations_never_e
     name first, to the last bit, and a simulated run never calls `explain`."""
     rng = np.random.default_rng(9)
     model = _planted_model(rng)
-    extra = [term.model_copy(update={"seconds_per_unit": term.seconds_per_unit / 3}) for term in model.fit.terms[::3]]
-    shared = CostModel(model.fit.model_copy(update={"terms": model.fit.terms + extra}))    # names appear twice
+    extra = [
+        term.model_copy(update={"seconds_per_unit": term.seconds_per_unit / 3})
+        for term in model.fit.terms[::3]
+    ]
+    shared = CostModel(
+        model.fit.model_copy(update={"terms": model.fit.terms + extra})
+    )  # names appear twice
     for _ in range(50):
         shape = _random_shape(rng)
         for each in (model, shared):
             parts: dict[str, float] = {}
-            for term in each.fit.terms:          # the definition: each term's seconds, summed by name
+            for term in each.fit.terms:  # the definition: each term's seconds, summed by name
                 seconds = term.seconds_per_unit * feature_value(term.feature, shape, each.fit)
                 parts[term.name] = parts.get(term.name, 0.0) + seconds
             assert each.explain(shape) == parts
             assert each.step_time(shape) == sum(parts.values())
-    monkeypatch.setattr(CostModel, "explain", lambda self, shape: pytest.fail("explain ran in a simulation"))
+    monkeypatch.setattr(
+        CostModel, "explain", lambda self, shape: pytest.fail("explain ran in a simulation")
+    )
     arrival = np.cumsum(rng.exponential(0.05, 60))
-    cluster, _ = run_cluster(cluster_config(shared), arrival, rng.integers(10, 200, 60), rng.integers(2, 40, 60))
+    cluster, _ = run_cluster(
+        cluster_config(shared), arrival, rng.integers(10, 200, 60), rng.integers(2, 40, 60)
+    )
     assert all(record.status == "ok" for record in cluster.records)
 
 

@@ -7,6 +7,7 @@ Chromium comes from Debian's package; when it is missing the test installs it wi
 root) and skips, saying why, only where that is impossible. The DevTools client uses `websockets`,
 which Streamlit already depends on: no browser download, no extra package.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,11 +28,27 @@ from dashboard.cli import streamlit_command
 WIDTH = 1440
 # url path -> Plotly charts the page shows with its defaults ("": the What-if page, the app's default; the
 # Plan page searches only when asked; Validate: the error chart and the first load level's distributions)
-PAGES = {"": 1, "whatif": 1, "paged": 1, "traces": 2, "calibrations": 1, "plan": 0,
-         "validate": 2 if data.VALIDATE_JSON.is_file() else 0}
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--hide-scrollbars",
-         "--remote-debugging-port=0", f"--window-size={WIDTH},1000"]
+PAGES = {
+    "": 1,
+    "whatif": 1,
+    "paged": 1,
+    "traces": 2,
+    "calibrations": 1,
+    "plan": 0,
+    "validate": 2 if data.VALIDATE_JSON.is_file() else 0,
+}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-port=0",
+    f"--window-size={WIDTH},1000",
+]
 STATE = """(() => {
   const plots = [...document.querySelectorAll('.js-plotly-plot')];
   const status = document.querySelector('[data-testid="stStatusWidget"]');
@@ -63,13 +80,23 @@ def _chromium() -> str:
         pytest.skip("chromium is not installed and there is no apt-get to install it with")
     if os.geteuid() != 0:
         pytest.skip("chromium is not installed and installing it with apt-get needs root")
-    for command in (["apt-get", "install", "-y", "-q", "chromium"], ["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "chromium"]):
-        done = subprocess.run(command, capture_output=True, text=True, check=False,
-                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    for command in (
+        ["apt-get", "install", "-y", "-q", "chromium"],
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "chromium"],
+    ):
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         if shutil.which("chromium"):
             return shutil.which("chromium")
-    pytest.skip(f"apt-get could not install chromium: {(done.stderr or done.stdout).strip()[-300:]}")
+    pytest.skip(
+        f"apt-get could not install chromium: {(done.stderr or done.stdout).strip()[-300:]}"
+    )
 
 
 def _wait(condition, timeout_s: float, what: str, pause_s: float = 0.25):
@@ -87,6 +114,7 @@ class DevTools:
 
     def __init__(self, websocket_url: str):
         from websockets.sync.client import connect
+
         self.socket = connect(websocket_url, max_size=None, open_timeout=30).__enter__()
         self.next_id = 0
 
@@ -121,11 +149,20 @@ def server(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
     with log.open("w") as handle:
-        process = subprocess.Popen(streamlit_command("127.0.0.1", port), stdout=handle, stderr=subprocess.STDOUT,
-                                   cwd=data.ROOT)
+        process = subprocess.Popen(
+            streamlit_command("127.0.0.1", port),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=data.ROOT,
+        )
     try:
-        _wait(lambda: process.poll() is not None or _http_ok(f"http://127.0.0.1:{port}/_stcore/health"), 120,
-              "the Streamlit server")
+        _wait(
+            lambda: (
+                process.poll() is not None or _http_ok(f"http://127.0.0.1:{port}/_stcore/health")
+            ),
+            120,
+            "the Streamlit server",
+        )
         assert process.poll() is None, log.read_text()[-2000:]
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -140,15 +177,26 @@ def server(tmp_path_factory):
 def browser(tmp_path_factory):
     executable = _chromium()
     profile = tmp_path_factory.mktemp("chromium-profile")
-    process = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
-        _wait(lambda: process.poll() is not None or (port_file.is_file() and port_file.read_text().strip()), 60,
-              "Chromium's DevTools port")
+        _wait(
+            lambda: (
+                process.poll() is not None
+                or (port_file.is_file() and port_file.read_text().strip())
+            ),
+            60,
+            "Chromium's DevTools port",
+        )
         assert process.poll() is None, "chromium exited at start"
         port = int(port_file.read_text().split()[0])
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        targets = json.loads(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read()
+        )
         page = next(target for target in targets if target["type"] == "page")
         tools = DevTools(page["webSocketDebuggerUrl"])
         tools.call("Page.enable")
@@ -171,8 +219,15 @@ def shots(tmp_path_factory) -> Path:
 
 def _settled(tools: DevTools, charts: int, previous: list) -> dict | None:
     state = tools.evaluate(STATE)
-    ready = state["title"] and not state["running"] and state["drawn"] >= charts and state["plots"] >= charts
-    stable = ready and previous and previous[-1] == (state["title"], state["drawn"], len(state["text"]))
+    ready = (
+        state["title"]
+        and not state["running"]
+        and state["drawn"] >= charts
+        and state["plots"] >= charts
+    )
+    stable = (
+        ready and previous and previous[-1] == (state["title"], state["drawn"], len(state["text"]))
+    )
     previous.append((state["title"], state["drawn"], len(state["text"])))
     return state if stable else None
 
@@ -180,17 +235,39 @@ def _settled(tools: DevTools, charts: int, previous: list) -> dict | None:
 @pytest.mark.parametrize("path", list(PAGES))
 def test_page_renders_in_chromium(server, browser, shots, path):
     charts = PAGES[path]
-    browser.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=1000, deviceScaleFactor=1, mobile=False)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=WIDTH,
+        height=1000,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     browser.call("Page.navigate", url=f"{server}/{path}")
-    time.sleep(1.0)                                        # let the old page go before reading the new one
+    time.sleep(1.0)  # let the old page go before reading the new one
     history: list = []
-    state = _wait(lambda: _settled(browser, charts, history), 240, f"page {path!r} to render {charts} chart(s)", 0.5)
+    state = _wait(
+        lambda: _settled(browser, charts, history),
+        240,
+        f"page {path!r} to render {charts} chart(s)",
+        0.5,
+    )
     assert state["exceptions"] == 0 and "Traceback" not in state["text"], state["text"][:3000]
     assert not state["errors"], state["errors"]
     height = min(int(state["height"]) + 40, 4000)
-    browser.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=height, deviceScaleFactor=1, mobile=False)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=WIDTH,
+        height=height,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     history = []
-    _wait(lambda: _settled(browser, charts, history), 60, f"page {path!r} to redraw at full height", 0.5)
+    _wait(
+        lambda: _settled(browser, charts, history),
+        60,
+        f"page {path!r} to redraw at full height",
+        0.5,
+    )
     time.sleep(0.5)
     png = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
     (shots / f"{path or 'whatif'}.png").write_bytes(png)

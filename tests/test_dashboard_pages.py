@@ -5,6 +5,7 @@ more per request, static batching needs at least as many GPUs as continuous batc
 unreadable trace, an SLO no fleet in range can meet) gives an `st.error`, never a traceback. What one
 page hands another (a trace, a calibration) arrives. Inputs are preset small through session state to
 keep runs short."""
+
 from __future__ import annotations
 
 import re
@@ -13,16 +14,21 @@ from streamlit.testing.v1 import AppTest
 
 from simulator.scenario import Scenario
 
-TIMEOUT = 240     # seconds per script run: generous, the machine is shared
+TIMEOUT = 240  # seconds per script run: generous, the machine is shared
 
 
 def _page(name: str) -> AppTest:
     """One page; `session_state["test_page"]` switches the same session to another, as navigation does."""
+
     def script(page_name: str) -> None:
         import importlib
 
         import streamlit as st
-        importlib.import_module(f"dashboard.views.{st.session_state.get('test_page', page_name)}").render()
+
+        importlib.import_module(
+            f"dashboard.views.{st.session_state.get('test_page', page_name)}"
+        ).render()
+
     return AppTest.from_function(script, args=(name,), default_timeout=TIMEOUT)
 
 
@@ -52,10 +58,12 @@ def test_whatif_spike_price_and_bad_input():
     assert not at.error
     assert _charts(at) == 1
     facts = " ".join(c.value for c in at.caption)
-    assert "llama-2-7b@A100-80GB-tp1" in facts and "(fitted" in facts          # the calibration and its label
+    assert (
+        "llama-2-7b@A100-80GB-tp1" in facts and "(fitted" in facts
+    )  # the calibration and its label
     gpus, p99, cost = _number(at, "GPUs at peak"), _number(at, "P99 TTFT"), _number(at, "Cost / 1k")
     assert _number(at, "P99 TPOT") > 0
-    controller = at.selectbox(key="whatif_batch_controller")                  # a scheduler setting, from its field
+    controller = at.selectbox(key="whatif_batch_controller")  # a scheduler setting, from its field
     assert controller.options == ["fixed", "slo"] and controller.value == "fixed"
     assert at.number_input(key="whatif_batch_target_tpot_s").disabled
 
@@ -65,7 +73,7 @@ def test_whatif_spike_price_and_bad_input():
     assert _number(at, "P99 TTFT") >= p99
 
     at.number_input(key="whatif_multiplier").set_value(10.0)
-    at.number_input(key="whatif_price").set_value(3.58)                         # twice the catalog's A100 price
+    at.number_input(key="whatif_price").set_value(3.58)  # twice the catalog's A100 price
     _clean(at.run())
     assert _number(at, "Cost / 1k") > cost
 
@@ -74,7 +82,7 @@ def test_whatif_spike_price_and_bad_input():
     assert not at.number_input(key="whatif_batch_target_tpot_s").disabled
     assert "slo batch size (target TPOT 0.1 s)" in at.caption[0].value
 
-    at.number_input(key="whatif_max_replicas").set_value(1)                    # below the 2 replicas at start
+    at.number_input(key="whatif_max_replicas").set_value(1)  # below the 2 replicas at start
     _clean(at.run())
     assert at.error and "max_replicas" in at.error[0].value
     assert not at.metric
@@ -100,7 +108,7 @@ def test_traditional_vs_paged_static_needs_at_least_as_many_gpus():
     assert static["GPUs"] >= continuous["GPUs"]
     assert static["req/s per replica"] <= continuous["req/s per replica"]
     kv = re.findall(r"(\d+)%", next(m for m in at.metric if m.label.startswith("KV cache")).value)
-    assert int(kv[0]) > int(kv[1])                                              # paged holds more tokens per slot
+    assert int(kv[0]) > int(kv[1])  # paged holds more tokens per slot
     assert static["$ / hour"] >= continuous["$ / hour"]
     claims = " ".join(m.value for m in at.markdown)
     assert "100 → 40–50 A100s" in claims and "llama-2-7b@A100-80GB-tp1-aic-vllm, fitted" in claims
@@ -110,31 +118,33 @@ def test_traditional_vs_paged_static_needs_at_least_as_many_gpus():
 
 
 AZURE_CSV = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
-    f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.0000000,{100 + 7 * i},{20 + i % 9}\n" for i in range(120))
+    f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.0000000,{100 + 7 * i},{20 + i % 9}\n"
+    for i in range(120)
+)
 
 
 def test_traces_public_upload_synthetic_and_bad_file():
     at = _clean(_page("traffic").run())
     assert not at.error and _charts(at) == 2
-    assert _number(at, "Requests") > 1000                                       # a public Azure trace
+    assert _number(at, "Requests") > 1000  # a public Azure trace
 
     at.sidebar.radio(key="traces_source").set_value("your file")
     _clean(at.run())
     at.sidebar.file_uploader(key="traces_upload").upload("mine.csv", AZURE_CSV.encode(), "text/csv")
     _clean(at.run())
     assert _number(at, "Requests") == 120 and "`azure`" in at.caption[0].value
-    at.button(key="traces_use").click()                                         # "use in the other pages"
+    at.button(key="traces_use").click()  # "use in the other pages"
     _clean(at.run())
     assert at.success and "mine" in at.success[0].value
 
-    at.session_state["test_page"] = "whatif"                                    # the What-if page takes it
+    at.session_state["test_page"] = "whatif"  # the What-if page takes it
     _clean(at.run())
     assert not at.error and at.title[0].value == "What does mine.csv do to the fleet?"
     assert at.radio(key="whatif_source").value == "trace file" and _number(at, "GPUs at peak") >= 2
     assert any("120 requests simulated" in c.value for c in at.caption)
     at.session_state["test_page"] = "traffic"
     _clean(at.run())
-    assert at.radio(key="traces_source").value == "your file"                 # kept across the page switch
+    assert at.radio(key="traces_source").value == "your file"  # kept across the page switch
 
     at.sidebar.file_uploader(key="traces_upload").upload("bad.csv", b"foo,bar\n1,2\n", "text/csv")
     _clean(at.run())
@@ -166,18 +176,53 @@ def _measured_calibration(model: str = "tiny", gpu: str | None = None) -> bytes:
     for batch in (1, 2, 4, 8, 16, 32):
         for context in (64, 256):
             seconds = 0.002 + 0.0004 * batch + 1e-6 * batch * context
-            points.append(ProfilePoint(kind="decode", shape=ShapeRecord.of(StepShape((), (context,) * batch)), samples=[
-                StepSample(shape=ShapeRecord.of(StepShape((), (context,) * batch)), total_s=seconds * f, schedule_s=0,
-                           prepare_s=0, forward_s=seconds * f, sample_s=0) for f in (0.98, 1.0, 1.03)]))
+            points.append(
+                ProfilePoint(
+                    kind="decode",
+                    shape=ShapeRecord.of(StepShape((), (context,) * batch)),
+                    samples=[
+                        StepSample(
+                            shape=ShapeRecord.of(StepShape((), (context,) * batch)),
+                            total_s=seconds * f,
+                            schedule_s=0,
+                            prepare_s=0,
+                            forward_s=seconds * f,
+                            sample_s=0,
+                        )
+                        for f in (0.98, 1.0, 1.03)
+                    ],
+                )
+            )
     for tokens in (32, 64, 128, 256, 512):
         seconds = 0.003 + 2e-5 * tokens
         shape = ShapeRecord.of(StepShape(((tokens, 0),), ()))
-        points.append(ProfilePoint(kind="prefill", shape=shape, samples=[
-            StepSample(shape=shape, total_s=seconds, schedule_s=0, prepare_s=0, forward_s=seconds, sample_s=0)]))
-    calibration = Calibration(name=f"{model}@test", label="measured", device=DeviceInfo(
-                              name=gpu or "test cpu", kind="gpu" if gpu else "cpu", memory_bytes=1e9, hardware=gpu),
-                              model=ModelSpec.from_preset(model), dtype="float32", points=points,
-                              provenance=Provenance(source="test", method="synthetic points"))
+        points.append(
+            ProfilePoint(
+                kind="prefill",
+                shape=shape,
+                samples=[
+                    StepSample(
+                        shape=shape,
+                        total_s=seconds,
+                        schedule_s=0,
+                        prepare_s=0,
+                        forward_s=seconds,
+                        sample_s=0,
+                    )
+                ],
+            )
+        )
+    calibration = Calibration(
+        name=f"{model}@test",
+        label="measured",
+        device=DeviceInfo(
+            name=gpu or "test cpu", kind="gpu" if gpu else "cpu", memory_bytes=1e9, hardware=gpu
+        ),
+        model=ModelSpec.from_preset(model),
+        dtype="float32",
+        points=points,
+        provenance=Provenance(source="test", method="synthetic points"),
+    )
     return fit_calibration(calibration, folds=3).model_dump_json().encode()
 
 
@@ -189,7 +234,7 @@ def test_calibrations_table_curves_and_a_measured_file():
 
     at.expander[0].file_uploader[0].upload("mine.json", _measured_calibration(), "application/json")
     _clean(at.run())
-    assert _charts(at) == 2                                                     # predicted vs measured, curves
+    assert _charts(at) == 2  # predicted vs measured, curves
     assert any("tiny@test (measured)" in c.value for c in at.caption)
 
     at.expander[0].file_uploader[0].upload("bad.json", b'{"name": 1}', "application/json")
@@ -199,10 +244,11 @@ def test_calibrations_table_curves_and_a_measured_file():
 
 def test_an_uploaded_calibration_is_used_at_once_and_a_wrong_one_explained():
     at = _page("calibrations")
-    at.session_state["whatif_duration"] = 120.0                                 # a short spike: a quick simulation
+    at.session_state["whatif_duration"] = 120.0  # a short spike: a quick simulation
     _clean(at.run())
-    at.expander[0].file_uploader[0].upload("h100.json", _measured_calibration("llama-2-7b", "H100-80GB"),
-                                           "application/json")
+    at.expander[0].file_uploader[0].upload(
+        "h100.json", _measured_calibration("llama-2-7b", "H100-80GB"), "application/json"
+    )
     _clean(at.run())
     at.button(key="calibrations_use").click()
     _clean(at.run())
@@ -212,21 +258,37 @@ def test_an_uploaded_calibration_is_used_at_once_and_a_wrong_one_explained():
     assert not at.error and at.selectbox(key="whatif_gpu").value == "H100-80GB"
     assert any("calibration **llama-2-7b@test** (measured" in c.value for c in at.caption)
 
-    at.selectbox(key="whatif_model").set_value("llama-3-8b")                   # not the calibration's model
+    at.selectbox(key="whatif_model").set_value("llama-3-8b")  # not the calibration's model
     _clean(at.run())
     assert at.error and "made for model 'llama-2-7b'" in at.error[0].value and not at.metric
 
 
 def test_plan_small_fleet_and_static_baseline():
-    small = Scenario.model_validate({"name": "small", "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 2.0},
-                                     "duration_s": 60, "too_long": "clip"}, "cluster": {"replicas": 1}})
+    small = Scenario.model_validate(
+        {
+            "name": "small",
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 2.0},
+                "duration_s": 60,
+                "too_long": "clip",
+            },
+            "cluster": {"replicas": 1},
+        }
+    )
     at = _page("plan")
-    for key, value in {"whatif_scenario": small.model_dump_json(), "plan_seqs": [256], "plan_tokens": [4096],
-                       "plan_max_replicas": 4, "plan_static_baseline": True, "plan_autoscaled": False,
-                       "plan_dynamic_batch": False, "plan_uncertainty": False}.items():
+    for key, value in {
+        "whatif_scenario": small.model_dump_json(),
+        "plan_seqs": [256],
+        "plan_tokens": [4096],
+        "plan_max_replicas": 4,
+        "plan_static_baseline": True,
+        "plan_autoscaled": False,
+        "plan_dynamic_batch": False,
+        "plan_uncertainty": False,
+    }.items():
         at.session_state[key] = value
     _clean(at.run())
-    assert at.info and not at.success                                           # nothing runs before "Plan"
+    assert at.info and not at.success  # nothing runs before "Plan"
     at.button(key="plan_run").click()
     _clean(at.run())
     assert not at.error, at.error[0].value
@@ -241,12 +303,29 @@ def test_plan_small_fleet_and_static_baseline():
 
 
 def test_plan_with_an_slo_no_fleet_can_meet_is_explained():
-    small = Scenario.model_validate({"name": "small", "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 1.0},
-                                     "duration_s": 30, "too_long": "clip"}, "cluster": {"replicas": 1}})
+    small = Scenario.model_validate(
+        {
+            "name": "small",
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 1.0},
+                "duration_s": 30,
+                "too_long": "clip",
+            },
+            "cluster": {"replicas": 1},
+        }
+    )
     at = _page("plan")
-    for key, value in {"whatif_scenario": small.model_dump_json(), "plan_seqs": [256], "plan_tokens": [4096],
-                       "plan_max_replicas": 2, "plan_ttft": 0.001, "plan_static_baseline": False,
-                       "plan_autoscaled": False, "plan_dynamic_batch": False, "plan_uncertainty": False}.items():
+    for key, value in {
+        "whatif_scenario": small.model_dump_json(),
+        "plan_seqs": [256],
+        "plan_tokens": [4096],
+        "plan_max_replicas": 2,
+        "plan_ttft": 0.001,
+        "plan_static_baseline": False,
+        "plan_autoscaled": False,
+        "plan_dynamic_batch": False,
+        "plan_uncertainty": False,
+    }.items():
         at.session_state[key] = value
     _clean(at.run())
     at.button(key="plan_run").click()
@@ -256,21 +335,59 @@ def test_plan_with_an_slo_no_fleet_can_meet_is_explained():
 
 
 VALIDATION = {
-    "levels": [{"load": load, "rate_rps": 2.0 * load, "used_calibration": "workload",
-                "measured": {"throughput_rps": 1.0, "output_tokens_per_s": 50.0, "ttft_mean_s": 0.2, "e2e_mean_s": 2.0,
-                             "kv_utilization": 0.9},
-                "simulated": {"throughput_rps": 1.02, "output_tokens_per_s": 52.0, "ttft_mean_s": 0.25,
-                              "e2e_mean_s": 2.1, "kv_utilization": 0.92},
-                "relative_error": {"throughput_rps": 0.02, "ttft_mean_s": 0.25, "e2e_mean_s": 0.05,
-                                   "kv_utilization": 0.022},
-                "noise_floor": {"throughput_rps": 0.03, "ttft_mean_s": 0.1, "e2e_mean_s": 0.02, "kv_utilization": 0.01},
-                "verdict": {"throughput_rps": "below noise", "ttft_mean_s": "+25.0%", "e2e_mean_s": "+5.0%",
-                            "kv_utilization": "+2.2%"},
-                "at_run_speed": {"speed_factors": [1.1, 1.0], "relative_error": {"ttft_mean_s": 0.03}}}
-               for load in (0.5, 0.9)],
-    "calibration": {"workload": {"name": "cpu-small@steps", "label": "measured", "method": "steps", "fit_error": 0.04}},
-    "trace": {"name": "AzureLLMInferenceTrace_conv", "requests": 32}, "engine": {"model": "cpu-small", "device": "cpu"},
-    "machine": {"processor": "x86_64", "date": "2026-12-02"}}
+    "levels": [
+        {
+            "load": load,
+            "rate_rps": 2.0 * load,
+            "used_calibration": "workload",
+            "measured": {
+                "throughput_rps": 1.0,
+                "output_tokens_per_s": 50.0,
+                "ttft_mean_s": 0.2,
+                "e2e_mean_s": 2.0,
+                "kv_utilization": 0.9,
+            },
+            "simulated": {
+                "throughput_rps": 1.02,
+                "output_tokens_per_s": 52.0,
+                "ttft_mean_s": 0.25,
+                "e2e_mean_s": 2.1,
+                "kv_utilization": 0.92,
+            },
+            "relative_error": {
+                "throughput_rps": 0.02,
+                "ttft_mean_s": 0.25,
+                "e2e_mean_s": 0.05,
+                "kv_utilization": 0.022,
+            },
+            "noise_floor": {
+                "throughput_rps": 0.03,
+                "ttft_mean_s": 0.1,
+                "e2e_mean_s": 0.02,
+                "kv_utilization": 0.01,
+            },
+            "verdict": {
+                "throughput_rps": "below noise",
+                "ttft_mean_s": "+25.0%",
+                "e2e_mean_s": "+5.0%",
+                "kv_utilization": "+2.2%",
+            },
+            "at_run_speed": {"speed_factors": [1.1, 1.0], "relative_error": {"ttft_mean_s": 0.03}},
+        }
+        for load in (0.5, 0.9)
+    ],
+    "calibration": {
+        "workload": {
+            "name": "cpu-small@steps",
+            "label": "measured",
+            "method": "steps",
+            "fit_error": 0.04,
+        }
+    },
+    "trace": {"name": "AzureLLMInferenceTrace_conv", "requests": 32},
+    "engine": {"model": "cpu-small", "device": "cpu"},
+    "machine": {"processor": "x86_64", "date": "2026-12-02"},
+}
 
 
 def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatch):
@@ -286,14 +403,25 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
     (tmp_path / "validate.json").write_text(json.dumps(VALIDATION))
     at = _clean(_page("validate").run())
     from simulator.validation.published import published_names
-    published = len(published_names())              # a simulated-vs-measured scatter per published set
-    assert not at.error and _charts(at) == 3 + published and len(at.metric) == 2   # errors, a distribution per level
-    splits = {row for frame in at.dataframe[1:] if "split" in frame.value for row in frame.value["split"]}
+
+    published = len(published_names())  # a simulated-vs-measured scatter per published set
+    assert (
+        not at.error and _charts(at) == 3 + published and len(at.metric) == 2
+    )  # errors, a distribution per level
+    splits = {
+        row for frame in at.dataframe[1:] if "split" in frame.value for row in frame.value["split"]
+    }
     assert {"fit", "held_out"} <= splits
     assert any("cpu-small@steps (measured" in c.value for c in at.caption)
     table = at.dataframe[0].value.set_index("metric")
-    assert table.loc["ttft_mean_s", "measured"] == "200.0 ms" and table.loc["output_tokens_per_s", "measured"] == "50"
-    assert table.loc["ttft_mean_s", "error at run speed"] == "+3.0%" and table.loc["e2e_mean_s", "error at run speed"] == "n/a"
+    assert (
+        table.loc["ttft_mean_s", "measured"] == "200.0 ms"
+        and table.loc["output_tokens_per_s", "measured"] == "50"
+    )
+    assert (
+        table.loc["ttft_mean_s", "error at run speed"] == "+3.0%"
+        and table.loc["e2e_mean_s", "error at run speed"] == "n/a"
+    )
 
     (tmp_path / "validate.json").write_text("{not json")
     at = _clean(_page("validate").run())
@@ -304,15 +432,17 @@ def _live_job(at: AppTest):
     return at.session_state["validate_job"]
 
 
-def _live_done(trace, requests, levels, progress):             # stands in for minutes of the live engine
+def _live_done(trace, requests, levels, progress):  # stands in for minutes of the live engine
     from dashboard import data
+
     for step in range(data.live_validation_steps(levels)):
         progress(f"step {step + 1}")
     return VALIDATION, None
 
 
-def _live_endless(trace, requests, levels, progress):          # runs until cancelled, reporting as it goes
+def _live_endless(trace, requests, levels, progress):  # runs until cancelled, reporting as it goes
     import time
+
     while True:
         progress("live run")
         time.sleep(0.02)
@@ -344,7 +474,9 @@ def test_live_validation_can_be_cancelled(monkeypatch):
     while not _live_job(at).messages and time.monotonic() < deadline:
         time.sleep(0.05)
     _clean(at.run())
-    assert any("live run" in p.proto.text for p in at.get("progress"))      # progress shown while it runs
+    assert any(
+        "live run" in p.proto.text for p in at.get("progress")
+    )  # progress shown while it runs
     at.button(key="validate_cancel").click()
     _clean(at.run())
     assert _live_job(at).wait(10)

@@ -2,6 +2,7 @@
 (and their kind from the field's type); chart builders are pure and draw what they are given; the
 fleet arithmetic; the background job behind the live validation (progress, result, failure, cancel);
 the page table; the `surgeplan dashboard` command line."""
+
 from __future__ import annotations
 
 import time
@@ -20,6 +21,7 @@ def test_widgets_take_bounds_help_and_choices_from_the_fields():
     def script() -> None:
         from dashboard import widgets as w
         from simulator.scenario import ClusterSpec, SchedulerSettings
+
         w.number(ClusterSpec, "replicas", 3, "replicas", "replicas")
         w.number(SchedulerSettings, "max_num_seqs", 256, "seqs", "seqs")
         w.select(SchedulerSettings, "policy", "static", "policy", "policy")
@@ -39,15 +41,26 @@ def test_field_picks_the_widget_from_the_field_type():
     def script() -> None:
         from dashboard import widgets as w
         from simulator.scenario import SchedulerSettings
-        for name in ("batch_controller", "enable_prefix_caching", "batch_target_tpot_s", "max_num_batched_tokens"):
+
+        for name in (
+            "batch_controller",
+            "enable_prefix_caching",
+            "batch_target_tpot_s",
+            "max_num_batched_tokens",
+        ):
             w.field(SchedulerSettings, name, getattr(SchedulerSettings(), name), name, name)
 
     at = AppTest.from_function(script, default_timeout=60).run()
     assert not at.exception
     assert at.selectbox(key="batch_controller").options == ["fixed", "slo"]
     assert at.toggle(key="enable_prefix_caching").value is True
-    assert at.number_input(key="batch_target_tpot_s").value == SchedulerSettings().batch_target_tpot_s
-    assert at.number_input(key="max_num_batched_tokens").max == bounds(SchedulerSettings, "max_num_batched_tokens")[1]
+    assert (
+        at.number_input(key="batch_target_tpot_s").value == SchedulerSettings().batch_target_tpot_s
+    )
+    assert (
+        at.number_input(key="max_num_batched_tokens").max
+        == bounds(SchedulerSettings, "max_num_batched_tokens")[1]
+    )
 
 
 def test_timeline_shades_each_cold_start_and_the_spike():
@@ -59,21 +72,31 @@ def test_timeline_shades_each_cold_start_and_the_spike():
     assert error is None
     figure = charts.timeline(result)
     names = {trace.name for trace in figure.data}
-    assert {"offered", "served", "P99 TTFT", "waiting", "preemptions", "KV usage %", "serving",
-            "starting (cold)"} <= names
+    assert {
+        "offered",
+        "served",
+        "P99 TTFT",
+        "waiting",
+        "preemptions",
+        "KV usage %",
+        "serving",
+        "starting (cold)",
+    } <= names
     preemptions = next(trace for trace in figure.data if trace.name == "preemptions")
     assert list(preemptions.y) == [row["preemptions"] for row in result.timeseries]
     cold = [r for r in result.replicas if r["ready_at_s"] > r["requested_at_s"]]
     shaded = [shape for shape in figure.layout.shapes if shape.type == "rect"]
-    assert len(cold) >= 1                               # the default spike makes the autoscaler scale out
-    assert len(shaded) >= len(cold) + 1                 # each cold start in every row, plus the spike window
-    assert not result.records                           # per-request records are dropped from the cache
+    assert len(cold) >= 1  # the default spike makes the autoscaler scale out
+    assert len(shaded) >= len(cold) + 1  # each cold start in every row, plus the spike window
+    assert not result.records  # per-request records are dropped from the cache
 
 
 def test_fleet_arithmetic():
-    rows = [{"load_rps": 1.0, "throughput_rps": 0.98, "meets_slo": True},
-            {"load_rps": 2.0, "throughput_rps": 1.9, "meets_slo": True},
-            {"load_rps": 3.0, "throughput_rps": 2.4, "meets_slo": False}]
+    rows = [
+        {"load_rps": 1.0, "throughput_rps": 0.98, "meets_slo": True},
+        {"load_rps": 2.0, "throughput_rps": 1.9, "meets_slo": True},
+        {"load_rps": 3.0, "throughput_rps": 2.4, "meets_slo": False},
+    ]
     assert data.capacity_rps(rows, slo_bound=True) == 1.9
     assert data.capacity_rps(rows, slo_bound=False) == 2.4
     assert data.capacity_rps(rows[2:], slo_bound=True) is None
@@ -81,26 +104,63 @@ def test_fleet_arithmetic():
 
 
 def test_other_builders_draw_what_they_are_given():
-    rows = [{"policy": p, "load_rps": x, "e2e_mean_s": 1.0 + x, "ttft_p99_s": 0.1 * x, "throughput_rps": x}
-            for p in ("continuous", "static") for x in (1.0, 2.0)]
-    assert len(charts.latency_vs_load(rows, 2.0).data) == 7                     # 3 panels x 2 policies + diagonal
+    rows = [
+        {
+            "policy": p,
+            "load_rps": x,
+            "e2e_mean_s": 1.0 + x,
+            "ttft_p99_s": 0.1 * x,
+            "throughput_rps": x,
+        }
+        for p in ("continuous", "static")
+        for x in (1.0, 2.0)
+    ]
+    assert len(charts.latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
     assert len(charts.rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
     assert len(charts.lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
     curves = data.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
     assert curves["llama-2-7b@A100-80GB-tp1"]["label"] == "fitted"
-    assert curves["llama-2-7b@A100-80GB-tp1"]["decode"][1] > curves["llama-2-7b@A100-80GB-tp1"]["decode"][0]
+    assert (
+        curves["llama-2-7b@A100-80GB-tp1"]["decode"][1]
+        > curves["llama-2-7b@A100-80GB-tp1"]["decode"][0]
+    )
     assert len(charts.step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
-    level = {"measured": {"ttft_p50_s": 0.1, "ttft_mean_s": 0.12, "ttft_p99_s": 0.4, "tpot_mean_s": 0.02},
-             "simulated": {"ttft_p50_s": 0.11, "ttft_mean_s": 0.13, "ttft_p99_s": 0.5, "tpot_mean_s": 0.021}}
+    level = {
+        "measured": {
+            "ttft_p50_s": 0.1,
+            "ttft_mean_s": 0.12,
+            "ttft_p99_s": 0.4,
+            "tpot_mean_s": 0.02,
+        },
+        "simulated": {
+            "ttft_p50_s": 0.11,
+            "ttft_mean_s": 0.13,
+            "ttft_p99_s": 0.5,
+            "tpot_mean_s": 0.021,
+        },
+    }
     figure = charts.validation_distributions(level)
     bars = {(trace.name.split()[0], trace.xaxis): list(trace.y) for trace in figure.data}
     assert bars[("measured", "x")] == [100.0, 120.0, 400.0] and bars[("simulated", "x2")] == [21.0]
-    assert bars[("measured", "x3")] == []                                      # no E2E figures given
-    level["distributions"] = {"measured": {"ttft_s": [0.3, 0.1, 0.2]}, "simulated": {"ttft_s": [0.25, 0.15]}}
-    curves = {(trace.name.split()[0], trace.xaxis): trace for trace in charts.validation_distributions(level).data}
-    assert list(curves[("measured", "x")].x) == pytest.approx([100.0, 200.0, 300.0])          # sorted, in ms
-    assert list(curves[("measured", "x")].y) == pytest.approx([1 / 3, 2 / 3, 1.0])              # cumulative share
-    assert list(curves[("simulated", "x")].y) == pytest.approx([0.5, 1.0]) and len(curves[("simulated", "x2")].x) == 0
+    assert bars[("measured", "x3")] == []  # no E2E figures given
+    level["distributions"] = {
+        "measured": {"ttft_s": [0.3, 0.1, 0.2]},
+        "simulated": {"ttft_s": [0.25, 0.15]},
+    }
+    curves = {
+        (trace.name.split()[0], trace.xaxis): trace
+        for trace in charts.validation_distributions(level).data
+    }
+    assert list(curves[("measured", "x")].x) == pytest.approx(
+        [100.0, 200.0, 300.0]
+    )  # sorted, in ms
+    assert list(curves[("measured", "x")].y) == pytest.approx(
+        [1 / 3, 2 / 3, 1.0]
+    )  # cumulative share
+    assert (
+        list(curves[("simulated", "x")].y) == pytest.approx([0.5, 1.0])
+        and len(curves[("simulated", "x2")].x) == 0
+    )
 
 
 def _counting(steps: int, progress):
@@ -128,7 +188,11 @@ def _crashing(progress):
 def test_job_reports_progress_and_its_result():
     job = jobs.Job(_counting, (3,), steps=3)
     assert job.wait(60) and job.state == jobs.DONE
-    assert job.messages == ["step 1", "step 2", "step 3"] and job.fraction == 1.0 and job.result == {"steps": 3}
+    assert (
+        job.messages == ["step 1", "step 2", "step 3"]
+        and job.fraction == 1.0
+        and job.result == {"steps": 3}
+    )
 
 
 def test_job_cancel_stops_the_task_at_once():
@@ -143,11 +207,15 @@ def test_job_cancel_stops_the_task_at_once():
     assert time.monotonic() - cancelled_at < 5 and job._process.poll() is not None
 
 
-@pytest.mark.parametrize("task, args, message", [(_refusing, ("trace.csv",), "trace.csv: no such file"),
-                                                 (_crashing, (), "ZeroDivisionError")])
+@pytest.mark.parametrize(
+    "task, args, message",
+    [(_refusing, ("trace.csv",), "trace.csv: no such file"), (_crashing, (), "ZeroDivisionError")],
+)
 def test_job_failure_is_a_message_not_an_exception(task, args, message):
     job = jobs.Job(task, args)
-    assert job.wait(60) and job.state == jobs.FAILED and message in job.error and job.fraction is None
+    assert (
+        job.wait(60) and job.state == jobs.FAILED and message in job.error and job.fraction is None
+    )
 
 
 def test_job_task_must_be_importable_by_name():
@@ -160,6 +228,7 @@ def test_every_page_is_in_the_table_with_its_own_url():
         import streamlit as st
 
         from dashboard import views
+
         for module in views.PAGES:
             st.write(f"{module}={views.page(module).url_path}")
 
@@ -167,7 +236,9 @@ def test_every_page_is_in_the_table_with_its_own_url():
     at = AppTest.from_function(script, default_timeout=60).run()
     assert not at.exception
     urls = dict(m.value.split("=") for m in at.markdown)
-    assert urls == {module: "" if module == "whatif" else url for module, (_, _, url) in views.PAGES.items()}
+    assert urls == {
+        module: "" if module == "whatif" else url for module, (_, _, url) in views.PAGES.items()
+    }
     with pytest.raises(KeyError, match="expected one of whatif"):
         views.page("pages")
 
@@ -175,8 +246,12 @@ def test_every_page_is_in_the_table_with_its_own_url():
 def test_dashboard_command_is_headless_on_loopback():
     command = streamlit_command("127.0.0.1", 8765)
     assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
-    assert "--server.headless" in command and command[command.index("--server.address") + 1] == "127.0.0.1"
+    assert (
+        "--server.headless" in command
+        and command[command.index("--server.address") + 1] == "127.0.0.1"
+    )
     assert command[command.index("--server.port") + 1] == "8765"
     from surgeplan_cli import app
+
     result = CliRunner().invoke(app, ["dashboard", "--help"])
     assert result.exit_code == 0 and "--host" in result.output and "--port" in result.output

@@ -1,4 +1,5 @@
 """The offline API: text and token prompts, per-prompt params, ordered outputs, timings, KV accounting."""
+
 import random
 
 import pytest
@@ -8,8 +9,15 @@ from engine import LLM, SamplingParams
 
 @pytest.fixture(scope="module")
 def llm():
-    return LLM("tiny", load_format="dummy", max_model_len=128, num_kv_blocks=64, block_size=8, max_num_seqs=4,
-               max_num_batched_tokens=32)
+    return LLM(
+        "tiny",
+        load_format="dummy",
+        max_model_len=128,
+        num_kv_blocks=64,
+        block_size=8,
+        max_num_seqs=4,
+        max_num_batched_tokens=32,
+    )
 
 
 def test_outputs_come_back_in_prompt_order_with_their_own_params(llm):
@@ -26,7 +34,9 @@ def test_outputs_come_back_in_prompt_order_with_their_own_params(llm):
 
 
 def test_text_prompts_are_tokenized_and_outputs_decoded(llm):
-    outs = llm.generate(["hello world", "surge"], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True))
+    outs = llm.generate(
+        ["hello world", "surge"], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    )
     assert outs[0].prompt_token_ids[1:] == [b + 3 for b in b"hello world"]
     assert all(isinstance(o.text, str) and len(o.output_token_ids) == 5 for o in outs)
 
@@ -39,14 +49,18 @@ def test_mismatched_params_list_is_refused(llm):
 def test_kv_accounting_is_readable_at_every_step(llm):
     engine = llm.engine
     for i in range(4):
-        engine.add_request(f"kv{i}", [7 + i] * (10 + 9 * i), SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+        engine.add_request(
+            f"kv{i}",
+            [7 + i] * (10 + 9 * i),
+            SamplingParams(temperature=0, max_tokens=6, ignore_eos=True),
+        )
     seen = []
     while engine.has_unfinished_requests():
         engine.step()
         stats = engine.kv_stats()
         assert stats.num_used_blocks + stats.num_free_blocks == stats.num_blocks == 64
         expected_tokens = sum(r.num_computed_tokens for r in engine.scheduler.running)
-        assert stats.tokens_stored == expected_tokens            # no shared prefixes here
+        assert stats.tokens_stored == expected_tokens  # no shared prefixes here
         seen.append(stats.utilization)
     assert min(seen) > 0.5 and engine.kv_stats().num_used_blocks == 0
     assert engine.last_step.shape.is_empty or engine.last_step.total_s > 0

@@ -1,4 +1,5 @@
 """Bad input raises ValueError naming the problem, and requests already in flight are untouched."""
+
 import pytest
 
 from engine import LLM, SamplingParams
@@ -10,10 +11,19 @@ def llm():
 
 
 BAD_REQUESTS = {
-    "prompt longer than max_model_len": (lambda: ([7] * 65, SamplingParams(max_tokens=1)), "longer than max_model_len=64"),
-    "prompt + max_tokens over max_model_len": (lambda: ([7] * 60, SamplingParams(max_tokens=10)), "= 70 exceeds max_model_len=64"),
+    "prompt longer than max_model_len": (
+        lambda: ([7] * 65, SamplingParams(max_tokens=1)),
+        "longer than max_model_len=64",
+    ),
+    "prompt + max_tokens over max_model_len": (
+        lambda: ([7] * 60, SamplingParams(max_tokens=10)),
+        "= 70 exceeds max_model_len=64",
+    ),
     "empty prompt": (lambda: ([], SamplingParams()), "prompt is empty"),
-    "token id past the vocabulary": (lambda: ([5, 512], SamplingParams()), "512 is outside the vocabulary"),
+    "token id past the vocabulary": (
+        lambda: ([5, 512], SamplingParams()),
+        "512 is outside the vocabulary",
+    ),
     "negative token id": (lambda: ([-1], SamplingParams()), "-1 is outside the vocabulary"),
 }
 
@@ -29,7 +39,9 @@ BAD_PARAMS = {
 def test_bad_request_is_refused_and_others_finish(llm, case):
     make, message = BAD_REQUESTS[case]
     engine = llm.engine
-    good = engine.add_request(None, [5, 6, 7, 8], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))
+    good = engine.add_request(
+        None, [5, 6, 7, 8], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    )
     prompt, params = make()
     with pytest.raises(ValueError, match=message.replace("+", r"\+")):
         engine.add_request(None, prompt, params)
@@ -59,8 +71,12 @@ def test_unknown_model_names_the_choices():
 
 def test_abort_frees_blocks_and_keeps_others(llm):
     engine = llm.engine
-    keep = engine.add_request(None, [9] * 20, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
-    drop = engine.add_request(None, [8] * 20, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+    keep = engine.add_request(
+        None, [9] * 20, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    )
+    drop = engine.add_request(
+        None, [8] * 20, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    )
     engine.step()
     assert engine.abort_request(drop) and not engine.abort_request(drop)
     outs = {}

@@ -1,5 +1,6 @@
 """Greedy output of our engine is token-identical to Hugging Face `generate` on the same weights,
 under every scheduling regime: plain, chunked prefill, forced preemption, prefix-cache hits, static."""
+
 import random
 import zlib
 
@@ -15,26 +16,35 @@ def hf_greedy(model_dir, prompts: list[list[int]]) -> list[list[int]]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    model.generation_config.eos_token_id = None   # like ignore_eos: EOS is an ordinary token here
+    model.generation_config.eos_token_id = None  # like ignore_eos: EOS is an ordinary token here
     outputs = []
     for prompt in prompts:  # one at a time: no padding, so nothing but the model decides the tokens
         ids = torch.tensor([prompt])
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=MAX_NEW_TOKENS,
-                                 do_sample=False, pad_token_id=0)
-        outputs.append(out[0, len(prompt):].tolist())
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=MAX_NEW_TOKENS,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        outputs.append(out[0, len(prompt) :].tolist())
     return outputs
 
 
 def random_prompts(seed: int, count: int = 10, shared_prefix: int = 0) -> list[list[int]]:
     rng = random.Random(seed)
     prefix = [rng.randrange(3, 300) for _ in range(shared_prefix)]
-    return [prefix + [rng.randrange(3, 300) for _ in range(rng.randint(1, 70))] for _ in range(count)]
+    return [
+        prefix + [rng.randrange(3, 300) for _ in range(rng.randint(1, 70))] for _ in range(count)
+    ]
 
 
 def engine_greedy(model_dir, prompts, **settings):
     llm = LLM(str(model_dir), dtype="float32", block_size=8, max_model_len=256, **settings)
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_NEW_TOKENS, ignore_eos=True))
+    outs = llm.generate(
+        prompts, SamplingParams(temperature=0, max_tokens=MAX_NEW_TOKENS, ignore_eos=True)
+    )
     return llm, outs
 
 
@@ -72,22 +82,42 @@ def test_mistral_greedy_matches_hf_generate_and_window_is_enforced(tiny_mistral_
 
 def test_prefix_cache_hits_keep_greedy_output(tiny_llama_dir):
     prompts = random_prompts(seed=7, count=8, shared_prefix=40)
-    llm = LLM(str(tiny_llama_dir), dtype="float32", block_size=8, max_model_len=256, num_kv_blocks=256, max_num_seqs=2)
+    llm = LLM(
+        str(tiny_llama_dir),
+        dtype="float32",
+        block_size=8,
+        max_model_len=256,
+        num_kv_blocks=256,
+        max_num_seqs=2,
+    )
     params = SamplingParams(temperature=0, max_tokens=MAX_NEW_TOKENS, ignore_eos=True)
     outs = llm.generate(prompts, params)
-    assert sum(o.num_cached_tokens for o in outs) >= 40 // 8 * 8 * 6   # later requests reuse the shared blocks
+    assert (
+        sum(o.num_cached_tokens for o in outs) >= 40 // 8 * 8 * 6
+    )  # later requests reuse the shared blocks
     assert [o.output_token_ids for o in outs] == hf_greedy(tiny_llama_dir, prompts)
-    again = llm.generate(prompts[:1], params)[0]                        # a whole-prompt hit still decodes right
+    again = llm.generate(prompts[:1], params)[0]  # a whole-prompt hit still decodes right
     assert again.num_cached_tokens > 0 and again.output_token_ids == outs[0].output_token_ids
 
 
 def test_eos_stops_generation_unless_ignored(tiny_llama_dir):
-    llm = LLM(str(tiny_llama_dir), dtype="float32", block_size=8, max_model_len=256, num_kv_blocks=128)
+    llm = LLM(
+        str(tiny_llama_dir), dtype="float32", block_size=8, max_model_len=256, num_kv_blocks=128
+    )
     prompt = random_prompts(seed=3, count=1)[0]
-    free_run = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True))[0].output_token_ids
+    free_run = llm.generate(
+        [prompt], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    )[0].output_token_ids
     stop_at = free_run[4]
-    stopped = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=12, stop_token_ids=[stop_at]))[0]
+    stopped = llm.generate(
+        [prompt], SamplingParams(temperature=0, max_tokens=12, stop_token_ids=[stop_at])
+    )[0]
     first = free_run.index(stop_at)
-    assert stopped.output_token_ids == free_run[:first + 1] and stopped.finish_reason == "stop"
-    held = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=12, stop_token_ids=[stop_at], min_tokens=first + 2))[0]
+    assert stopped.output_token_ids == free_run[: first + 1] and stopped.finish_reason == "stop"
+    held = llm.generate(
+        [prompt],
+        SamplingParams(
+            temperature=0, max_tokens=12, stop_token_ids=[stop_at], min_tokens=first + 2
+        ),
+    )[0]
     assert len(held.output_token_ids) >= first + 2

@@ -5,10 +5,10 @@ rows apart) and the planner's band from the held-out error."""
 import json
 
 import pytest
+from sim_helpers import cluster_config, cost_model
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
-from sim_helpers import cluster_config, cost_model
 from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,

@@ -1,4 +1,5 @@
 """Model memory math against hand calculations: weights, KV bytes per token, KV blocks, batch size."""
+
 import math
 
 import numpy as np
@@ -10,7 +11,11 @@ from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available, max_batch_size
 
 LLAMA2_7B_PARAMS = 32000 * 4096 * 2 + 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096
-LLAMA2_70B_PARAMS = 32000 * 8192 * 2 + 80 * (8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192) + 8192
+LLAMA2_70B_PARAMS = (
+    32000 * 8192 * 2
+    + 80 * (8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192)
+    + 8192
+)
 
 
 def test_llama2_7b_fp16_by_hand():
@@ -39,7 +44,9 @@ def test_parameter_count_matches_the_engine_for_bias_free_presets():
 
 def test_kv_blocks_on_one_a100_by_hand():
     model, a100 = ModelSpec.from_preset("llama-2-7b"), get_hardware("A100-80GB")
-    blocks = kv_blocks_available(model, a100, 1, gpu_memory_utilization=0.9, block_size=16, reserved_bytes_per_gpu=0)
+    blocks = kv_blocks_available(
+        model, a100, 1, gpu_memory_utilization=0.9, block_size=16, reserved_bytes_per_gpu=0
+    )
     assert blocks == math.floor((80e9 * 0.9 - 2 * LLAMA2_7B_PARAMS) / (524_288 * 16)) == 6976
 
 
@@ -56,7 +63,9 @@ def test_kv_blocks_with_tensor_parallelism_by_hand():
 def test_largest_batch_by_hand():
     model, h100 = ModelSpec.from_preset("llama-3-8b"), get_hardware("H100-80GB")
     blocks = kv_blocks_available(model, h100, 1, 0.9, 16, reserved_bytes_per_gpu=1e9)
-    assert max_batch_size(model, h100, 1000, 500, 1, 0.9, 16, reserved_bytes_per_gpu=1e9) == blocks // math.ceil(1500 / 16)
+    assert max_batch_size(
+        model, h100, 1000, 500, 1, 0.9, 16, reserved_bytes_per_gpu=1e9
+    ) == blocks // math.ceil(1500 / 16)
 
 
 def test_memory_math_is_monotone_on_random_settings():
@@ -66,7 +75,9 @@ def test_memory_math_is_monotone_on_random_settings():
         low, high = sorted(rng.uniform(0.3, 1.0, size=2))
         assert kv_blocks_available(model, gpu, 1, low) <= kv_blocks_available(model, gpu, 1, high)
         prompt, output = int(rng.integers(1, 4000)), int(rng.integers(0, 4000))
-        assert max_batch_size(model, gpu, prompt + 16, output) <= max_batch_size(model, gpu, prompt, output)
+        assert max_batch_size(model, gpu, prompt + 16, output) <= max_batch_size(
+            model, gpu, prompt, output
+        )
         tp = int(rng.choice([1, 2, 4, 8]))
         assert model.weight_bytes_per_gpu(tp) * tp >= model.weight_bytes
 

@@ -1,4 +1,5 @@
 """The GPU benchmark scripts run end to end on the CPU in their --smoke mode (tiny shapes, interpreted kernels)."""
+
 import json
 import os
 import subprocess
@@ -9,8 +10,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run_smoke(script: str, json_path: Path, **env) -> dict:
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--smoke", "--json", str(json_path)],
-                            cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--smoke", "--json", str(json_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 0, f"{script} --smoke failed:\n{result.stderr[-3000:]}"
     assert "| batch |" in result.stdout, f"{script} printed no table:\n{result.stdout[-2000:]}"
     return json.loads(json_path.read_text())

@@ -1,13 +1,16 @@
 """Triton store_kv_cache under the interpreter vs its torch twin and a slot-by-slot check."""
+
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported, so kernels are interpreted
+os.environ.setdefault(
+    "TRITON_INTERPRET", "1"
+)  # before triton is imported, so kernels are interpreted
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from kernels_oracle import random_cache  # noqa: E402
 
 from kernels import reference, triton_cache  # noqa: E402
-from kernels_oracle import random_cache  # noqa: E402
 
 # (token dtype, cache dtype, KV heads, head_dim, block size): non-power-of-two heads and head_dim exercise
 # the masks; fp32 tokens into a bf16 cache exercise the conversion.
@@ -43,12 +46,19 @@ def test_store_writes_exactly_the_mapped_slots(case):
 
     reference.store_kv_cache(k, v, twin_k, twin_v, slot_mapping)
     assert torch.equal(k_cache, twin_k) and torch.equal(v_cache, twin_v)
-    flat_k, flat_v = k_cache.view(-1, num_kv_heads, head_dim), v_cache.view(-1, num_kv_heads, head_dim)
+    flat_k, flat_v = (
+        k_cache.view(-1, num_kv_heads, head_dim),
+        v_cache.view(-1, num_kv_heads, head_dim),
+    )
     written = set()
     for token, slot in enumerate(slot_mapping.tolist()):
         if slot >= 0:
-            assert torch.equal(flat_k[slot], k[token].to(cache_dtype)), f"token {token} K not in slot {slot}"
-            assert torch.equal(flat_v[slot], v[token].to(cache_dtype)), f"token {token} V not in slot {slot}"
+            assert torch.equal(flat_k[slot], k[token].to(cache_dtype)), (
+                f"token {token} K not in slot {slot}"
+            )
+            assert torch.equal(flat_v[slot], v[token].to(cache_dtype)), (
+                f"token {token} V not in slot {slot}"
+            )
             written.add(slot)
     untouched = [s for s in range(flat_k.shape[0]) if s not in written]
     assert torch.equal(flat_k[untouched], before_k.view_as(flat_k)[untouched])

@@ -1,16 +1,28 @@
 """Triton paged decode attention under the interpreter vs its torch twin and a float64 dense oracle."""
+
 import os
 import zlib
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported, so kernels are interpreted
+os.environ.setdefault(
+    "TRITON_INTERPRET", "1"
+)  # before triton is imported, so kernels are interpreted
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from kernels_oracle import (  # noqa: E402
+    assert_close,
+    dense_attention_float64,
+    gather_float64,
+    nan_like,
+    random_cache,
+    scrambled_block_tables,
+)
 
-from kernels import dispatch, reference  # noqa: E402
-from kernels import triton_decode  # noqa: E402
-from kernels_oracle import (assert_close, dense_attention_float64, gather_float64, nan_like,  # noqa: E402
-                            random_cache, scrambled_block_tables)
+from kernels import (  # noqa: E402
+    dispatch,
+    reference,
+    triton_decode,  # noqa: E402
+)
 
 NUM_KV_HEADS = 2
 
@@ -31,7 +43,9 @@ CASES = [
 
 def _case_id(case) -> str:
     dtype, group, block_size, head_dim, splits = case
-    return f"{str(dtype).removeprefix('torch.')}-gqa{group}-bs{block_size}-d{head_dim}-splits{splits}"
+    return (
+        f"{str(dtype).removeprefix('torch.')}-gqa{group}-bs{block_size}-d{head_dim}-splits{splits}"
+    )
 
 
 def _ragged_contexts(block_size: int, generator: torch.Generator) -> list[int]:
@@ -55,19 +69,27 @@ def test_decode_matches_twin_and_float64_oracle(case):
     generator = torch.Generator().manual_seed(zlib.crc32(_case_id(case).encode()))
     contexts = _ragged_contexts(block_size, generator)
     num_blocks = sum(-(-n // block_size) for n in contexts) + 3
-    k_cache, v_cache = random_cache(num_blocks, block_size, NUM_KV_HEADS, head_dim, dtype, generator)
+    k_cache, v_cache = random_cache(
+        num_blocks, block_size, NUM_KV_HEADS, head_dim, dtype, generator
+    )
     block_tables = scrambled_block_tables(contexts, block_size, num_blocks, generator)
     context_lens = torch.tensor(contexts, dtype=torch.int32)
     q = torch.randn(len(contexts), NUM_KV_HEADS * group, head_dim, generator=generator).to(dtype)
     scale = head_dim**-0.5
 
-    out = triton_decode.paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
-                                               num_splits=splits, out=nan_like(q))
+    out = triton_decode.paged_decode_attention(
+        q, k_cache, v_cache, block_tables, context_lens, scale, num_splits=splits, out=nan_like(q)
+    )
 
     twin = reference.paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale)
     assert out.dtype == dtype and out.shape == q.shape
     assert_close(out, twin, dtype, "decode vs torch twin")
-    assert_close(out, _oracle(q, k_cache, v_cache, block_tables, context_lens, scale), dtype, "decode vs float64")
+    assert_close(
+        out,
+        _oracle(q, k_cache, v_cache, block_tables, context_lens, scale),
+        dtype,
+        "decode vs float64",
+    )
 
 
 def test_split_count_does_not_change_the_result():
@@ -77,17 +99,27 @@ def test_split_count_does_not_change_the_result():
     block_tables = scrambled_block_tables(contexts, block_size, 40, generator)
     context_lens = torch.tensor(contexts, dtype=torch.int32)
     q = torch.randn(3, 4 * NUM_KV_HEADS, 32, generator=generator)
-    outputs = [triton_decode.paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, 0.3,
-                                                    num_splits=splits, out=nan_like(q)) for splits in (1, 2, 5)]
+    outputs = [
+        triton_decode.paged_decode_attention(
+            q, k_cache, v_cache, block_tables, context_lens, 0.3, num_splits=splits, out=nan_like(q)
+        )
+        for splits in (1, 2, 5)
+    ]
     for splits, out in zip((2, 5), outputs[1:]):
         assert_close(out, outputs[0], torch.float32, f"{splits} splits vs 1")
 
 
 def test_split_choice_fills_the_gpu_only_when_the_batch_does_not():
     sms = 132
-    few_long = triton_decode.choose_num_splits(batch=1, num_kv_heads=8, max_context_tokens=8192, num_sms=sms)
-    many = triton_decode.choose_num_splits(batch=256, num_kv_heads=8, max_context_tokens=8192, num_sms=sms)
-    short = triton_decode.choose_num_splits(batch=1, num_kv_heads=8, max_context_tokens=300, num_sms=sms)
+    few_long = triton_decode.choose_num_splits(
+        batch=1, num_kv_heads=8, max_context_tokens=8192, num_sms=sms
+    )
+    many = triton_decode.choose_num_splits(
+        batch=256, num_kv_heads=8, max_context_tokens=8192, num_sms=sms
+    )
+    short = triton_decode.choose_num_splits(
+        batch=1, num_kv_heads=8, max_context_tokens=300, num_sms=sms
+    )
     assert 1 * 8 * few_long >= sms
     assert many == 1
     assert short == 2  # 300 tokens allow two splits of at least MIN_TOKENS_PER_SPLIT
@@ -98,7 +130,9 @@ def test_split_layout_covers_the_context_in_whole_tiles():
         for wanted in (1, 3, 64):
             per_split, splits = triton_decode.split_layout(context_tokens, wanted)
             assert per_split % triton_decode.BLOCK_N == 0
-            assert splits <= wanted and (splits - 1) * per_split < context_tokens <= splits * per_split
+            assert (
+                splits <= wanted and (splits - 1) * per_split < context_tokens <= splits * per_split
+            )
 
 
 def test_dispatch_forced_to_triton_runs_the_kernel_on_cpu(monkeypatch):
@@ -118,5 +152,11 @@ def test_mismatched_head_dim_is_rejected_with_the_shapes():
     k_cache = torch.randn(4, 16, 2, 32)
     q = torch.randn(1, 4, 64)
     with pytest.raises(ValueError, match="head_dim 32"):
-        triton_decode.paged_decode_attention(q, k_cache, k_cache, torch.zeros(1, 1, dtype=torch.int32),
-                                             torch.ones(1, dtype=torch.int32), 1.0)
+        triton_decode.paged_decode_attention(
+            q,
+            k_cache,
+            k_cache,
+            torch.zeros(1, 1, dtype=torch.int32),
+            torch.ones(1, dtype=torch.int32),
+            1.0,
+        )

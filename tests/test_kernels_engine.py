@@ -1,7 +1,10 @@
 """The engine end to end on a tiny model: the Triton kernels (interpreted) give the torch twins' greedy tokens."""
+
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported, so kernels are interpreted
+os.environ.setdefault(
+    "TRITON_INTERPRET", "1"
+)  # before triton is imported, so kernels are interpreted
 
 import torch  # noqa: E402
 
@@ -24,8 +27,16 @@ def _prompts(vocab_size: int) -> list[list[int]]:
 
 
 def _generate(model_dir, prompts) -> list[list[int]]:
-    llm = LLM(model=str(model_dir), load_format="safetensors", dtype="float32", block_size=16, num_kv_blocks=64,
-              max_num_seqs=4, max_num_batched_tokens=64, max_model_len=128)
+    llm = LLM(
+        model=str(model_dir),
+        load_format="safetensors",
+        dtype="float32",
+        block_size=16,
+        num_kv_blocks=64,
+        max_num_seqs=4,
+        max_num_batched_tokens=64,
+        max_model_len=128,
+    )
     outputs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
     return [list(out.output_token_ids) for out in outputs]
 
@@ -54,5 +65,7 @@ def test_greedy_tokens_match_between_triton_and_reference(tiny_llama_dir, monkey
     actual = _generate(tiny_llama_dir, prompts)
 
     assert all(count > 0 for count in calls.values()), f"Triton kernels not all used: {calls}"
-    assert len({token for tokens in expected for token in tokens}) > 3, "degenerate model output proves little"
+    assert len({token for tokens in expected for token in tokens}) > 3, (
+        "degenerate model output proves little"
+    )
     assert actual == expected

@@ -1,15 +1,24 @@
 """Triton varlen prefill/extend attention under the interpreter vs its torch twin and a float64 dense oracle."""
+
 import os
 import zlib
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported, so kernels are interpreted
+os.environ.setdefault(
+    "TRITON_INTERPRET", "1"
+)  # before triton is imported, so kernels are interpreted
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from kernels_oracle import (  # noqa: E402
+    assert_close,
+    dense_attention_float64,
+    gather_float64,
+    nan_like,
+    random_cache,
+    scrambled_block_tables,
+)
 
 from kernels import reference, triton_prefill  # noqa: E402
-from kernels_oracle import (assert_close, dense_attention_float64, gather_float64, nan_like,  # noqa: E402
-                            random_cache, scrambled_block_tables)
 
 NUM_KV_HEADS = 2
 
@@ -36,13 +45,24 @@ def _chunks(block_size: int, generator: torch.Generator) -> list[tuple[int, int]
     """(new tokens, cached prefix) per sequence: a one-token prompt, a fresh prompt spanning several query
     tiles, an extend ending on a block boundary, a one-token extend after a long prefix (more than one key
     tile), a random chunk after a random prefix, and a sequence with no new tokens this step."""
-    new_random, prefix_random = (int(x) for x in torch.randint(1, 3 * block_size, (2,), generator=generator))
-    return [(1, 0), (70, 0), (block_size, block_size), (1, 130), (new_random, prefix_random), (0, 9)]
+    new_random, prefix_random = (
+        int(x) for x in torch.randint(1, 3 * block_size, (2,), generator=generator)
+    )
+    return [
+        (1, 0),
+        (70, 0),
+        (block_size, block_size),
+        (1, 130),
+        (new_random, prefix_random),
+        (0, 9),
+    ]
 
 
 def _varlen_inputs(chunks, num_heads, head_dim, dtype, generator):
     new_counts = [new for new, _ in chunks]
-    cu_seqlens_q = torch.tensor([0] + torch.tensor(new_counts).cumsum(0).tolist(), dtype=torch.int32)
+    cu_seqlens_q = torch.tensor(
+        [0] + torch.tensor(new_counts).cumsum(0).tolist(), dtype=torch.int32
+    )
     context_lens = torch.tensor([new + prefix for new, prefix in chunks], dtype=torch.int32)
     # q is a strided view, as when it is sliced out of a fused QKV projection.
     qkv = torch.randn(sum(new_counts), num_heads + 4, head_dim, generator=generator).to(dtype)
@@ -69,15 +89,29 @@ def test_prefill_matches_twin_and_float64_oracle(case):
     chunks = _chunks(block_size, generator)
     totals = [new + prefix for new, prefix in chunks]
     num_blocks = sum(-(-n // block_size) for n in totals) + 2
-    k_cache, v_cache = random_cache(num_blocks, block_size, NUM_KV_HEADS, head_dim, dtype, generator)
+    k_cache, v_cache = random_cache(
+        num_blocks, block_size, NUM_KV_HEADS, head_dim, dtype, generator
+    )
     block_tables = scrambled_block_tables(totals, block_size, num_blocks, generator)
-    q, cu_seqlens_q, context_lens = _varlen_inputs(chunks, NUM_KV_HEADS * group, head_dim, dtype, generator)
+    q, cu_seqlens_q, context_lens = _varlen_inputs(
+        chunks, NUM_KV_HEADS * group, head_dim, dtype, generator
+    )
     scale = head_dim**-0.5
 
-    out = triton_prefill.paged_prefill_attention(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables,
-                                                 scale, out=nan_like(q.contiguous()))
+    out = triton_prefill.paged_prefill_attention(
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        context_lens,
+        block_tables,
+        scale,
+        out=nan_like(q.contiguous()),
+    )
 
-    twin = reference.paged_prefill_attention(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale)
+    twin = reference.paged_prefill_attention(
+        q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale
+    )
     assert out.dtype == dtype and out.shape == q.shape
     assert_close(out, twin, dtype, "prefill vs torch twin")
     oracle = _oracle(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables, scale)
@@ -95,7 +129,9 @@ def test_chunked_prefill_equals_one_shot_prefill():
     def run(q_rows, new_tokens, context_len):
         cu = torch.tensor([0, new_tokens], dtype=torch.int32)
         lens = torch.tensor([context_len], dtype=torch.int32)
-        return triton_prefill.paged_prefill_attention(q_rows, k_cache, v_cache, cu, lens, block_tables, 0.2)
+        return triton_prefill.paged_prefill_attention(
+            q_rows, k_cache, v_cache, cu, lens, block_tables, 0.2
+        )
 
     whole = run(q, prompt_len, prompt_len)
     first = run(q[:first_chunk], first_chunk, first_chunk)
@@ -107,5 +143,12 @@ def test_cu_seqlens_not_matching_the_batch_is_rejected():
     q = torch.randn(3, 2, 16)
     k_cache = torch.randn(2, 16, 1, 16)
     with pytest.raises(ValueError, match="cu_seqlens_q"):
-        triton_prefill.paged_prefill_attention(q, k_cache, k_cache, torch.tensor([0, 3]), torch.tensor([3, 1]),
-                                               torch.zeros(2, 1, dtype=torch.int32), 1.0)
+        triton_prefill.paged_prefill_attention(
+            q,
+            k_cache,
+            k_cache,
+            torch.tensor([0, 3]),
+            torch.tensor([3, 1]),
+            torch.zeros(2, 1, dtype=torch.int32),
+            1.0,
+        )

@@ -2,16 +2,18 @@
 rows, baselines), the ledger as CSV and JSON with a reason for every rejection, the Pareto chart with
 the recommendation marked, the ± calibration-error re-check, the static baseline and the autoscaled
 fleet; early stopping never changes a verdict; the claims report's statistics."""
+
 import csv
 import json
 import random
 
 import pytest
 import yaml
+from test_planner_helpers import QUICK, spike_scenario
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.cost_model import CostModel
+from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.planner.claims import interval, verdict
 from simulator.planner.claims_base import reason
@@ -19,21 +21,27 @@ from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
 from simulator.planner.search import Batch, fleet_scenario
-from simulator.calibration.cost_model import scaled_calibration
 from simulator.planner.uncertainty import error_of
 from surgeplan_cli import app
-from test_planner_helpers import QUICK, spike_scenario
 
 
 @pytest.fixture(scope="module")
 def cli_plan(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plan")
     path = folder / "plan.yaml"
-    data = spike_scenario(rate_per_s=4.0, duration_s=90).model_dump(mode="json")    # peak 20/s: 2+ replicas
-    data["plan"] = QUICK | {"uncertainty": True, "static_baseline": True, "autoscaled": True,
-                            "candidates": [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}]}
+    data = spike_scenario(rate_per_s=4.0, duration_s=90).model_dump(
+        mode="json"
+    )  # peak 20/s: 2+ replicas
+    data["plan"] = QUICK | {
+        "uncertainty": True,
+        "static_baseline": True,
+        "autoscaled": True,
+        "candidates": [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}],
+    }
     path.write_text(yaml.safe_dump(data))
-    result = CliRunner().invoke(app, ["plan", str(path), "--json", "--out", str(folder / "out"), "--workers", "1"])
+    result = CliRunner().invoke(
+        app, ["plan", str(path), "--json", "--out", str(folder / "out"), "--workers", "1"]
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.output), folder / "out"
 
@@ -41,29 +49,50 @@ def cli_plan(tmp_path_factory):
 def test_json_has_the_answer_and_both_scenarios(cli_plan):
     data, _ = cli_plan
     rec = data["recommendation"]
-    for key in ("gpu", "tensor_parallel", "replicas", "gpus", "max_num_seqs", "max_num_batched_tokens",
-                "cost_per_hour_usd", "cost_per_request_usd", "binding_constraint"):
+    for key in (
+        "gpu",
+        "tensor_parallel",
+        "replicas",
+        "gpus",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "cost_per_hour_usd",
+        "cost_per_request_usd",
+        "binding_constraint",
+    ):
         assert rec[key] is not None, key
-    for key in ("recommended_scenario", "one_fewer_scenario", "per_gpu_type", "static_baseline", "elapsed_s"):
+    for key in (
+        "recommended_scenario",
+        "one_fewer_scenario",
+        "per_gpu_type",
+        "static_baseline",
+        "elapsed_s",
+    ):
         assert key in data
     assert data["recommended_scenario"]["hardware"]["gpu"] == rec["gpu"]
     assert data["recommended_scenario"]["scheduler"]["max_num_seqs"] == rec["max_num_seqs"]
     assert data["one_fewer_scenario"]["cluster"]["replicas"] == rec["replicas"] - 1
     assert {row["gpu"] for row in data["per_gpu_type"]} == {"A100-80GB", "H100-80GB"}
-    cheapest = min((row for row in data["per_gpu_type"] if row["status"] == "meets"),
-                   key=lambda row: row["cost_per_hour_usd"])
+    cheapest = min(
+        (row for row in data["per_gpu_type"] if row["status"] == "meets"),
+        key=lambda row: row["cost_per_hour_usd"],
+    )
     assert cheapest["gpu"] == rec["gpu"]
 
 
 def test_comparisons_are_reported(cli_plan):
     data, _ = cli_plan
     rec, static, scaled = data["recommendation"], data["static_baseline"], data["autoscaled"]
-    assert static["policy"] == "static" and (static["replicas"] is None or static["replicas"] >= rec["replicas"])
+    assert static["policy"] == "static" and (
+        static["replicas"] is None or static["replicas"] >= rec["replicas"]
+    )
     error = data["uncertainty"]
     assert error["step_time_error"] == pytest.approx(rec["calibration"]["fit_error"])
     assert error["replicas_if_slower"] >= rec["replicas"] >= error["replicas_if_faster"]
     noun = "replica" if rec["replicas"] == 1 else "replicas"
-    assert f"{rec['replicas']} {noun}; " in error["text"] and "slower than calibrated" in error["text"]
+    assert (
+        f"{rec['replicas']} {noun}; " in error["text"] and "slower than calibrated" in error["text"]
+    )
     assert 1 <= scaled["warm_pool"] <= rec["replicas"] and scaled["cold_start_s"] > 0
 
 
@@ -71,11 +100,19 @@ def test_ledger_and_chart_are_written(cli_plan):
     data, out = cli_plan
     rows = list(csv.DictReader((out / "ledger.csv").open()))
     assert rows and set(COLUMNS) <= set(rows[0])
-    assert rows == [{k: ("" if v is None else str(v)) for k, v in row.items()} for row in
-                    json.loads((out / "ledger.json").read_text())]
+    assert rows == [
+        {k: ("" if v is None else str(v)) for k, v in row.items()}
+        for row in json.loads((out / "ledger.json").read_text())
+    ]
     missed = [row for row in rows if row["status"] == "misses"]
     assert missed and all(row["reason"] in ("slo_ttft", "slo_tpot", "timeouts") for row in missed)
-    assert {row["phase"] for row in rows} >= {"share pass", "confirm", "one fewer", "static confirm", "autoscaled"}
+    assert {row["phase"] for row in rows} >= {
+        "share pass",
+        "confirm",
+        "one fewer",
+        "static confirm",
+        "autoscaled",
+    }
     page = (out / "pareto.html").read_text()
     assert "recommendation" in page and "Pareto front" in page
     for name in ("recommended_scenario.yaml", "one_fewer_scenario.yaml", "plan.json"):
@@ -84,32 +121,52 @@ def test_ledger_and_chart_are_written(cli_plan):
 
 def test_cli_table_names_the_recommendation(tmp_path):
     path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(spike_scenario(duration_s=60).model_dump(mode="json") | {"plan": QUICK}))
+    path.write_text(
+        yaml.safe_dump(spike_scenario(duration_s=60).model_dump(mode="json") | {"plan": QUICK})
+    )
     result = CliRunner().invoke(app, ["plan", str(path), "--workers", "1", "--gpu", "H100-80GB:1"])
     assert result.exit_code == 0, result.output
-    assert "recommendation: " in result.output and "H100-80GB" in result.output and "binding constraint" in result.output
+    assert (
+        "recommendation: " in result.output
+        and "H100-80GB" in result.output
+        and "binding constraint" in result.output
+    )
 
 
 @pytest.mark.parametrize("factor", [0.9, 1.04, 1.3])
 def test_scaled_calibration_scales_every_step(factor):
     calibration = calibration_for("llama-2-7b", "A100-80GB", 1)
-    plain, scaled = CostModel.from_calibration(calibration), CostModel.from_calibration(scaled_calibration(calibration, factor))
+    plain, scaled = (
+        CostModel.from_calibration(calibration),
+        CostModel.from_calibration(scaled_calibration(calibration, factor)),
+    )
     rng = random.Random(factor)
     for _ in range(20):
-        shape = StepShape(((rng.randint(1, 2000), rng.randint(0, 500)),), tuple(rng.randint(1, 3000) for _ in range(rng.randint(0, 40))))
+        shape = StepShape(
+            ((rng.randint(1, 2000), rng.randint(0, 500)),),
+            tuple(rng.randint(1, 3000) for _ in range(rng.randint(0, 40))),
+        )
         assert scaled.step_time(shape) == pytest.approx(factor * plain.step_time(shape), rel=1e-12)
 
 
 def test_error_of_uses_the_fit_error_or_says_it_is_assumed():
-    assert error_of({"fit_error": 0.04, "label": "fitted"}, 0.3) == (0.04, "fitted calibration's held-out fit error")
+    assert error_of({"fit_error": 0.04, "label": "fitted"}, 0.3) == (
+        0.04,
+        "fitted calibration's held-out fit error",
+    )
     error, source = error_of({"fit_error": None, "label": "derived", "method": "roofline"}, 0.3)
     assert error == 0.3 and source.startswith("assumed")
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 3])
 def test_early_stop_never_changes_the_verdict(replicas):
-    scenario = fleet_scenario(spike_scenario(rate_per_s=3.0, duration_s=90), "A100-80GB", 1, replicas, Batch(256, 2048))
-    quick, full = evaluate_job(make_job(scenario)), evaluate_job(make_job(scenario, early_stop=False))
+    scenario = fleet_scenario(
+        spike_scenario(rate_per_s=3.0, duration_s=90), "A100-80GB", 1, replicas, Batch(256, 2048)
+    )
+    quick, full = (
+        evaluate_job(make_job(scenario)),
+        evaluate_job(make_job(scenario, early_stop=False)),
+    )
     assert quick.meets == full.meets
     assert set(quick.reasons) <= set(full.reasons)
     if not full.meets:
@@ -117,8 +174,15 @@ def test_early_stop_never_changes_the_verdict(replicas):
 
 
 def test_pareto_front_keeps_only_undominated_points():
-    points = [{"cost_per_hour_usd": c, "ttft_p99_s": t} for c, t in [(1, 5), (2, 3), (3, 4), (4, 1), (5, 1)]]
-    assert [(p["cost_per_hour_usd"], p["ttft_p99_s"]) for p in pareto_front(points)] == [(1, 5), (2, 3), (4, 1)]
+    points = [
+        {"cost_per_hour_usd": c, "ttft_p99_s": t}
+        for c, t in [(1, 5), (2, 3), (3, 4), (4, 1), (5, 1)]
+    ]
+    assert [(p["cost_per_hour_usd"], p["ttft_p99_s"]) for p in pareto_front(points)] == [
+        (1, 5),
+        (2, 3),
+        (4, 1),
+    ]
 
 
 def test_claims_statistics():
@@ -131,15 +195,21 @@ def test_claims_statistics():
     # confirms only when the whole interval lies within the claim: 1.81x (1.53-2.09) against 2-4x does not
     assert verdict(1.53, 2.09, (2.0, 4.0)) == "inconclusive"
     assert "straddles" in reason(1.53, 2.09, (2.0, 4.0))
-    assert "wholly below" in reason(1.2, 1.5, (2.0, 4.0)) and "worse" in reason(1.2, 1.5, (2.0, 4.0))
+    assert "wholly below" in reason(1.2, 1.5, (2.0, 4.0)) and "worse" in reason(
+        1.2, 1.5, (2.0, 4.0)
+    )
 
 
 def test_goodput_share_is_an_slo_term():
-    scenario = fleet_scenario(spike_scenario(rate_per_s=2.0, duration_s=60), "A100-80GB", 1, 1, Batch(256, 2048))
+    scenario = fleet_scenario(
+        spike_scenario(rate_per_s=2.0, duration_s=60), "A100-80GB", 1, 1, Batch(256, 2048)
+    )
     plain = evaluate_job(make_job(scenario, early_stop=False))
     strict = evaluate_job(make_job(scenario, goodput_share=1.0, early_stop=False))
     within = plain.summary.slo_attainment
-    assert 0.5 < within < 1.0                  # one replica through the spike: some requests miss a target
+    assert 0.5 < within < 1.0  # one replica through the spike: some requests miss a target
     assert "goodput" not in plain.ratios and "goodput" in strict.reasons
-    loose = evaluate_job(make_job(scenario, goodput_share=max(within - 0.01, 0.01), early_stop=False))
+    loose = evaluate_job(
+        make_job(scenario, goodput_share=max(within - 0.01, 0.01), early_stop=False)
+    )
     assert "goodput" not in loose.reasons

@@ -1,10 +1,11 @@
 """The Ray backend: a local Ray instance gives the answer and ledger of the serial path, by the same code
 path (`evaluate_job` on each job). Ray is in the dev extra, so `make test` (and CI) runs this with a local
 instance of 2 CPUs, bounded in time; skipped only where Ray is not installed (users: `surgeplan[ray]`)."""
+
 import pytest
+from test_planner_helpers import quick_settings, spike_scenario
 
 from simulator.planner.recommend import plan
-from test_planner_helpers import quick_settings, spike_scenario
 
 ray = pytest.importorskip("ray")
 
@@ -16,9 +17,11 @@ def test_ray_gives_the_serial_answer():
     on_ray = plan(scenario, settings, backend="ray", workers=2, progress=False)
     assert on_ray.data["simulations"]["backend"] == "local Ray instance"
     strip = ("elapsed_s", "simulations")
-    assert {k: v for k, v in on_ray.data.items() if k not in strip} == \
-        {k: v for k, v in serial.data.items() if k not in strip}
+    assert {k: v for k, v in on_ray.data.items() if k not in strip} == {
+        k: v for k, v in serial.data.items() if k not in strip
+    }
     volatile = ("cpu_s", "cached")
-    assert [{k: v for k, v in row.items() if k not in volatile} for row in on_ray.ledger.rows] == \
-        [{k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows]
-    assert not ray.is_initialized()            # the planner shut down the instance it started
+    assert [{k: v for k, v in row.items() if k not in volatile} for row in on_ray.ledger.rows] == [
+        {k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows
+    ]
+    assert not ray.is_initialized()  # the planner shut down the instance it started

@@ -1,9 +1,11 @@
 """The capacity search: the answer meets the SLO and one replica less misses it (re-checked with plain
 `simulate` on the scenarios the plan writes out), bisection finds the least meeting size of any monotone
 predicate, worker processes give the serial path's answer, and results are cached by scenario hash."""
+
 import random
 
 import pytest
+from test_planner_helpers import quick_settings, spike_scenario
 
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.cache import OutcomeCache
@@ -13,7 +15,6 @@ from simulator.planner.recommend import plan
 from simulator.planner.search import bisect, drive
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
-from test_planner_helpers import quick_settings, spike_scenario
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,10 @@ def test_answer_is_minimal_by_plain_simulation(small_plan):
     # the binding constraint is a term that one replica less really misses
     binding = data["recommendation"]["binding_constraint"]
     assert binding in ("slo_ttft", "slo_tpot", "timeouts")
-    limits = {"slo_ttft": ("ttft_p99_s", recommended.slo.ttft_p99_s), "slo_tpot": ("tpot_p99_s", recommended.slo.tpot_p99_s)}
+    limits = {
+        "slo_ttft": ("ttft_p99_s", recommended.slo.ttft_p99_s),
+        "slo_tpot": ("tpot_p99_s", recommended.slo.tpot_p99_s),
+    }
     if binding in limits:
         key, limit = limits[binding]
         assert missed[key] is None or missed[key] > limit
@@ -69,41 +73,56 @@ class _FakeRunner:
 
     def outcome(self, key):
         meets = self.meets(self.calls[key])
-        return Outcome(key=str(key), share=None, share_replicas=1, step_scale=1.0, status="meets" if meets else "misses",
-                       meets=meets, reasons=[], binding=None)
+        return Outcome(
+            key=str(key),
+            share=None,
+            share_replicas=1,
+            step_scale=1.0,
+            status="meets" if meets else "misses",
+            meets=meets,
+            reasons=[],
+            binding=None,
+        )
 
 
 @pytest.mark.parametrize("trial", range(5))
 def test_bisect_finds_least_meeting_size(trial):
     rng = random.Random(trial)
     low, high = rng.randint(1, 5), rng.randint(6, 200)
-    answer = rng.randint(low, high + 3)                 # beyond `high`: none meets
+    answer = rng.randint(low, high + 3)  # beyond `high`: none meets
     runner = _FakeRunner(lambda n: n >= answer)
     found = drive(runner, {"s": bisect(lambda n: (n, {}), low, high)})["s"]
     expected = answer if answer <= high else None
     assert found[0] == expected
-    assert len(runner.calls) <= high.bit_length() + 2           # logarithmic
+    assert len(runner.calls) <= high.bit_length() + 2  # logarithmic
 
 
 def test_processes_give_the_serial_answer(small_plan):
     parallel = plan(spike_scenario(), quick_settings(), workers=2, progress=False)
     strip = ("elapsed_s", "simulations")
-    assert {k: v for k, v in parallel.data.items() if k not in strip} == \
-        {k: v for k, v in small_plan.data.items() if k not in strip}
+    assert {k: v for k, v in parallel.data.items() if k not in strip} == {
+        k: v for k, v in small_plan.data.items() if k not in strip
+    }
     volatile = ("cpu_s", "cached")
-    assert [{k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows] == \
-        [{k: v for k, v in row.items() if k not in volatile} for row in small_plan.ledger.rows]
+    assert [
+        {k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows
+    ] == [{k: v for k, v in row.items() if k not in volatile} for row in small_plan.ledger.rows]
 
 
 def test_outcomes_are_cached_by_scenario_hash(tmp_path):
     scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
     first = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)
     assert first.data["simulations"]["simulated"] > 0 and len(list(tmp_path.glob("*.json"))) > 0
-    again = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)   # a fresh cache object
+    again = plan(
+        scenario, settings, workers=1, cache_dir=tmp_path, progress=False
+    )  # a fresh cache object
     assert again.data["simulations"]["simulated"] == 0
     assert again.data["recommendation"] == first.data["recommendation"]
     # another seed is another scenario: a different key
-    assert make_job(scenario)["scenario"] != make_job(spike_scenario(duration_s=60, seed=1))["scenario"]
+    assert (
+        make_job(scenario)["scenario"]
+        != make_job(spike_scenario(duration_s=60, seed=1))["scenario"]
+    )
 
 
 def test_runner_simulates_a_repeated_job_once():

@@ -1,14 +1,15 @@
 """The HTTP replay client against the live server: counts and token totals match the trace, arrival
 times and the concurrency cap are honoured, and the per-request files are written."""
+
 import asyncio
 import csv
 import json
 
 import numpy as np
 import pytest
+from live_server import tiny_server
 from typer.testing import CliRunner
 
-from live_server import tiny_server
 from traces import Trace
 from traces.replay import ReplayConfig, replay
 from traces.replay_cli import app
@@ -24,24 +25,53 @@ def server():
 def synthetic_trace(seed: int, n: int, failed: int = 0) -> Trace:
     rng = np.random.default_rng(seed)
     outputs = rng.integers(2, 16, n)
-    outputs[:failed] = 0            # requests that failed in production: nothing to ask for
-    return Trace(np.sort(rng.uniform(0, 2.0, n)), rng.integers(4, 60, n), outputs,
-                 tenant=rng.choice(["a", "b"], n), failed=outputs == 0, name=f"synthetic-{seed}")
+    outputs[:failed] = 0  # requests that failed in production: nothing to ask for
+    return Trace(
+        np.sort(rng.uniform(0, 2.0, n)),
+        rng.integers(4, 60, n),
+        outputs,
+        tenant=rng.choice(["a", "b"], n),
+        failed=outputs == 0,
+        name=f"synthetic-{seed}",
+    )
 
 
 def test_cli_summary_counts_and_tokens_match_the_trace(server, tmp_path):
     trace = synthetic_trace(7, 14)
     path = trace.save(tmp_path / "trace.jsonl")
     out_json, out_csv = tmp_path / "requests.json", tmp_path / "requests.csv"
-    result = CliRunner().invoke(app, ["--url", server.url, "--trace", str(path), "--time-scale", "0.25",
-                                      "--goodput", "ttft:60000", "--goodput", "tpot:60000",
-                                      "--output-json", str(out_json), "--output-csv", str(out_csv), "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--url",
+            server.url,
+            "--trace",
+            str(path),
+            "--time-scale",
+            "0.25",
+            "--goodput",
+            "ttft:60000",
+            "--goodput",
+            "tpot:60000",
+            "--output-json",
+            str(out_json),
+            "--output-csv",
+            str(out_csv),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    lines = {line.split(":")[0].strip(): line.rsplit(None, 1)[-1] for line in result.output.splitlines() if ":" in line}
+    lines = {
+        line.split(":")[0].strip(): line.rsplit(None, 1)[-1]
+        for line in result.output.splitlines()
+        if ":" in line
+    }
     assert lines["Successful requests"] == "14" and lines["Failed requests"] == "0"
     assert int(lines["Total input tokens"]) == int(trace.prompt_tokens.sum())
     assert int(lines["Total generated tokens"]) == int(trace.output_tokens.sum())
-    assert float(lines["Request goodput (req/s)"]) == pytest.approx(float(lines["Request throughput (req/s)"]), abs=0.01)
+    assert float(lines["Request goodput (req/s)"]) == pytest.approx(
+        float(lines["Request throughput (req/s)"]), abs=0.01
+    )
     saved = json.loads(out_json.read_text())
     assert saved["summary"]["completed"] == 14
     assert [r["output_tokens"] for r in saved["requests"]] == trace.output_tokens.tolist()
@@ -93,5 +123,7 @@ def test_bad_goodput_is_refused_by_name(bad):
 
 def test_unreachable_server_is_a_clean_error(tmp_path):
     path = synthetic_trace(11, 3).save(tmp_path / "t.jsonl")
-    result = CliRunner().invoke(app, ["--url", "http://127.0.0.1:9", "--trace", str(path), "--no-progress"])
+    result = CliRunner().invoke(
+        app, ["--url", "http://127.0.0.1:9", "--trace", str(path), "--no-progress"]
+    )
     assert result.exit_code == 2 and "error:" in result.output

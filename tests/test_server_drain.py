@@ -1,6 +1,7 @@
 """Graceful drain: on SIGTERM / Ctrl-C the server stops admitting (503 + Retry-After, /health 503),
 lets requests in flight finish, aborts those still running at --drain-timeout with a 503 that says
 why (counted as aborted for "drain"), frees every KV block and exits with status 0."""
+
 import json
 import os
 import signal
@@ -10,11 +11,10 @@ import threading
 import time
 
 import httpx
-
 from live_server import free_port, slow_steps, tiny_server
 
 ENGINE = {"max_model_len": 512, "num_kv_blocks": 160, "max_num_seqs": 4}
-STEP_S = 0.01        # slowed engine steps: a request of n tokens stays in flight ≥ n * STEP_S
+STEP_S = 0.01  # slowed engine steps: a request of n tokens stays in flight ≥ n * STEP_S
 
 
 def body(max_tokens: int, **extra) -> dict:
@@ -30,8 +30,12 @@ class Stream(threading.Thread):
         self.started, self.events = threading.Event(), []
 
     def run(self) -> None:
-        with httpx.stream("POST", f"{self.url}/v1/completions", json=body(self.max_tokens, stream=True),
-                          timeout=60) as response:
+        with httpx.stream(
+            "POST",
+            f"{self.url}/v1/completions",
+            json=body(self.max_tokens, stream=True),
+            timeout=60,
+        ) as response:
             for line in response.iter_lines():
                 if line.startswith("data:"):
                     self.events.append(line[5:].strip())
@@ -82,14 +86,20 @@ def test_drain_lets_requests_in_flight_finish_and_refuses_new_ones():
 def test_drain_timeout_aborts_the_rest_with_a_clear_reason():
     with tiny_server(engine_overrides=ENGINE, drain_timeout_s=0.3) as live:
         with slow_steps(live, STEP_S):
-            stream = Stream(live.url, 400)               # ≥ 4 s: cannot finish within the drain timeout
+            stream = Stream(live.url, 400)  # ≥ 4 s: cannot finish within the drain timeout
             stream.start()
             assert stream.started.wait(30)
             whole: list[httpx.Response] = []
-            waiting = threading.Thread(target=lambda: whole.append(
-                httpx.post(f"{live.url}/v1/completions", json=body(400), timeout=60)), daemon=True)
+            waiting = threading.Thread(
+                target=lambda: whole.append(
+                    httpx.post(f"{live.url}/v1/completions", json=body(400), timeout=60)
+                ),
+                daemon=True,
+            )
             waiting.start()
-            wait_until(lambda: live.serving.engine.num_unfinished == 2, what="both requests in the engine")
+            wait_until(
+                lambda: live.serving.engine.num_unfinished == 2, what="both requests in the engine"
+            )
             live.drain()
             stream.join(30)
             waiting.join(30)
@@ -98,7 +108,9 @@ def test_drain_timeout_aborts_the_rest_with_a_clear_reason():
         assert stream.events[-1] == "[DONE]"
         error = json.loads(stream.events[-2])["error"]
         assert error["code"] == 503 and "drain timeout of 0.3 s" in error["message"], error
-        assert whole[0].status_code == 503 and "drain timeout" in whole[0].json()["error"]["message"]
+        assert (
+            whole[0].status_code == 503 and "drain timeout" in whole[0].json()["error"]["message"]
+        )
         assert live.metric_after_exit("surgeplan:requests_aborted_total", reason="drain") == 2
         assert live.metric_after_exit("vllm:request_success_total", finished_reason="abort") == 2
         assert live.metric_after_exit("surgeplan:requests_in_flight") == 0
@@ -109,19 +121,50 @@ def test_sigterm_drains_a_real_server_which_exits_0():
     port, key = free_port(), "drain-test-key"
     url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "engine.openai.cli", "--model", "tiny", "--load-format", "dummy",
-         "--max-model-len", "512", "--num-kv-blocks", "160", "--block-size", "8", "--max-num-seqs", "1",
-         "--drain-timeout", "120", "--port", str(port), "--uvicorn-log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=os.environ | {"SURGEPLAN_API_KEY": key, "OMP_NUM_THREADS": "1"})
+        [
+            sys.executable,
+            "-m",
+            "engine.openai.cli",
+            "--model",
+            "tiny",
+            "--load-format",
+            "dummy",
+            "--max-model-len",
+            "512",
+            "--num-kv-blocks",
+            "160",
+            "--block-size",
+            "8",
+            "--max-num-seqs",
+            "1",
+            "--drain-timeout",
+            "120",
+            "--port",
+            str(port),
+            "--uvicorn-log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ | {"SURGEPLAN_API_KEY": key, "OMP_NUM_THREADS": "1"},
+    )
     results: list[httpx.Response] = []
     try:
         wait_until(lambda: _healthy(url) or server.poll() is not None, 90, "the server starting")
-        assert httpx.post(f"{url}/v1/completions", json=body(2), timeout=30).status_code == 401   # the env key holds
+        assert (
+            httpx.post(f"{url}/v1/completions", json=body(2), timeout=30).status_code == 401
+        )  # the env key holds
         # four requests of 300 tokens, one at a time: over a thousand steps still to run at SIGTERM
-        senders = [threading.Thread(target=lambda: results.append(
-            httpx.post(f"{url}/v1/completions", json=body(300), headers=auth, timeout=120)), daemon=True)
-            for _ in range(4)]
+        senders = [
+            threading.Thread(
+                target=lambda: results.append(
+                    httpx.post(f"{url}/v1/completions", json=body(300), headers=auth, timeout=120)
+                ),
+                daemon=True,
+            )
+            for _ in range(4)
+        ]
         for sender in senders:
             sender.start()
         wait_until(lambda: _in_engine(url) == 4, 30, "four requests in the engine")
@@ -137,8 +180,11 @@ def test_sigterm_drains_a_real_server_which_exits_0():
         raise AssertionError(f"the server said:\n{server.communicate()[0][-5000:]}") from exc
     assert server.returncode == 0 and "Traceback" not in output, output
     assert [r.status_code for r in results] == [200] * 4
-    assert all(r.json()["usage"]["completion_tokens"] == 300 and r.json()["choices"][0]["finish_reason"] == "length"
-               for r in results)
+    assert all(
+        r.json()["usage"]["completion_tokens"] == 300
+        and r.json()["choices"][0]["finish_reason"] == "length"
+        for r in results
+    )
 
 
 def _healthy(url: str) -> bool:
@@ -150,6 +196,9 @@ def _healthy(url: str) -> bool:
 
 def _in_engine(url: str) -> int:
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    values = {line.split(" ")[0].split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))}
+    values = {
+        line.split(" ")[0].split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))
+    }
     return int(sum(values.values()))

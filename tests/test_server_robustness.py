@@ -1,23 +1,30 @@
 """Overload (bounded queue, 503 + Retry-After), clients that leave, deadlines, and tenant KV quotas."""
+
 import asyncio
 import json
 
 import httpx
 import numpy as np
 import pytest
-
 from live_server import tiny_server
 
 BLOCK = 8
 # max_model_len 512 lets a request run for hundreds of steps: long enough to leave it or time it out
-ENGINE = {"max_model_len": 512, "num_kv_blocks": 160, "block_size": BLOCK, "max_num_seqs": 4,
-          "tenant_block_quota": {"bulk": 8, "default": 160}}
+ENGINE = {
+    "max_model_len": 512,
+    "num_kv_blocks": 160,
+    "block_size": BLOCK,
+    "max_num_seqs": 4,
+    "tenant_block_quota": {"bulk": 8, "default": 160},
+}
 MAX_WAITING = 3
 
 
 @pytest.fixture(scope="module")
 def server():
-    with tiny_server(engine_overrides=ENGINE, max_waiting_requests=MAX_WAITING, retry_after_s=2) as live:
+    with tiny_server(
+        engine_overrides=ENGINE, max_waiting_requests=MAX_WAITING, retry_after_s=2
+    ) as live:
         yield live
 
 
@@ -26,10 +33,16 @@ def payload(seed: int, prompt_len: int, max_tokens: int, **extra) -> dict:
     return {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True} | extra
 
 
-async def post_all(url: str, bodies: list[dict], headers: list[dict] | None = None) -> list[httpx.Response]:
+async def post_all(
+    url: str, bodies: list[dict], headers: list[dict] | None = None
+) -> list[httpx.Response]:
     headers = headers or [{}] * len(bodies)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=None)) as client:
-        return await asyncio.gather(*(client.post("/v1/completions", json=b, headers=h) for b, h in zip(bodies, headers)))
+    async with httpx.AsyncClient(
+        base_url=url, timeout=120, limits=httpx.Limits(max_connections=None)
+    ) as client:
+        return await asyncio.gather(
+            *(client.post("/v1/completions", json=b, headers=h) for b, h in zip(bodies, headers))
+        )
 
 
 def test_burst_past_the_queue_gets_503s_and_the_rest_complete(server):
@@ -48,7 +61,9 @@ def test_burst_past_the_queue_gets_503s_and_the_rest_complete(server):
         assert response.json()["usage"]["completion_tokens"] == n
     server.wait_idle()
     assert server.metric("vllm:kv_cache_usage_perc") == 0
-    assert server.metric("surgeplan:requests_rejected_total", reason="queue_full") - rejected_before == len(refused)
+    assert server.metric(
+        "surgeplan:requests_rejected_total", reason="queue_full"
+    ) - rejected_before == len(refused)
 
 
 def stream_lines(url: str, body: dict, keep: int) -> int:
@@ -84,12 +99,21 @@ def test_waiting_client_that_leaves_is_aborted(server):
 
 def test_deadline_ends_a_request_with_504(server):
     expired = server.metric("surgeplan:requests_rejected_total", reason="deadline")
-    response = httpx.post(f"{server.url}/v1/completions", json=payload(3, 12, 480),
-                          headers={"X-Request-Timeout": "0.1"}, timeout=60)
+    response = httpx.post(
+        f"{server.url}/v1/completions",
+        json=payload(3, 12, 480),
+        headers={"X-Request-Timeout": "0.1"},
+        timeout=60,
+    )
     assert response.status_code == 504, response.text
     assert "deadline" in response.json()["error"]["message"]
-    with httpx.stream("POST", f"{server.url}/v1/completions", json=payload(4, 12, 480) | {"stream": True},
-                      headers={"X-Request-Timeout": "0.1"}, timeout=60) as streamed:
+    with httpx.stream(
+        "POST",
+        f"{server.url}/v1/completions",
+        json=payload(4, 12, 480) | {"stream": True},
+        headers={"X-Request-Timeout": "0.1"},
+        timeout=60,
+    ) as streamed:
         events = [line[5:].strip() for line in streamed.iter_lines() if line.startswith("data:")]
     assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == 504
     server.wait_idle()
@@ -100,8 +124,11 @@ async def _watch_tenant_blocks(url: str, peaks: list[float], stop: asyncio.Event
     async with httpx.AsyncClient(timeout=10) as client:
         while not stop.is_set():
             text = (await client.get(f"{url}/metrics")).text
-            peaks += [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                      if line.startswith("surgeplan:tenant_kv_blocks") and 'tenant="bulk"' in line]
+            peaks += [
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("surgeplan:tenant_kv_blocks") and 'tenant="bulk"' in line
+            ]
             await asyncio.sleep(0.01)
 
 
@@ -113,9 +140,11 @@ async def _tenant_run(url: str, peaks: list[float]) -> tuple[list, list]:
     interactive = [payload(30 + i, 6, 8) for i in range(3)]
     headers = [{"X-Tenant": "bulk"}] * 3 + [{"X-Tenant": "interactive"}] * 3
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+
         async def timed(body, header):
             response = await client.post("/v1/completions", json=body, headers=header)
             return response, asyncio.get_running_loop().time()
+
         results = await asyncio.gather(*(timed(b, h) for b, h in zip(bulk + interactive, headers)))
     stop.set()
     await watcher
@@ -125,11 +154,20 @@ async def _tenant_run(url: str, peaks: list[float]) -> tuple[list, list]:
 def test_tenant_quota_caps_its_blocks_without_starving_others(server):
     peaks: list[float] = []
     bulk, interactive = asyncio.run(_tenant_run(server.url, peaks))
-    assert all(r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 24 for r, _ in bulk)
-    assert all(r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 8 for r, _ in interactive)
+    assert all(
+        r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 24 for r, _ in bulk
+    )
+    assert all(
+        r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 8 for r, _ in interactive
+    )
     assert peaks and 0 < max(peaks) <= ENGINE["tenant_block_quota"]["bulk"], peaks
     assert max(t for _, t in interactive) < max(t for _, t in bulk)
-    too_big = httpx.post(f"{server.url}/v1/completions", json=payload(40, 70, 4), headers={"X-Tenant": "bulk"}, timeout=30)
+    too_big = httpx.post(
+        f"{server.url}/v1/completions",
+        json=payload(40, 70, 4),
+        headers={"X-Tenant": "bulk"},
+        timeout=30,
+    )
     assert too_big.status_code == 400 and "quota of 8" in too_big.json()["error"]["message"]
     server.wait_idle()
 
@@ -147,8 +185,14 @@ def test_a_failing_step_fails_its_requests_and_the_server_serves_on():
 
         runner.execute = fail_once
         failed = httpx.post(f"{live.url}/v1/completions", json=payload(50, 8, 6), timeout=30)
-        assert failed.status_code == 500 and "injected device fault" in failed.json()["error"]["message"]
+        assert (
+            failed.status_code == 500
+            and "injected device fault" in failed.json()["error"]["message"]
+        )
         ok = httpx.post(f"{live.url}/v1/completions", json=payload(51, 8, 6), timeout=30)
         assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 6
         live.wait_idle()
-        assert live.serving.engine.num_step_errors == 1 and live.metric("surgeplan:engine_step_errors_total") == 1
+        assert (
+            live.serving.engine.num_step_errors == 1
+            and live.metric("surgeplan:engine_step_errors_total") == 1
+        )

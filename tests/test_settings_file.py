@@ -1,6 +1,7 @@
 """The one YAML/JSON settings-file loader and its three callers (scenario, plan, tenant keys): every error
 names the file, the line and column where parsing stopped, and what the file should hold, and never
 quotes the file's content (a key in it must not reach a log)."""
+
 import pytest
 
 from engine.openai.server_config import TenantKeys
@@ -17,15 +18,30 @@ def _write(tmp_path, name, content) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("name, content, words", [
-    ("a.yaml", "keys:\n  s3cret: [team-a\n", ["a.yaml: not valid YAML at line 3, column 1", "expected ',' or ']'"]),
-    ("a.yaml", "a: 1\n b: 2\n", ["not valid YAML at line 2, column 3", "mapping values are not allowed"]),
-    ("a.json", '{"s3cret": 1,\n  "b": }', ["a.json: not valid JSON at line 2, column 8", "Expecting value"]),
-    ("a.yaml", "- s3cret\n- b\n", ["a.yaml: top level is list"]),
-    ("a.json", "3", ["a.json: top level is int"]),
-    ("a.yaml", b"a: \xff\xfe s3cret\n", ["a.yaml: is not UTF-8 text (at byte 3)"]),
-    ("missing.yaml", None, ["missing.yaml: cannot be read (No such file or directory)"]),
-])
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        (
+            "a.yaml",
+            "keys:\n  s3cret: [team-a\n",
+            ["a.yaml: not valid YAML at line 3, column 1", "expected ',' or ']'"],
+        ),
+        (
+            "a.yaml",
+            "a: 1\n b: 2\n",
+            ["not valid YAML at line 2, column 3", "mapping values are not allowed"],
+        ),
+        (
+            "a.json",
+            '{"s3cret": 1,\n  "b": }',
+            ["a.json: not valid JSON at line 2, column 8", "Expecting value"],
+        ),
+        ("a.yaml", "- s3cret\n- b\n", ["a.yaml: top level is list"]),
+        ("a.json", "3", ["a.json: top level is int"]),
+        ("a.yaml", b"a: \xff\xfe s3cret\n", ["a.yaml: is not UTF-8 text (at byte 3)"]),
+        ("missing.yaml", None, ["missing.yaml: cannot be read (No such file or directory)"]),
+    ],
+)
 def test_errors_name_the_file_the_place_and_what_was_expected(tmp_path, name, content, words):
     path = _write(tmp_path, name, content) if content is not None else str(tmp_path / name)
     with pytest.raises(ValueError) as error:
@@ -37,9 +53,14 @@ def test_errors_name_the_file_the_place_and_what_was_expected(tmp_path, name, co
 
 
 def test_yaml_json_and_empty_files(tmp_path):
-    assert read_mapping(_write(tmp_path, "a.yaml", "a: 1\nb: [x, y]\n"), EXPECTED) == {"a": 1, "b": ["x", "y"]}
+    assert read_mapping(_write(tmp_path, "a.yaml", "a: 1\nb: [x, y]\n"), EXPECTED) == {
+        "a": 1,
+        "b": ["x", "y"],
+    }
     assert read_mapping(_write(tmp_path, "a.json", '{"a": 1}'), EXPECTED) == {"a": 1}
-    assert read_mapping(_write(tmp_path, "a.conf", '{"a": 1}'), EXPECTED) == {"a": 1}     # YAML reads JSON
+    assert read_mapping(_write(tmp_path, "a.conf", '{"a": 1}'), EXPECTED) == {
+        "a": 1
+    }  # YAML reads JSON
     empty = _write(tmp_path, "empty.yaml", "# nothing\n")
     assert read_mapping(empty, EXPECTED) == {}
     with pytest.raises(ValueError, match=f"empty.yaml: is empty; expected {EXPECTED}"):
@@ -48,11 +69,17 @@ def test_yaml_json_and_empty_files(tmp_path):
 
 def test_the_three_callers_share_it(tmp_path):
     broken = _write(tmp_path, "broken.yaml", "cluster:\n  replicas: [1\n")
-    with pytest.raises(ValueError, match=r"broken.yaml: not valid YAML at line 3.*expected a scenario"):
+    with pytest.raises(
+        ValueError, match=r"broken.yaml: not valid YAML at line 3.*expected a scenario"
+    ):
         Scenario.load(broken)
-    with pytest.raises(PlanError, match=r"broken.yaml: not valid YAML at line 3.*optional plan: section"):
+    with pytest.raises(
+        PlanError, match=r"broken.yaml: not valid YAML at line 3.*optional plan: section"
+    ):
         load_plan(broken)
-    with pytest.raises(ValueError, match=r"^--tenant-keys .*broken.yaml: not valid YAML at line 3.*'keys' and"):
+    with pytest.raises(
+        ValueError, match=r"^--tenant-keys .*broken.yaml: not valid YAML at line 3.*'keys' and"
+    ):
         TenantKeys.load(broken)
     listed = _write(tmp_path, "list.yaml", "- 1\n")
     for load in (Scenario.load, load_plan, TenantKeys.load):
@@ -60,7 +87,7 @@ def test_the_three_callers_share_it(tmp_path):
             load(listed)
     empty = _write(tmp_path, "empty.yaml", "")
     assert Scenario.load(empty) == Scenario() and load_plan(empty)[0] == Scenario()
-    with pytest.raises(ValueError, match="empty.yaml: is empty"):          # an empty key file is a mistake
+    with pytest.raises(ValueError, match="empty.yaml: is empty"):  # an empty key file is a mistake
         TenantKeys.load(empty)
 
 

@@ -1,11 +1,12 @@
 """The simulated cluster against what must hold: conservation, queueing theory, the policies' known
 ordering, preemption, prefix caching, cold starts, timeouts and retries, determinism."""
+
 import json
 
 import numpy as np
 import pytest
-
 from sim_helpers import cluster_config, cost_model, run_cluster
+
 from simulator import Scenario, simulate
 
 
@@ -17,8 +18,9 @@ def _workload(seed=0, n=400, rate=8.0, prompt=(20, 300), output=(5, 120)):
 
 def test_conservation_of_requests_blocks_and_gpu_hours():
     arrival, prompts, outputs = _workload()
-    config = cluster_config(num_blocks=200, replicas=3, ttft_timeout_s=2.0, max_retries=1,
-                            max_waiting_per_replica=20)
+    config = cluster_config(
+        num_blocks=200, replicas=3, ttft_timeout_s=2.0, max_retries=1, max_waiting_per_replica=20
+    )
     cluster, end = run_cluster(config, arrival, prompts, outputs)
     statuses = [r.status for r in cluster.records]
     assert len(statuses) == len(arrival)
@@ -26,9 +28,9 @@ def test_conservation_of_requests_blocks_and_gpu_hours():
     for replica in cluster.replicas:
         served = [r for r in cluster.records if r.replica == replica.replica_id]
         assert all(r.status in ("ok", "timeout", "rejected") for r in served)
-        assert replica.scheduler.block_manager.num_used_blocks == 0          # no block left allocated
+        assert replica.scheduler.block_manager.num_used_blocks == 0  # no block left allocated
         assert not replica.scheduler.has_unfinished_requests()
-    assert cluster.gpu_hours(end) == pytest.approx(3 * end / 3600)         # three replicas held throughout
+    assert cluster.gpu_hours(end) == pytest.approx(3 * end / 3600)  # three replicas held throughout
 
 
 def test_one_replica_batch_one_matches_md1_mean_wait():
@@ -46,8 +48,9 @@ def test_throughput_and_latency_are_monotone_in_load():
     latencies, throughputs = [], []
     for rate in (1.0, 2.0, 4.0, 8.0, 16.0):
         arrival, prompts, outputs = _workload(seed=1, n=300, rate=rate)
-        cluster, end = run_cluster(cluster_config(cost_model(0.01, 2e-5, 1e-6), max_num_seqs=8),
-                                   arrival, prompts, outputs)
+        cluster, end = run_cluster(
+            cluster_config(cost_model(0.01, 2e-5, 1e-6), max_num_seqs=8), arrival, prompts, outputs
+        )
         latencies.append(np.mean([r.e2e_s for r in cluster.records]))
         throughputs.append(len(cluster.records) / end)
     assert latencies == sorted(latencies)
@@ -58,8 +61,18 @@ def test_continuous_beats_static_on_throughput_and_mean_latency():
     arrival, prompts, outputs = _workload(seed=2, n=300, rate=6.0)
     results = {}
     for policy in ("continuous", "static"):
-        cluster, end = run_cluster(cluster_config(cost_model(0.01, 2e-5, 1e-6), policy=policy, num_blocks=1024,
-                                                  max_model_len=512, max_num_seqs=16), arrival, prompts, outputs)
+        cluster, end = run_cluster(
+            cluster_config(
+                cost_model(0.01, 2e-5, 1e-6),
+                policy=policy,
+                num_blocks=1024,
+                max_model_len=512,
+                max_num_seqs=16,
+            ),
+            arrival,
+            prompts,
+            outputs,
+        )
         results[policy] = (len(cluster.records) / end, np.mean([r.e2e_s for r in cluster.records]))
     assert results["continuous"][0] > results["static"][0]
     assert results["continuous"][1] < results["static"][1]
@@ -75,18 +88,28 @@ def test_preemptions_when_kv_is_scarce_and_none_when_ample():
 
 
 def _scenario(**changes) -> Scenario:
-    base = dict(traffic=dict(arrivals=dict(kind="poisson", rate_per_s=6.0), duration_s=60, too_long="clip",
-                             prompt=dict(kind="lognormal", median_tokens=300, sigma=0.5, max_tokens=2000),
-                             output=dict(kind="lognormal", median_tokens=80, sigma=0.5, max_tokens=500)),
-                cluster=dict(replicas=2))
+    base = dict(
+        traffic=dict(
+            arrivals=dict(kind="poisson", rate_per_s=6.0),
+            duration_s=60,
+            too_long="clip",
+            prompt=dict(kind="lognormal", median_tokens=300, sigma=0.5, max_tokens=2000),
+            output=dict(kind="lognormal", median_tokens=80, sigma=0.5, max_tokens=500),
+        ),
+        cluster=dict(replicas=2),
+    )
     for key, value in changes.items():
         base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
     return Scenario.model_validate(base)
 
 
 def test_prefix_caching_raises_the_hit_rate_on_a_shared_prefix_trace():
-    shared = simulate(_scenario(traffic=dict(shared_prefix_groups=4, shared_prefix_tokens=512),
-                                cluster=dict(router=dict(policy="prefix_affinity"))))
+    shared = simulate(
+        _scenario(
+            traffic=dict(shared_prefix_groups=4, shared_prefix_tokens=512),
+            cluster=dict(router=dict(policy="prefix_affinity")),
+        )
+    )
     plain = simulate(_scenario())
     assert shared.facts["prefix_caching"] and not plain.facts["prefix_caching"]
     assert shared.summary.prefix_hit_rate > 0.3
@@ -94,10 +117,28 @@ def test_prefix_caching_raises_the_hit_rate_on_a_shared_prefix_trace():
 
 
 def test_an_autoscaled_replica_serves_only_after_its_cold_start():
-    spike = dict(kind="spike", base=dict(kind="poisson", rate_per_s=4.0), multiplier=10, start_s=60, hold_s=120)
-    result = simulate(_scenario(traffic=dict(arrivals=spike, duration_s=300),
-                                cluster=dict(replicas=1, autoscaler=dict(enabled=True, min_replicas=1, max_replicas=6,
-                                                                         scrape_interval_s=10, cooldown_s=20))))
+    spike = dict(
+        kind="spike",
+        base=dict(kind="poisson", rate_per_s=4.0),
+        multiplier=10,
+        start_s=60,
+        hold_s=120,
+    )
+    result = simulate(
+        _scenario(
+            traffic=dict(arrivals=spike, duration_s=300),
+            cluster=dict(
+                replicas=1,
+                autoscaler=dict(
+                    enabled=True,
+                    min_replicas=1,
+                    max_replicas=6,
+                    scrape_interval_s=10,
+                    cooldown_s=20,
+                ),
+            ),
+        )
+    )
     added = [r for r in result.replicas if r["ready_at_s"] > r["requested_at_s"]]
     assert added and result.decisions[0]["action"] == "scale_out"
     cold = result.facts["cold_start_s"]
@@ -109,11 +150,19 @@ def test_an_autoscaled_replica_serves_only_after_its_cold_start():
 
 
 def test_timeouts_and_retries_are_counted():
-    result = simulate(_scenario(traffic=dict(arrivals=dict(kind="poisson", rate_per_s=60.0)),
-                                cluster=dict(replicas=1), clients=dict(ttft_timeout_s=2.0, max_retries=1)))
+    result = simulate(
+        _scenario(
+            traffic=dict(arrivals=dict(kind="poisson", rate_per_s=60.0)),
+            cluster=dict(replicas=1),
+            clients=dict(ttft_timeout_s=2.0, max_retries=1),
+        )
+    )
     summary = result.summary
     assert summary.timed_out > 0 and summary.retries > 0
-    assert summary.completed + summary.timed_out + summary.rejected + summary.in_flight == summary.requests
+    assert (
+        summary.completed + summary.timed_out + summary.rejected + summary.in_flight
+        == summary.requests
+    )
     assert not summary.meets_slo
 
 
@@ -121,16 +170,27 @@ def test_same_seed_same_result_and_another_seed_differs():
     a, b, c = simulate(_scenario()), simulate(_scenario()), simulate(_scenario(seed=1))
     key = lambda result: [(r.status, r.ttft_s, r.e2e_s) for r in result.records]  # noqa: E731
     assert key(a) == key(b)
+
     # summary and facts are a pure function of scenario + seed: byte-identical JSON; timings live in `run`
     def parts(result):
         tenants = {name: row.as_dict() for name, row in result.tenants.items()}
-        return [json.dumps(part, sort_keys=True) for part in (result.summary.as_dict(), result.facts, tenants)]
+        return [
+            json.dumps(part, sort_keys=True)
+            for part in (result.summary.as_dict(), result.facts, tenants)
+        ]
+
     assert parts(a) == parts(b)
-    assert set(a.run) == {"cpu_s", "wall_s"} and "cpu_s" not in a.summary.as_dict() and "cpu_s" not in a.facts
+    assert (
+        set(a.run) == {"cpu_s", "wall_s"}
+        and "cpu_s" not in a.summary.as_dict()
+        and "cpu_s" not in a.facts
+    )
     assert key(a) != key(c)
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"])
+@pytest.mark.parametrize(
+    "policy", ["round_robin", "least_outstanding", "least_kv", "power_of_two", "prefix_affinity"]
+)
 def test_every_router_serves_everything(policy):
     result = simulate(_scenario(cluster=dict(replicas=3, router=dict(policy=policy))))
     assert result.summary.completed == result.summary.requests

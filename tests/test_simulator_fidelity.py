@@ -2,12 +2,13 @@
 `LLMEngine` (cpu-small, dummy weights, its clock advanced by the cost model) and through one simulated
 replica with that cost model give the identical sequence of step shapes, preemptions, per-request token
 counts and timings."""
+
 import numpy as np
 import pytest
+from sim_helpers import cluster_config, cost_model, run_cluster
 
 from engine import LLM, SamplingParams
 from engine.core.scheduler import SchedulerOutput
-from sim_helpers import cluster_config, cost_model, run_cluster
 
 
 class CostClock:
@@ -23,6 +24,7 @@ class CostClock:
             self.shapes.append(shape)
             self.now_s += model.step_time(shape)
             return result
+
         runner.execute = timed_execute
         engine.clock = lambda: self.now_s
 
@@ -33,8 +35,13 @@ def test_engine_and_simulated_replica_schedule_identically(num_blocks, expect_pr
     n = 24
     prompts = rng.integers(8, 120, n)
     outputs = rng.integers(2, 40, n)
-    settings = dict(block_size=16, num_kv_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=96,
-                    max_model_len=256)
+    settings = dict(
+        block_size=16,
+        num_kv_blocks=num_blocks,
+        max_num_seqs=8,
+        max_num_batched_tokens=96,
+        max_model_len=256,
+    )
     model = cost_model(0.004, 2e-5, 3e-7)
 
     llm = LLM("cpu-small", load_format="dummy", enable_prefix_caching=False, **settings)
@@ -42,19 +49,32 @@ def test_engine_and_simulated_replica_schedule_identically(num_blocks, expect_pr
     clock = CostClock(engine, model)
     vocab = engine.model_config.vocab_size
     for i in range(n):
-        engine.add_request(str(i), rng.integers(3, vocab, int(prompts[i])).tolist(),
-                           SamplingParams(temperature=0, max_tokens=int(outputs[i]), ignore_eos=True), arrival_time=0.0)
+        engine.add_request(
+            str(i),
+            rng.integers(3, vocab, int(prompts[i])).tolist(),
+            SamplingParams(temperature=0, max_tokens=int(outputs[i]), ignore_eos=True),
+            arrival_time=0.0,
+        )
     finished, kv_weighted = {}, 0.0
     while engine.has_unfinished_requests():
         before_s = clock.now_s
         for output in engine.step():
             if output.finished:
                 finished[int(output.request_id)] = output
-        kv_weighted += engine.kv_stats().utilization * (clock.now_s - before_s)   # as LiveEngine.run measures it
+        kv_weighted += engine.kv_stats().utilization * (
+            clock.now_s - before_s
+        )  # as LiveEngine.run measures it
 
-    config = cluster_config(model, num_blocks=num_blocks, block_size=16, max_num_seqs=8, max_num_batched_tokens=96,
-                            max_model_len=256)
+    config = cluster_config(
+        model,
+        num_blocks=num_blocks,
+        block_size=16,
+        max_num_seqs=8,
+        max_num_batched_tokens=96,
+        max_model_len=256,
+    )
     from simulator.cluster.cluster import Cluster
+
     cluster = Cluster(config, [0.0] * n, prompts.tolist(), outputs.tolist(), ["default"] * n)
     cluster.replicas[0].step_shapes = []
     cluster.run()
@@ -84,11 +104,30 @@ def test_stretches_give_the_per_request_results_of_stepping():
     prompts, outputs = rng.integers(10, 400, n), rng.integers(1, 300, n)
     results = []
     for stretch in (1, 256):
-        config = cluster_config(num_blocks=300, max_num_seqs=24, max_num_batched_tokens=256, replicas=2,
-                                max_stretch_steps=stretch)
+        config = cluster_config(
+            num_blocks=300,
+            max_num_seqs=24,
+            max_num_batched_tokens=256,
+            replicas=2,
+            max_stretch_steps=stretch,
+        )
         cluster, end = run_cluster(config, arrival, prompts, outputs)
-        results.append(([(r.status, r.output_tokens, r.num_preemptions, r.replica, round(r.ttft_s, 9),
-                          round(r.e2e_s, 9)) for r in cluster.records], round(end, 9),
-                        sum(rep.scheduler.block_manager.num_allocations for rep in cluster.replicas)))
+        results.append(
+            (
+                [
+                    (
+                        r.status,
+                        r.output_tokens,
+                        r.num_preemptions,
+                        r.replica,
+                        round(r.ttft_s, 9),
+                        round(r.e2e_s, 9),
+                    )
+                    for r in cluster.records
+                ],
+                round(end, 9),
+                sum(rep.scheduler.block_manager.num_allocations for rep in cluster.replicas),
+            )
+        )
     stepped, stretched = results
     assert stepped == stretched

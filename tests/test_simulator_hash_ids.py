@@ -1,6 +1,7 @@
 """Prefix caching from a trace's hash ids: the simulator names a prompt's hash-covered blocks from the
 hash ids (`traces.tokens.prompt_block_hashes`) instead of hashing synthesised tokens, and must run
 exactly as when every prompt token is synthesised and hashed (same hits, same per-request timings)."""
+
 import numpy as np
 
 from simulator import Scenario
@@ -10,19 +11,28 @@ from traces.tokens import PromptTokenSynthesizer, num_hash_named_blocks, prompt_
 
 
 def _scenario(router: str) -> Scenario:
-    return Scenario(name="shared", seed=3,
-                    traffic=dict(arrivals=dict(kind="poisson", rate_per_s=40.0), duration_s=4.0,
-                                 prompt=dict(kind="uniform", low=20, high=400),
-                                 output=dict(kind="uniform", low=1, high=60),
-                                 shared_prefix_groups=3, shared_prefix_tokens=200),
-                    cluster=dict(replicas=2, router=dict(policy=router)),
-                    scheduler=dict(num_kv_blocks=120, max_num_batched_tokens=512))
+    return Scenario(
+        name="shared",
+        seed=3,
+        traffic=dict(
+            arrivals=dict(kind="poisson", rate_per_s=40.0),
+            duration_s=4.0,
+            prompt=dict(kind="uniform", low=20, high=400),
+            output=dict(kind="uniform", low=1, high=60),
+            shared_prefix_groups=3,
+            shared_prefix_tokens=200,
+        ),
+        cluster=dict(replicas=2, router=dict(policy=router)),
+        scheduler=dict(num_kv_blocks=120, max_num_batched_tokens=512),
+    )
 
 
 def _outcome(cluster: Cluster) -> list:
     cluster.run()
     hits = [r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas]
-    return [(r.status, r.ttft_s, r.e2e_s, r.num_preemptions, r.replica) for r in cluster.records] + [hits]
+    return [
+        (r.status, r.ttft_s, r.e2e_s, r.num_preemptions, r.replica) for r in cluster.records
+    ] + [hits]
 
 
 def test_hash_named_blocks_run_exactly_as_synthesised_tokens():
@@ -36,7 +46,7 @@ def test_hash_named_blocks_run_exactly_as_synthesised_tokens():
         by_tokens.prompt_ids = lambda index: synthesizer.prompt_token_ids(trace, index).tolist()
         by_tokens.prompt_hashes = None
         a, b = _outcome(by_hash_ids), _outcome(by_tokens)
-        assert a == b and sum(a[-1]) > 0                  # the same run, and the cache did hit
+        assert a == b and sum(a[-1]) > 0  # the same run, and the cache did hit
 
 
 def test_prompt_suffix_tokens_and_hash_named_blocks():
@@ -57,5 +67,9 @@ def test_prompt_suffix_tokens_and_hash_named_blocks():
     shared = [prompt_block_hashes(trace, i, 16)[:12] for i in group]
     assert len(shared) > 1 and all(h == shared[0] for h in shared)
     # past the 12 shared blocks (200 tokens), each request's own blocks: no two alike
-    own = [prompt_block_hashes(trace, i, 16)[12] for i in group if num_hash_named_blocks(trace, i, 16) > 12]
+    own = [
+        prompt_block_hashes(trace, i, 16)[12]
+        for i in group
+        if num_hash_named_blocks(trace, i, 16) > 12
+    ]
     assert len(own) > 1 and len(set(own)) == len(own)

@@ -1,4 +1,5 @@
 """The public Azure LLM inference traces (2023) in ../shared/traces, and the figures fitted to them."""
+
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,9 @@ from traces.stats import compute_stats
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 EXPECTED = {"code": (8819, 3435.9), "conv": (19366, 3501.7)}
 
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is not beside the checkout")
+pytestmark = pytest.mark.skipif(
+    not SHARED.is_dir(), reason="../shared/traces is not beside the checkout"
+)
 
 
 def azure(kind: str):
@@ -39,8 +42,10 @@ def test_row_values_and_exact_sub_microsecond_times():
     assert code.source_line[:2].tolist() == [2, 3]
 
 
-@pytest.mark.parametrize("kind, prompt_mean, output_mean, rate", [("code", 2047.8, 27.9, 2.57),
-                                                                  ("conv", 1154.7, 211.1, 5.53)])
+@pytest.mark.parametrize(
+    "kind, prompt_mean, output_mean, rate",
+    [("code", 2047.8, 27.9, 2.57), ("conv", 1154.7, 211.1, 5.53)],
+)
 def test_statistics_match_the_published_summary(kind, prompt_mean, output_mean, rate):
     stats = compute_stats(azure(kind))
     assert round(stats.prompt_tokens.mean, 1) == prompt_mean
@@ -55,7 +60,9 @@ def test_shipped_fits_are_what_the_files_give(kind):
     for column in ("prompt", "output"):
         name = f"azure-{kind}-{column}"
         assert fits[column]["empirical"].quantiles == fitted_length(name).quantiles
-        assert fits[column]["lognormal_median_sigma"] == FITTED_LENGTHS[name]["lognormal_median_sigma"]
+        assert (
+            fits[column]["lognormal_median_sigma"] == FITTED_LENGTHS[name]["lognormal_median_sigma"]
+        )
         assert "sha256" in fitted_length(name).provenance
 
 

@@ -1,4 +1,5 @@
 """surgeplan's canonical JSONL and CSV: every column survives a round trip; bad rows are named."""
+
 import re
 
 import numpy as np
@@ -10,15 +11,27 @@ from traces import Trace, TraceFormatError, detect_format, load_trace
 def random_trace(seed: int, n: int, with_hashes: bool = True) -> Trace:
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 3000, n)
-    hash_ids = [rng.integers(-5, 40, -(-int(p) // 128)).tolist() for p in prompt] if with_hashes else None
-    return Trace(np.sort(rng.exponential(50.0, n)), prompt, rng.integers(0, 700, n), hash_ids=hash_ids,
-                 hash_block_size=128 if with_hashes else None, tenant=rng.choice(["a", "b c", "é"], n),
-                 priority=rng.integers(-3, 4, n), failed=rng.random(n) < 0.2,
-                 source_line=rng.integers(-1, 10_000, n), name=f"canonical-{seed}",
-                 provenance=("generated for a test", "second step"))
+    hash_ids = (
+        [rng.integers(-5, 40, -(-int(p) // 128)).tolist() for p in prompt] if with_hashes else None
+    )
+    return Trace(
+        np.sort(rng.exponential(50.0, n)),
+        prompt,
+        rng.integers(0, 700, n),
+        hash_ids=hash_ids,
+        hash_block_size=128 if with_hashes else None,
+        tenant=rng.choice(["a", "b c", "é"], n),
+        priority=rng.integers(-3, 4, n),
+        failed=rng.random(n) < 0.2,
+        source_line=rng.integers(-1, 10_000, n),
+        name=f"canonical-{seed}",
+        provenance=("generated for a test", "second step"),
+    )
 
 
-@pytest.mark.parametrize("suffix, format_name", [(".jsonl", "surgeplan-jsonl"), (".csv", "surgeplan-csv")])
+@pytest.mark.parametrize(
+    "suffix, format_name", [(".jsonl", "surgeplan-jsonl"), (".csv", "surgeplan-csv")]
+)
 @pytest.mark.parametrize("with_hashes", [True, False])
 def test_round_trip_is_identical(tmp_path, suffix, format_name, with_hashes):
     trace = random_trace(seed=21, n=300, with_hashes=with_hashes)
@@ -32,8 +45,11 @@ def test_round_trip_is_identical(tmp_path, suffix, format_name, with_hashes):
 
 
 def test_round_trip_of_a_converted_azure_style_trace_keeps_source_lines(tmp_path):
-    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:17:03.9799600,4808,10",
-             "2023-11-16 18:17:04.0319600,3180,8"]
+    lines = [
+        "TIMESTAMP,ContextTokens,GeneratedTokens",
+        "2023-11-16 18:17:03.9799600,4808,10",
+        "2023-11-16 18:17:04.0319600,3180,8",
+    ]
     (tmp_path / "a.csv").write_text("\n".join(lines))
     original = load_trace(tmp_path / "a.csv")
     loaded = load_trace(original.save(tmp_path / "a.jsonl"))
@@ -53,7 +69,9 @@ def test_bad_canonical_rows_are_named(tmp_path):
     lines = path.read_text().splitlines()
     lines[3] = lines[3].replace('"prompt_tokens": ', '"prompt_tokens": -')
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(TraceFormatError, match=r"t.jsonl:4: prompt_tokens is -\d+; expected a count ≥ 1"):
+    with pytest.raises(
+        TraceFormatError, match=r"t.jsonl:4: prompt_tokens is -\d+; expected a count ≥ 1"
+    ):
         load_trace(path)
     assert len(load_trace(path, skip_bad_rows=True)) == 4
 
@@ -73,7 +91,6 @@ def test_unknown_suffix_and_bad_header_are_refused(tmp_path):
     (tmp_path / "h.jsonl").write_text('{"surgeplan_trace": 99}\n')
     with pytest.raises(TraceFormatError, match="surgeplan_trace = 1"):
         load_trace(tmp_path / "h.jsonl")
-
 
 
 def test_a_row_bad_in_its_last_field_is_skipped_whole(tmp_path):

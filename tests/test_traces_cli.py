@@ -1,4 +1,5 @@
 """`surgeplan traces info | synth | convert | fit`, driven through typer's test runner."""
+
 import json
 
 import numpy as np
@@ -21,7 +22,8 @@ def vidur_file(tmp_path):
     times = np.sort(rng.uniform(0, 600, 1500))
     lines = ["arrived_at,num_prefill_tokens,num_decode_tokens"] + [
         f"{float(t)!r},{p},{d}"
-        for t, p, d in zip(times, rng.integers(1, 5000, 1500), rng.integers(1, 900, 1500))]
+        for t, p, d in zip(times, rng.integers(1, 5000, 1500), rng.integers(1, 900, 1500))
+    ]
     path = tmp_path / "vidur.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -53,24 +55,79 @@ def test_png_plot_is_written_with_matplotlib(vidur_file, tmp_path):
 
 def test_synth_writes_a_canonical_spike_trace(tmp_path):
     out = tmp_path / "spike.jsonl"
-    result = run("synth", out, "--arrivals", "gamma", "--rate", "20", "--cv", "2", "--duration-s", "600",
-                 "--spike-multiplier", "10", "--spike-start-s", "200", "--ramp-up-s", "30", "--hold-s", "60",
-                 "--ramp-down-s", "30", "--prompt", "fixed:64", "--output", "uniform:1:8", "--seed", "4")
+    result = run(
+        "synth",
+        out,
+        "--arrivals",
+        "gamma",
+        "--rate",
+        "20",
+        "--cv",
+        "2",
+        "--duration-s",
+        "600",
+        "--spike-multiplier",
+        "10",
+        "--spike-start-s",
+        "200",
+        "--ramp-up-s",
+        "30",
+        "--hold-s",
+        "60",
+        "--ramp-down-s",
+        "30",
+        "--prompt",
+        "fixed:64",
+        "--output",
+        "uniform:1:8",
+        "--seed",
+        "4",
+    )
     assert result.exit_code == 0, result.output
     trace = load_trace(out)
     assert set(trace.prompt_tokens.tolist()) == {64} and trace.output_tokens.max() <= 8
     hold = ((trace.arrival_s >= 230) & (trace.arrival_s < 290)).sum() / 60
     assert hold == pytest.approx(200.0, rel=0.1)
     again = tmp_path / "again.jsonl"
-    run("synth", again, "--arrivals", "gamma", "--rate", "20", "--cv", "2", "--duration-s", "600",
-        "--spike-multiplier", "10", "--spike-start-s", "200", "--ramp-up-s", "30", "--hold-s", "60",
-        "--ramp-down-s", "30", "--prompt", "fixed:64", "--output", "uniform:1:8", "--seed", "4")
+    run(
+        "synth",
+        again,
+        "--arrivals",
+        "gamma",
+        "--rate",
+        "20",
+        "--cv",
+        "2",
+        "--duration-s",
+        "600",
+        "--spike-multiplier",
+        "10",
+        "--spike-start-s",
+        "200",
+        "--ramp-up-s",
+        "30",
+        "--hold-s",
+        "60",
+        "--ramp-down-s",
+        "30",
+        "--prompt",
+        "fixed:64",
+        "--output",
+        "uniform:1:8",
+        "--seed",
+        "4",
+    )
     assert out.read_bytes() == again.read_bytes()
 
 
 def test_synth_from_a_spec_file(tmp_path):
-    spec = {"arrivals": {"kind": "poisson", "rate_per_s": 5.0}, "duration_s": 100.0, "seed": 1,
-            "prompt": {"kind": "preset", "name": "azure-code-prompt"}, "name": "from-spec"}
+    spec = {
+        "arrivals": {"kind": "poisson", "rate_per_s": 5.0},
+        "duration_s": 100.0,
+        "seed": 1,
+        "prompt": {"kind": "preset", "name": "azure-code-prompt"},
+        "name": "from-spec",
+    }
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     result = run("synth", tmp_path / "s.csv", "--spec", tmp_path / "spec.json")
     assert result.exit_code == 0, result.output

@@ -1,4 +1,5 @@
 """RequestSpec and Trace: validation, immutability, selection, equality."""
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -10,16 +11,30 @@ def random_trace(seed: int, n: int = 50, with_hashes: bool = True) -> Trace:
     rng = np.random.default_rng(seed)
     arrival = np.sort(rng.uniform(0, 100, n))
     prompt = rng.integers(1, 2000, n)
-    hash_ids = [rng.integers(0, 30, int(np.ceil(p / 64))).tolist() for p in prompt] if with_hashes else None
-    return Trace(arrival, prompt, rng.integers(0, 500, n), hash_ids=hash_ids,
-                 hash_block_size=64 if with_hashes else None,
-                 tenant=rng.choice(["a", "bb", "ccc"], n), priority=rng.integers(-2, 3, n),
-                 failed=rng.random(n) < 0.1, source_line=np.arange(n) + 2, name=f"random-{seed}",
-                 provenance=("test",))
+    hash_ids = (
+        [rng.integers(0, 30, int(np.ceil(p / 64))).tolist() for p in prompt]
+        if with_hashes
+        else None
+    )
+    return Trace(
+        arrival,
+        prompt,
+        rng.integers(0, 500, n),
+        hash_ids=hash_ids,
+        hash_block_size=64 if with_hashes else None,
+        tenant=rng.choice(["a", "bb", "ccc"], n),
+        priority=rng.integers(-2, 3, n),
+        failed=rng.random(n) < 0.1,
+        source_line=np.arange(n) + 2,
+        name=f"random-{seed}",
+        provenance=("test",),
+    )
 
 
 def test_request_spec_validates_its_fields():
-    spec = RequestSpec(arrival_s=1.5, prompt_tokens=10, output_tokens=0, hash_ids=(1, 2), hash_block_size=8)
+    spec = RequestSpec(
+        arrival_s=1.5, prompt_tokens=10, output_tokens=0, hash_ids=(1, 2), hash_block_size=8
+    )
     assert spec.hash_ids == (1, 2)
     with pytest.raises(ValidationError):
         RequestSpec(arrival_s=0.0, prompt_tokens=0, output_tokens=3)
@@ -33,7 +48,13 @@ def test_request_spec_validates_its_fields():
 
 def test_trace_columns_are_read_only():
     trace = random_trace(1)
-    for column in (trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.tenant, trace.failed):
+    for column in (
+        trace.arrival_s,
+        trace.prompt_tokens,
+        trace.output_tokens,
+        trace.tenant,
+        trace.failed,
+    ):
         with pytest.raises(ValueError):
             column[0] = column[1]
     with pytest.raises(TypeError):
@@ -51,13 +72,16 @@ def test_trace_does_not_share_memory_with_its_inputs():
     assert trace.arrival_s[0] == 0.0
 
 
-@pytest.mark.parametrize("bad", [
-    dict(arrival_s=[1.0, 0.5], prompt_tokens=[1, 1], output_tokens=[1, 1]),
-    dict(arrival_s=[0.0, 0.5], prompt_tokens=[0, 1], output_tokens=[1, 1]),
-    dict(arrival_s=[0.0, 0.5], prompt_tokens=[1, 1], output_tokens=[1, -1]),
-    dict(arrival_s=[0.0, np.nan], prompt_tokens=[1, 1], output_tokens=[1, 1]),
-    dict(arrival_s=[0.0, 0.5], prompt_tokens=[1, 1, 1], output_tokens=[1, 1]),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(arrival_s=[1.0, 0.5], prompt_tokens=[1, 1], output_tokens=[1, 1]),
+        dict(arrival_s=[0.0, 0.5], prompt_tokens=[0, 1], output_tokens=[1, 1]),
+        dict(arrival_s=[0.0, 0.5], prompt_tokens=[1, 1], output_tokens=[1, -1]),
+        dict(arrival_s=[0.0, np.nan], prompt_tokens=[1, 1], output_tokens=[1, 1]),
+        dict(arrival_s=[0.0, 0.5], prompt_tokens=[1, 1, 1], output_tokens=[1, 1]),
+    ],
+)
 def test_trace_rejects_inconsistent_columns(bad):
     with pytest.raises(TraceFormatError):
         Trace(**bad)
@@ -111,6 +135,6 @@ def test_flat_hash_ids_match_the_lists():
     trace = random_trace(6)
     flat, offsets = trace.flat_hash_ids()
     for i in (0, 17, 49):
-        assert flat[offsets[i]:offsets[i + 1]].tolist() == trace.hash_ids[i]
+        assert flat[offsets[i] : offsets[i + 1]].tolist() == trace.hash_ids[i]
     with pytest.raises(TraceFormatError):
         random_trace(6, with_hashes=False).flat_hash_ids()

@@ -1,12 +1,26 @@
 """Synthetic arrivals and lengths, checked statistically on large samples."""
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from traces.arrivals import (ConstantArrivals, DiurnalArrivals, GammaArrivals, PoissonArrivals,
-                             SpikeArrivals, mean_rate_per_s)
-from traces.lengths import (EmpiricalLength, FixedLength, LognormalLength, PresetLength, UniformLength,
-                            fit_empirical, parse_length)
+from traces.arrivals import (
+    ConstantArrivals,
+    DiurnalArrivals,
+    GammaArrivals,
+    PoissonArrivals,
+    SpikeArrivals,
+    mean_rate_per_s,
+)
+from traces.lengths import (
+    EmpiricalLength,
+    FixedLength,
+    LognormalLength,
+    PresetLength,
+    UniformLength,
+    fit_empirical,
+    parse_length,
+)
 from traces.stats import interarrival_cv
 from traces.synthetic import SyntheticTraceSpec, spike_trace, synthesize
 
@@ -37,8 +51,14 @@ def test_constant_arrivals_are_evenly_spaced():
 
 
 def test_spike_windows_at_the_right_rates():
-    spike = SpikeArrivals(base=PoissonArrivals(rate_per_s=200.0), multiplier=10.0, start_s=300.0,
-                          ramp_up_s=60.0, hold_s=120.0, ramp_down_s=60.0)
+    spike = SpikeArrivals(
+        base=PoissonArrivals(rate_per_s=200.0),
+        multiplier=10.0,
+        start_s=300.0,
+        ramp_up_s=60.0,
+        hold_s=120.0,
+        ramp_down_s=60.0,
+    )
     times = spike.sample(rng(44), 900.0)
 
     def rate(a: float, b: float) -> float:
@@ -54,7 +74,9 @@ def test_spike_windows_at_the_right_rates():
 
 def test_spike_leaves_the_base_process_alone_outside_the_surge():
     base = GammaArrivals(rate_per_s=50.0, cv=3.0)
-    times = SpikeArrivals(base=base, multiplier=5.0, start_s=5_000.0, hold_s=100.0).sample(rng(45), 10_000.0)
+    times = SpikeArrivals(base=base, multiplier=5.0, start_s=5_000.0, hold_s=100.0).sample(
+        rng(45), 10_000.0
+    )
     before = times[times < 5_000.0]
     assert interarrival_cv(before) == pytest.approx(3.0, rel=0.1)
     assert ((times >= 5_000) & (times < 5_100)).sum() / 100 == pytest.approx(250.0, rel=0.15)
@@ -65,17 +87,26 @@ def test_spikes_compose_with_diurnal_and_with_each_other():
     times = diurnal.sample(rng(46), 10_000.0)
     peak = np.isin(((times % 1000) // 125).astype(int), [1, 2])  # phase 45°-135°: near the peak
     trough = np.isin(((times % 1000) // 125).astype(int), [5, 6])
-    assert peak.sum() / trough.sum() == pytest.approx((1 + 0.8 * 0.9003) / (1 - 0.8 * 0.9003), rel=0.05)
-    twice = SpikeArrivals(base=SpikeArrivals(base=PoissonArrivals(rate_per_s=100.0), multiplier=3.0,
-                                             start_s=100.0, hold_s=200.0),
-                          multiplier=2.0, start_s=200.0, hold_s=200.0)
+    assert peak.sum() / trough.sum() == pytest.approx(
+        (1 + 0.8 * 0.9003) / (1 - 0.8 * 0.9003), rel=0.05
+    )
+    twice = SpikeArrivals(
+        base=SpikeArrivals(
+            base=PoissonArrivals(rate_per_s=100.0), multiplier=3.0, start_s=100.0, hold_s=200.0
+        ),
+        multiplier=2.0,
+        start_s=200.0,
+        hold_s=200.0,
+    )
     times = twice.sample(rng(47), 500.0)
     counts = np.histogram(times, bins=[0, 100, 200, 300, 400, 500])[0] / 100
     assert counts == pytest.approx([100, 300, 600, 200, 100], rel=0.05)
 
 
 def test_same_seed_same_trace_and_streams_are_independent():
-    spec = SyntheticTraceSpec(arrivals=GammaArrivals(rate_per_s=30.0, cv=2.0), duration_s=300.0, seed=7)
+    spec = SyntheticTraceSpec(
+        arrivals=GammaArrivals(rate_per_s=30.0, cv=2.0), duration_s=300.0, seed=7
+    )
     assert synthesize(spec) == synthesize(spec)
     other_seed = synthesize(spec.model_copy(update={"seed": 8}))
     assert not np.array_equal(other_seed.arrival_s[:100], synthesize(spec).arrival_s[:100])
@@ -86,10 +117,20 @@ def test_same_seed_same_trace_and_streams_are_independent():
 
 def test_spec_round_trips_through_json_and_records_provenance():
     spec = SyntheticTraceSpec(
-        arrivals=SpikeArrivals(base=DiurnalArrivals(mean_rate_per_s=5.0, period_s=600.0), multiplier=4.0,
-                               start_s=60.0, ramp_up_s=10.0, hold_s=30.0, ramp_down_s=10.0),
-        prompt=LognormalLength(median_tokens=900, sigma=0.8), output=UniformLength(low=10, high=20),
-        duration_s=400.0, seed=3, max_requests=500)
+        arrivals=SpikeArrivals(
+            base=DiurnalArrivals(mean_rate_per_s=5.0, period_s=600.0),
+            multiplier=4.0,
+            start_s=60.0,
+            ramp_up_s=10.0,
+            hold_s=30.0,
+            ramp_down_s=10.0,
+        ),
+        prompt=LognormalLength(median_tokens=900, sigma=0.8),
+        output=UniformLength(low=10, high=20),
+        duration_s=400.0,
+        seed=3,
+        max_requests=500,
+    )
     again = SyntheticTraceSpec.model_validate_json(spec.model_dump_json())
     assert again == spec
     trace = synthesize(again)
@@ -98,13 +139,18 @@ def test_spec_round_trips_through_json_and_records_provenance():
 
 def test_prompts_that_could_be_empty_are_refused():
     with pytest.raises(ValidationError, match="≥ 1 token"):
-        SyntheticTraceSpec(arrivals=PoissonArrivals(rate_per_s=1.0), duration_s=10.0,
-                           prompt=UniformLength(low=0, high=5))
+        SyntheticTraceSpec(
+            arrivals=PoissonArrivals(rate_per_s=1.0),
+            duration_s=10.0,
+            prompt=UniformLength(low=0, high=5),
+        )
 
 
 def test_length_distributions():
     assert set(UniformLength(low=3, high=6).sample(rng(48), 10_000).tolist()) == {3, 4, 5, 6}
-    lognormal = LognormalLength(median_tokens=500, sigma=1.0, max_tokens=4000).sample(rng(49), 200_000)
+    lognormal = LognormalLength(median_tokens=500, sigma=1.0, max_tokens=4000).sample(
+        rng(49), 200_000
+    )
     assert np.median(lognormal) == pytest.approx(500, rel=0.02)
     assert lognormal.max() == 4000 and lognormal.min() >= 1
     values = rng(50).gamma(2.0, 300.0, 100_000)

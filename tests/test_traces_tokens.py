@@ -1,4 +1,5 @@
 """Prompt token ids: exact lengths, shared blocks for equal hash ids, determinism."""
+
 import numpy as np
 import pytest
 
@@ -35,14 +36,18 @@ def test_equal_hash_ids_give_identical_blocks():
     for i in range(len(trace)):
         for j in range(i + 1, len(trace)):
             common = 0
-            while (common < min(len(trace.hash_ids[i]), len(trace.hash_ids[j]))
-                   and trace.hash_ids[i][common] == trace.hash_ids[j][common]):
+            while (
+                common < min(len(trace.hash_ids[i]), len(trace.hash_ids[j]))
+                and trace.hash_ids[i][common] == trace.hash_ids[j][common]
+            ):
                 common += 1
             shared = min(common * 32, len(prompts[i]), len(prompts[j]))
             assert np.array_equal(prompts[i][:shared], prompts[j][:shared])
             if shared < min(len(prompts[i]), len(prompts[j])):
                 # The next block differs in its trace ids, so its tokens differ too.
-                assert not np.array_equal(prompts[i][shared:shared + 32], prompts[j][shared:shared + 32])
+                assert not np.array_equal(
+                    prompts[i][shared : shared + 32], prompts[j][shared : shared + 32]
+                )
 
 
 def test_deterministic_and_seed_dependent():

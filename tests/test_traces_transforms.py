@@ -1,18 +1,33 @@
 """Transforms: window, rate scaling, length caps, sampling, concat/merge, tenants."""
+
 import numpy as np
 import pytest
 
 from traces import Trace, TraceFormatError
-from traces.transforms import (assign_tenants, cap_lengths, concat, merge, sample, scale_rate,
-                               set_priority, window)
+from traces.transforms import (
+    assign_tenants,
+    cap_lengths,
+    concat,
+    merge,
+    sample,
+    scale_rate,
+    set_priority,
+    window,
+)
 
 
 def hashed_trace(seed: int, n: int = 400, block: int = 16) -> Trace:
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 300, n)
-    return Trace(np.sort(rng.uniform(0, 1000, n)), prompt, rng.integers(0, 200, n),
-                 hash_ids=[rng.integers(0, 99, -(-int(p) // block)).tolist() for p in prompt],
-                 hash_block_size=block, source_line=np.arange(n) + 1, name=f"h{seed}")
+    return Trace(
+        np.sort(rng.uniform(0, 1000, n)),
+        prompt,
+        rng.integers(0, 200, n),
+        hash_ids=[rng.integers(0, 99, -(-int(p) // block)).tolist() for p in prompt],
+        hash_block_size=block,
+        source_line=np.arange(n) + 1,
+        name=f"h{seed}",
+    )
 
 
 def test_window_keeps_half_open_interval_and_rebases():
@@ -23,7 +38,9 @@ def test_window_keeps_half_open_interval_and_rebases():
     assert np.allclose(cut.arrival_s, trace.arrival_s[inside] - 250.0)
     assert cut.hash_ids == [trace.hash_ids[i] for i in np.flatnonzero(inside)]
     assert "window" in cut.provenance[-1]
-    assert np.array_equal(window(trace, 250.0, 500.0, rebase=False).arrival_s, trace.arrival_s[inside])
+    assert np.array_equal(
+        window(trace, 250.0, 500.0, rebase=False).arrival_s, trace.arrival_s[inside]
+    )
     with pytest.raises(ValueError):
         window(trace, 5.0, 5.0)
 

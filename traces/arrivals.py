@@ -4,20 +4,21 @@ Every process is a pydantic model with `sample(rng, duration_s)` (sorted arrival
 [0, duration_s)), `rate_at(t)` (its intended rate, requests/s) and `peak_rate_per_s`, so a spike
 can be laid over any of them, spikes included.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
 
-
 GapDrawer = Callable[[np.random.Generator, int], np.ndarray]
 
 
-def _renewal_times(rng: np.random.Generator, duration_s: float, rate_per_s: float,
-                   draw_gaps: GapDrawer) -> np.ndarray:
+def _renewal_times(
+    rng: np.random.Generator, duration_s: float, rate_per_s: float, draw_gaps: GapDrawer
+) -> np.ndarray:
     """Arrival times from i.i.d. gaps, drawn in vectorised chunks until `duration_s` is passed."""
     chunks: list[np.ndarray] = []
     start = 0.0
@@ -32,7 +33,9 @@ def _renewal_times(rng: np.random.Generator, duration_s: float, rate_per_s: floa
     return times[times < duration_s]
 
 
-def _thin(rng: np.random.Generator, candidates: np.ndarray, keep_probability: np.ndarray) -> np.ndarray:
+def _thin(
+    rng: np.random.Generator, candidates: np.ndarray, keep_probability: np.ndarray
+) -> np.ndarray:
     return candidates[rng.random(len(candidates)) < keep_probability]
 
 
@@ -69,7 +72,9 @@ class PoissonArrivals(_SteadyArrivals):
 
     def sample(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         scale = 1.0 / self.rate_per_s
-        return _renewal_times(rng, duration_s, self.rate_per_s, lambda g, n: g.exponential(scale, n))
+        return _renewal_times(
+            rng, duration_s, self.rate_per_s, lambda g, n: g.exponential(scale, n)
+        )
 
 
 class GammaArrivals(_SteadyArrivals):
@@ -82,7 +87,9 @@ class GammaArrivals(_SteadyArrivals):
         # Gamma(shape k, scale θ) has mean kθ and CV 1/sqrt(k).
         shape = 1.0 / self.cv**2
         scale = 1.0 / (self.rate_per_s * shape)
-        return _renewal_times(rng, duration_s, self.rate_per_s, lambda g, n: g.gamma(shape, scale, n))
+        return _renewal_times(
+            rng, duration_s, self.rate_per_s, lambda g, n: g.gamma(shape, scale, n)
+        )
 
 
 class DiurnalArrivals(_Arrivals):
@@ -118,7 +125,7 @@ class SpikeArrivals(_Arrivals):
     """
 
     kind: Literal["spike"] = "spike"
-    base: "ArrivalSpec"
+    base: ArrivalSpec
     multiplier: float = Field(default=10.0, ge=1.0)
     start_s: NonNegativeFloat = 0.0
     ramp_up_s: NonNegativeFloat = 0.0
@@ -157,7 +164,7 @@ class SpikeArrivals(_Arrivals):
 
 
 ArrivalSpec = Annotated[
-    Union[ConstantArrivals, PoissonArrivals, GammaArrivals, DiurnalArrivals, SpikeArrivals],
+    ConstantArrivals | PoissonArrivals | GammaArrivals | DiurnalArrivals | SpikeArrivals,
     Field(discriminator="kind"),
 ]
 SpikeArrivals.model_rebuild()

@@ -5,6 +5,7 @@ JSONL: a header object `{"surgeplan_trace": 1, "name", "provenance", "hash_block
 request object per line. CSV: the same header after `# surgeplan-trace ` on line 1, the column
 names on line 2, one request per line after that (hash ids space-separated).
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,14 +17,23 @@ import numpy as np
 
 from traces.canonical_writer import CSV_COLUMNS, CSV_MARKER, VERSION
 from traces.request import TraceFormatError
-from traces.rows import FieldError, RowCollector, jsonl_objects, open_text, parse_count, parse_seconds
+from traces.rows import (
+    FieldError,
+    RowCollector,
+    jsonl_objects,
+    open_text,
+    parse_count,
+    parse_seconds,
+)
 from traces.trace import Trace
 
 
 def _check_header(path: Path, header: object) -> dict[str, Any]:
     if not isinstance(header, dict) or header.get("surgeplan_trace") != VERSION:
-        raise TraceFormatError(f"{path}:1: header is {header!r}; expected a surgeplan trace header "
-                               f"with surgeplan_trace = {VERSION}")
+        raise TraceFormatError(
+            f"{path}:1: header is {header!r}; expected a surgeplan trace header "
+            f"with surgeplan_trace = {VERSION}"
+        )
     return header
 
 
@@ -40,7 +50,9 @@ def _parse_flag(value: object) -> bool:
     raise FieldError("failed", value, "true/false (JSONL) or 0/1 (CSV)")
 
 
-def _add_record(collector: RowCollector, record: dict[str, Any], hash_ids: list[int] | None) -> None:
+def _add_record(
+    collector: RowCollector, record: dict[str, Any], hash_ids: list[int] | None
+) -> None:
     """Parse every field first, so a bad field leaves nothing half-added."""
     tenant = record.get("tenant")
     if not isinstance(tenant, str):
@@ -52,8 +64,16 @@ def _add_record(collector: RowCollector, record: dict[str, Any], hash_ids: list[
     priority = _parse_int("priority", record.get("priority"))
     # The saved source line points into the file the request first came from; keep it.
     source_line = _parse_int("source_line", record.get("source_line"))
-    collector.add(source_line, arrival, prompt, output, failed=failed, tenant=tenant, priority=priority,
-                  hash_ids=hash_ids)
+    collector.add(
+        source_line,
+        arrival,
+        prompt,
+        output,
+        failed=failed,
+        tenant=tenant,
+        priority=priority,
+        hash_ids=hash_ids,
+    )
 
 
 def _json_hash_ids(record: dict[str, Any]) -> list[int]:
@@ -91,7 +111,7 @@ def load_canonical_csv(collector: RowCollector, path: Path) -> Trace:
     with open_text(path) as handle:
         first = handle.readline()
         try:
-            header = json.loads(first[len(CSV_MARKER):]) if first.startswith(CSV_MARKER) else None
+            header = json.loads(first[len(CSV_MARKER) :]) if first.startswith(CSV_MARKER) else None
         except json.JSONDecodeError:
             header = None
         header = _check_header(path, header)
@@ -109,7 +129,9 @@ def load_canonical_csv(collector: RowCollector, path: Path) -> Trace:
                 if len(fields) != len(CSV_COLUMNS):
                     raise FieldError("row", f"{len(fields)} fields", f"{len(CSV_COLUMNS)} fields")
                 record = dict(zip(CSV_COLUMNS, fields))
-                _add_record(collector, record, _csv_hash_ids(record["hash_ids"]) if with_hashes else None)
+                _add_record(
+                    collector, record, _csv_hash_ids(record["hash_ids"]) if with_hashes else None
+                )
             except FieldError as error:
                 collector.bad_row(line, str(error))
     return _build(collector, header)
@@ -117,9 +139,18 @@ def load_canonical_csv(collector: RowCollector, path: Path) -> Trace:
 
 def _build(collector: RowCollector, header: dict[str, Any]) -> Trace:
     if collector.rows_read == 0:
-        return Trace(np.zeros(0), np.zeros(0), np.zeros(0), name=str(header.get("name", "trace")),
-                     provenance=header.get("provenance", ()), load_report=collector.report(),
-                     hash_ids=[] if header.get("hash_block_size") else None,
-                     hash_block_size=header.get("hash_block_size"))
-    return collector.build(str(header.get("name", "trace")), tuple(header.get("provenance", ())),
-                           hash_block_size=header.get("hash_block_size"))
+        return Trace(
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros(0),
+            name=str(header.get("name", "trace")),
+            provenance=header.get("provenance", ()),
+            load_report=collector.report(),
+            hash_ids=[] if header.get("hash_block_size") else None,
+            hash_block_size=header.get("hash_block_size"),
+        )
+    return collector.build(
+        str(header.get("name", "trace")),
+        tuple(header.get("provenance", ())),
+        hash_block_size=header.get("hash_block_size"),
+    )

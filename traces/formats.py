@@ -2,6 +2,7 @@
 
 Each reader fills a `RowCollector`; the loader front door (`traces.loaders`) picks the reader.
 """
+
 from __future__ import annotations
 
 import csv
@@ -11,13 +12,31 @@ from pathlib import Path
 import numpy as np
 
 from traces.request import TraceFormatError
-from traces.rows import (FieldError, RowCollector, jsonl_objects, open_text, parse_count, parse_seconds,
-                         parse_timestamp_ns)
+from traces.rows import (
+    FieldError,
+    RowCollector,
+    jsonl_objects,
+    open_text,
+    parse_count,
+    parse_seconds,
+    parse_timestamp_ns,
+)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
+BURSTGPT_COLUMNS = (
+    "Timestamp",
+    "Model",
+    "Request tokens",
+    "Response tokens",
+    "Total tokens",
+    "Log Type",
+)
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
-MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")     # and `hash_ids`, when prompts share blocks
+MOONCAKE_KEYS = (
+    "timestamp",
+    "input_length",
+    "output_length",
+)  # and `hash_ids`, when prompts share blocks
 
 
 def normalise(column: str) -> str:
@@ -32,20 +51,30 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[
         header = [normalise(c) for c in next(reader, [])]
         missing = [c for c in required if normalise(c) not in header]
         if missing:
-            raise TraceFormatError(f"{path}:1: header {header} lacks columns {missing}; "
-                                   f"expected {list(required)}")
+            raise TraceFormatError(
+                f"{path}:1: header {header} lacks columns {missing}; expected {list(required)}"
+            )
         for fields in reader:
             if not fields or fields == [""]:
                 continue
             if len(fields) != len(header):
-                yield reader.line_num, (f"row has {len(fields)} fields; expected {len(header)} "
-                                        f"like the header {header}")
+                yield (
+                    reader.line_num,
+                    (
+                        f"row has {len(fields)} fields; expected {len(header)} "
+                        f"like the header {header}"
+                    ),
+                )
                 continue
             yield reader.line_num, dict(zip(header, fields))
 
 
-def _collect_csv(collector: RowCollector, path: Path, required: tuple[str, ...],
-                 parse_row: Callable[[int, dict[str, str]], None]) -> None:
+def _collect_csv(
+    collector: RowCollector,
+    path: Path,
+    required: tuple[str, ...],
+    parse_row: Callable[[int, dict[str, str]], None],
+) -> None:
     for line, row in csv_rows(path, required):
         collector.rows_read += 1
         if isinstance(row, str):
@@ -59,6 +88,7 @@ def _collect_csv(collector: RowCollector, path: Path, required: tuple[str, ...],
 
 def read_azure(collector: RowCollector, path: Path) -> np.ndarray:
     """Azure rows; returns arrivals in seconds from the earliest timestamp of the file."""
+
     def parse_row(line: int, row: dict[str, str]) -> None:
         time_ns = parse_timestamp_ns("TIMESTAMP", row["timestamp"])
         prompt = parse_count("ContextTokens", row["contexttokens"], minimum=1)
@@ -71,9 +101,11 @@ def read_azure(collector: RowCollector, path: Path) -> np.ndarray:
     return (times_ns - times_ns.min()) / 1e9 if len(times_ns) else np.zeros(0)
 
 
-def read_burstgpt(collector: RowCollector, path: Path, model: str | None = None,
-                  drop_failed: bool = False) -> None:
+def read_burstgpt(
+    collector: RowCollector, path: Path, model: str | None = None, drop_failed: bool = False
+) -> None:
     """BurstGPT rows; 0 response tokens marks a failed request (flagged, or dropped on request)."""
+
     def parse_row(line: int, row: dict[str, str]) -> None:
         arrival = parse_seconds("Timestamp", row["timestamp"])
         prompt = parse_count("Request tokens", row["request tokens"], minimum=1)
@@ -88,6 +120,7 @@ def read_burstgpt(collector: RowCollector, path: Path, model: str | None = None,
 
 def read_vidur(collector: RowCollector, path: Path) -> None:
     """Vidur's processed traces; extra columns (num_total_tokens, pd_ratio, ...) are ignored."""
+
     def parse_row(line: int, row: dict[str, str]) -> None:
         arrival = parse_seconds("arrived_at", row["arrived_at"])
         prompt = parse_count("num_prefill_tokens", row["num_prefill_tokens"], minimum=1)
@@ -98,7 +131,9 @@ def read_vidur(collector: RowCollector, path: Path) -> None:
 
 
 def _parse_hash_ids(value: object) -> list[int]:
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    ):
         raise FieldError("hash_ids", value, "a list of integers")
     return value
 
@@ -117,8 +152,12 @@ def read_mooncake(collector: RowCollector, path: Path) -> bool:
         try:
             missing = [k for k in MOONCAKE_KEYS if k not in record]
             if missing:
-                raise FieldError(missing[0], "absent", f"every Mooncake record to have {list(MOONCAKE_KEYS)} "
-                                 "(and hash_ids for prefix sharing)")
+                raise FieldError(
+                    missing[0],
+                    "absent",
+                    f"every Mooncake record to have {list(MOONCAKE_KEYS)} "
+                    "(and hash_ids for prefix sharing)",
+                )
             arrival = parse_seconds("timestamp", record["timestamp"], units_per_s=1000.0)
             prompt = parse_count("input_length", record["input_length"], minimum=1)
             output = parse_count("output_length", record["output_length"])
@@ -129,7 +168,8 @@ def read_mooncake(collector: RowCollector, path: Path) -> bool:
         without += hash_ids is None
         collector.add(line, arrival, prompt, output, hash_ids=hash_ids)
     if without:
-        collector.notes.append(f"{without} of {len(collector.arrival)} records have no hash_ids: no prefix "
-                               "sharing is known, so the trace carries no block hashes")
+        collector.notes.append(
+            f"{without} of {len(collector.arrival)} records have no hash_ids: no prefix "
+            "sharing is known, so the trace carries no block hashes"
+        )
     return without == 0
-

@@ -3,9 +3,10 @@
 Every distribution is a pydantic model with `sample(rng, n) -> int64 array` and the smallest
 value it can produce (`minimum_tokens`), so a prompt distribution that could yield 0 is refused.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, model_validator
@@ -40,9 +41,11 @@ class UniformLength(_Length):
     high: NonNegativeInt
 
     @model_validator(mode="after")
-    def _ordered(self) -> "UniformLength":
+    def _ordered(self) -> UniformLength:
         if self.high < self.low:
-            raise ValueError(f"uniform length high={self.high} < low={self.low}; expected low ≤ high")
+            raise ValueError(
+                f"uniform length high={self.high} < low={self.low}; expected low ≤ high"
+            )
         return self
 
     @property
@@ -80,7 +83,7 @@ class EmpiricalLength(_Length):
     provenance: str = ""
 
     @model_validator(mode="after")
-    def _valid_table(self) -> "EmpiricalLength":
+    def _valid_table(self) -> EmpiricalLength:
         probs, values = np.asarray(self.probabilities), np.asarray(self.quantiles)
         if len(probs) != len(values) or len(probs) < 2:
             raise ValueError("empirical length needs ≥ 2 probabilities and as many quantiles")
@@ -106,9 +109,11 @@ class PresetLength(_Length):
     name: str
 
     @model_validator(mode="after")
-    def _known(self) -> "PresetLength":
+    def _known(self) -> PresetLength:
         if self.name not in FITTED_LENGTHS:
-            raise ValueError(f"unknown length preset {self.name!r}; expected one of {sorted(FITTED_LENGTHS)}")
+            raise ValueError(
+                f"unknown length preset {self.name!r}; expected one of {sorted(FITTED_LENGTHS)}"
+            )
         return self
 
     def resolve(self) -> EmpiricalLength:
@@ -123,16 +128,20 @@ class PresetLength(_Length):
 
 
 LengthSpec = Annotated[
-    Union[FixedLength, UniformLength, LognormalLength, EmpiricalLength, PresetLength],
+    FixedLength | UniformLength | LognormalLength | EmpiricalLength | PresetLength,
     Field(discriminator="kind"),
 ]
 
 
-def fit_empirical(values: np.ndarray, provenance: str = "",
-                  probabilities: tuple[float, ...] = FIT_PROBABILITIES) -> EmpiricalLength:
+def fit_empirical(
+    values: np.ndarray, provenance: str = "", probabilities: tuple[float, ...] = FIT_PROBABILITIES
+) -> EmpiricalLength:
     quantiles = np.quantile(np.asarray(values, dtype=np.float64), probabilities)
-    return EmpiricalLength(probabilities=tuple(probabilities),
-                           quantiles=tuple(round(float(q), 3) for q in quantiles), provenance=provenance)
+    return EmpiricalLength(
+        probabilities=tuple(probabilities),
+        quantiles=tuple(round(float(q), 3) for q in quantiles),
+        provenance=provenance,
+    )
 
 
 def fit_lognormal(values: np.ndarray) -> LognormalLength:
@@ -142,9 +151,12 @@ def fit_lognormal(values: np.ndarray) -> LognormalLength:
     if len(positive) == 0:
         raise ValueError("cannot fit a lognormal: no positive lengths")
     logs = np.log(positive)
-    return LognormalLength(median_tokens=round(float(np.exp(logs.mean())), 3),
-                           sigma=round(float(logs.std()), 4), min_tokens=int(positive.min()),
-                           max_tokens=int(positive.max()))
+    return LognormalLength(
+        median_tokens=round(float(np.exp(logs.mean())), 3),
+        sigma=round(float(logs.std()), 4),
+        min_tokens=int(positive.min()),
+        max_tokens=int(positive.max()),
+    )
 
 
 def parse_length(text: str) -> LengthSpec:
@@ -167,8 +179,10 @@ def parse_length(text: str) -> LengthSpec:
             return PresetLength(name=text)
     except ValueError as error:
         raise ValueError(f"length {text!r}: {error}") from None
-    raise ValueError(f"length {text!r} not understood; expected fixed:N, uniform:LOW:HIGH, "
-                     f"lognormal:MEDIAN:SIGMA, a preset name, or a JSON object")
+    raise ValueError(
+        f"length {text!r} not understood; expected fixed:N, uniform:LOW:HIGH, "
+        f"lognormal:MEDIAN:SIGMA, a preset name, or a JSON object"
+    )
 
 
 def fitted_length(name: str) -> EmpiricalLength:
@@ -176,23 +190,32 @@ def fitted_length(name: str) -> EmpiricalLength:
     if name not in FITTED_LENGTHS:
         raise KeyError(f"unknown fitted length {name!r}; expected one of {sorted(FITTED_LENGTHS)}")
     table = FITTED_LENGTHS[name]
-    return EmpiricalLength(probabilities=FIT_PROBABILITIES, quantiles=table["quantiles"],
-                           provenance=table["provenance"])
+    return EmpiricalLength(
+        probabilities=FIT_PROBABILITIES,
+        quantiles=table["quantiles"],
+        provenance=table["provenance"],
+    )
 
 
 def fitted_lognormal(name: str) -> LognormalLength:
     empirical = fitted_length(name)
     median, sigma = FITTED_LENGTHS[name]["lognormal_median_sigma"]
-    return LognormalLength(median_tokens=median, sigma=sigma, min_tokens=int(empirical.quantiles[0]),
-                           max_tokens=int(empirical.quantiles[-1]))
+    return LognormalLength(
+        median_tokens=median,
+        sigma=sigma,
+        min_tokens=int(empirical.quantiles[0]),
+        max_tokens=int(empirical.quantiles[-1]),
+    )
 
 
-def fit_trace_lengths(trace: "Trace") -> dict[str, dict]:
+def fit_trace_lengths(trace: Trace) -> dict[str, dict]:
     """The same figures as FITTED_LENGTHS, computed from any trace (keys `prompt` and `output`)."""
     fits = {}
     for column in ("prompt", "output"):
         values = getattr(trace, f"{column}_tokens")
         lognormal = fit_lognormal(values)
-        fits[column] = {"empirical": fit_empirical(values, provenance=f"{trace.name} {column}_tokens"),
-                        "lognormal_median_sigma": (lognormal.median_tokens, lognormal.sigma)}
+        fits[column] = {
+            "empirical": fit_empirical(values, provenance=f"{trace.name} {column}_tokens"),
+            "lognormal_median_sigma": (lognormal.median_tokens, lognormal.sigma),
+        }
     return fits

@@ -1,4 +1,5 @@
 """Arrival-rate plot of a trace: interactive HTML with plotly; PNG where an image backend exists."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -7,8 +8,10 @@ from pathlib import Path
 from traces.stats import rate_per_window
 from traces.trace import Trace
 
-PNG_UNAVAILABLE = ("PNG export needs kaleido (plotly's image engine, plus a browser) or matplotlib, and "
-                   "neither is installed; write the plot as .html instead")
+PNG_UNAVAILABLE = (
+    "PNG export needs kaleido (plotly's image engine, plus a browser) or matplotlib, and "
+    "neither is installed; write the plot as .html instead"
+)
 
 
 def rate_figure(trace: Trace, window_s: float):
@@ -16,12 +19,18 @@ def rate_figure(trace: Trace, window_s: float):
 
     starts, rates = rate_per_window(trace, window_s)
     mean_rate = len(trace) / trace.duration_s if trace.duration_s > 0 else 0.0
-    figure = go.Figure(go.Scatter(x=starts, y=rates, mode="lines", line_shape="hv",
-                                  name=f"requests/s per {window_s:g} s"))
+    figure = go.Figure(
+        go.Scatter(
+            x=starts, y=rates, mode="lines", line_shape="hv", name=f"requests/s per {window_s:g} s"
+        )
+    )
     figure.add_hline(y=mean_rate, line_dash="dot", annotation_text=f"mean {mean_rate:.2f}/s")
-    figure.update_layout(title=f"{trace.name}: {len(trace)} requests over {trace.duration_s:.1f} s",
-                         xaxis_title="time since trace start (s)", yaxis_title="requests / s",
-                         template="plotly_white")
+    figure.update_layout(
+        title=f"{trace.name}: {len(trace)} requests over {trace.duration_s:.1f} s",
+        xaxis_title="time since trace start (s)",
+        yaxis_title="requests / s",
+        template="plotly_white",
+    )
     return figure
 
 

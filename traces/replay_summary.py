@@ -1,4 +1,5 @@
 """What a replay measured, summarised like `vllm bench serve`, and saved per request as JSON or CSV."""
+
 from __future__ import annotations
 
 import csv
@@ -15,31 +16,36 @@ GOODPUT_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s"}
 
 class LatencyStats(BaseModel):
     """Seconds; None when no request had the value."""
+
     mean: float | None
     median: float | None
     p99: float | None
 
     @classmethod
-    def of(cls, values: list[float]) -> "LatencyStats":
+    def of(cls, values: list[float]) -> LatencyStats:
         if not values:
             return cls(mean=None, median=None, p99=None)
         array = np.asarray(values, dtype=float)
-        return cls(mean=float(array.mean()), median=float(np.median(array)), p99=float(np.percentile(array, 99)))
+        return cls(
+            mean=float(array.mean()),
+            median=float(np.median(array)),
+            p99=float(np.percentile(array, 99)),
+        )
 
 
 class ReplaySummary(BaseModel):
     model: str
     completed: int
     failed: int
-    rejected: int                      # of the failed: refused with 503 (admission control)
+    rejected: int  # of the failed: refused with 503 (admission control)
     skipped: int
     duration_s: float
     total_input_tokens: int
     total_output_tokens: int
-    request_throughput: float          # completed requests per second
-    output_throughput: float           # tokens per second
+    request_throughput: float  # completed requests per second
+    output_throughput: float  # tokens per second
     total_token_throughput: float
-    goodput: float | None              # completed requests inside every SLO, per second
+    goodput: float | None  # completed requests inside every SLO, per second
     goodput_slo_ms: dict[str, float]
     ttft: LatencyStats
     tpot: LatencyStats
@@ -58,8 +64,10 @@ def parse_goodput(items: list[str]) -> dict[str, float]:
             except ValueError:
                 slos[name] = float("nan")
             if name not in GOODPUT_METRICS or not slos[name] > 0:
-                raise ValueError(f"goodput SLO {part!r}; expected NAME:MILLISECONDS with NAME one of "
-                                 f"{sorted(GOODPUT_METRICS)} and a positive number")
+                raise ValueError(
+                    f"goodput SLO {part!r}; expected NAME:MILLISECONDS with NAME one of "
+                    f"{sorted(GOODPUT_METRICS)} and a positive number"
+                )
     return slos
 
 
@@ -71,7 +79,9 @@ def _meets(record: RequestRecord, slos_ms: dict[str, float]) -> bool:
     return True
 
 
-def summarise(result: ReplayResult, goodput_slo_ms: dict[str, float] | None = None) -> ReplaySummary:
+def summarise(
+    result: ReplayResult, goodput_slo_ms: dict[str, float] | None = None
+) -> ReplaySummary:
     ok = [r for r in result.records if r.ok]
     failed = [r for r in result.records if not r.ok]
     duration = max(result.duration_s, 1e-9)
@@ -79,15 +89,24 @@ def summarise(result: ReplayResult, goodput_slo_ms: dict[str, float] | None = No
     slos = dict(goodput_slo_ms or {})
     good = sum(_meets(r, slos) for r in ok) if slos else None
     return ReplaySummary(
-        model=result.model, completed=len(ok), failed=len(failed), rejected=sum(r.status == "rejected" for r in failed),
-        skipped=result.skipped, duration_s=result.duration_s, total_input_tokens=input_tokens,
-        total_output_tokens=output_tokens, request_throughput=len(ok) / duration,
-        output_throughput=output_tokens / duration, total_token_throughput=(input_tokens + output_tokens) / duration,
-        goodput=None if good is None else good / duration, goodput_slo_ms=slos,
+        model=result.model,
+        completed=len(ok),
+        failed=len(failed),
+        rejected=sum(r.status == "rejected" for r in failed),
+        skipped=result.skipped,
+        duration_s=result.duration_s,
+        total_input_tokens=input_tokens,
+        total_output_tokens=output_tokens,
+        request_throughput=len(ok) / duration,
+        output_throughput=output_tokens / duration,
+        total_token_throughput=(input_tokens + output_tokens) / duration,
+        goodput=None if good is None else good / duration,
+        goodput_slo_ms=slos,
         ttft=LatencyStats.of([r.ttft_s for r in ok if r.ttft_s is not None]),
         tpot=LatencyStats.of([r.tpot_s for r in ok if r.tpot_s is not None]),
         itl=LatencyStats.of([x for r in ok for x in r.itl_s]),
-        e2e=LatencyStats.of([r.e2e_s for r in ok if r.e2e_s is not None]))
+        e2e=LatencyStats.of([r.e2e_s for r in ok if r.e2e_s is not None]),
+    )
 
 
 def format_summary(summary: ReplaySummary, title: str = "Serving Benchmark Result") -> str:
@@ -111,9 +130,12 @@ def format_summary(summary: ReplaySummary, title: str = "Serving Benchmark Resul
         row("Request goodput (req/s):", f"{summary.goodput:.2f}")
     row("Output token throughput (tok/s):", f"{summary.output_throughput:.2f}")
     row("Total Token throughput (tok/s):", f"{summary.total_token_throughput:.2f}")
-    for key, heading, short in (("ttft", "Time to First Token", "TTFT"),
-                                ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
-                                ("itl", "Inter-token Latency", "ITL"), ("e2e", "End-to-end Latency", "E2EL")):
+    for key, heading, short in (
+        ("ttft", "Time to First Token", "TTFT"),
+        ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
+        ("itl", "Inter-token Latency", "ITL"),
+        ("e2e", "End-to-end Latency", "E2EL"),
+    ):
         lines.append(f"{heading}".center(width, "-"))
         stats: LatencyStats = getattr(summary, key)
         for name, value in (("Mean", stats.mean), ("Median", stats.median), ("P99", stats.p99)):
@@ -122,15 +144,33 @@ def format_summary(summary: ReplaySummary, title: str = "Serving Benchmark Resul
     return "\n".join(lines)
 
 
-CSV_COLUMNS = ("index", "tenant", "arrival_s", "sent_s", "status", "http_status", "prompt_tokens",
-               "expected_output_tokens", "output_tokens", "ttft_s", "tpot_s", "itl_mean_s", "itl_max_s", "e2e_s",
-               "error")
+CSV_COLUMNS = (
+    "index",
+    "tenant",
+    "arrival_s",
+    "sent_s",
+    "status",
+    "http_status",
+    "prompt_tokens",
+    "expected_output_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "itl_mean_s",
+    "itl_max_s",
+    "e2e_s",
+    "error",
+)
 
 
 def write_json(path: str | Path, summary: ReplaySummary, result: ReplayResult) -> Path:
     path = Path(path)
-    path.write_text(json.dumps({"summary": summary.model_dump(),
-                                "requests": [r.as_dict() for r in result.records]}, indent=1))
+    path.write_text(
+        json.dumps(
+            {"summary": summary.model_dump(), "requests": [r.as_dict() for r in result.records]},
+            indent=1,
+        )
+    )
     return path
 
 
@@ -168,17 +208,26 @@ def flat_summary(records: list[RequestRecord], duration_s: float) -> dict[str, f
     queue = [r.queue_s for r in ok if r.queue_s is not None]
     output_tokens = sum(r.output_tokens for r in ok)
     return {
-        "requests": len(records), "completed": len(ok),
+        "requests": len(records),
+        "completed": len(ok),
         "timed_out": sum(r.status == "timeout" for r in records),
         "rejected": sum(r.status == "rejected" for r in records),
         "failed": sum(r.status in ("http_error", "error") for r in records),
         "in_flight": sum(r.status in ("pending", "in_flight") for r in records),
         "retries": sum(r.retries for r in records),
-        "duration_s": duration_s, "throughput_rps": len(ok) / duration,
+        "duration_s": duration_s,
+        "throughput_rps": len(ok) / duration,
         "output_tokens_per_s": output_tokens / duration,
-        "ttft_mean_s": _mean(ttft), "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
-        "tpot_mean_s": _mean(tpot), "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
-        "e2e_mean_s": _mean(e2e), "e2e_p50_s": _percentile(e2e, 50), "e2e_p99_s": _percentile(e2e, 99),
-        "queue_mean_s": _mean(queue), "queue_p99_s": _percentile(queue, 99),
+        "ttft_mean_s": _mean(ttft),
+        "ttft_p50_s": _percentile(ttft, 50),
+        "ttft_p99_s": _percentile(ttft, 99),
+        "tpot_mean_s": _mean(tpot),
+        "tpot_p50_s": _percentile(tpot, 50),
+        "tpot_p99_s": _percentile(tpot, 99),
+        "e2e_mean_s": _mean(e2e),
+        "e2e_p50_s": _percentile(e2e, 50),
+        "e2e_p99_s": _percentile(e2e, 99),
+        "queue_mean_s": _mean(queue),
+        "queue_p99_s": _percentile(queue, 99),
         "preemptions": sum(r.num_preemptions for r in records),
     }

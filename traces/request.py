@@ -1,4 +1,5 @@
 """One request of a trace, and the records a loader hands back about what it read."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,10 +30,12 @@ class RequestSpec(BaseModel):
     tenant: str = DEFAULT_TENANT
     priority: int = 0
     failed: bool = False
-    source_line: int = Field(default=-1, description="line in the file it came from; -1 if generated")
+    source_line: int = Field(
+        default=-1, description="line in the file it came from; -1 if generated"
+    )
 
     @model_validator(mode="after")
-    def _hash_ids_need_a_block_size(self) -> "RequestSpec":
+    def _hash_ids_need_a_block_size(self) -> RequestSpec:
         if self.hash_ids is not None and self.hash_block_size is None:
             raise ValueError("hash_ids are given without hash_block_size; expected both or neither")
         return self
@@ -51,13 +54,18 @@ class LoadReport(BaseModel):
     rows_filtered: int = Field(default=0, description="valid rows left out by a loader option")
     failed_requests: int = Field(default=0, description="kept rows flagged as failed in production")
     first_errors: tuple[str, ...] = ()
-    notes: tuple[str, ...] = Field(default=(), description="what the loader assumed or left out (e.g. no "
-                                   "prefix sharing in a JSONL trace without hash_ids)")
+    notes: tuple[str, ...] = Field(
+        default=(),
+        description="what the loader assumed or left out (e.g. no "
+        "prefix sharing in a JSONL trace without hash_ids)",
+    )
 
     def summary(self) -> str:
         parts = [f"{self.rows_kept} of {self.rows_read} rows kept from {self.path} ({self.format})"]
         if self.rows_skipped:
-            parts.append(f"{self.rows_skipped} bad rows skipped, first: " + "; ".join(self.first_errors))
+            parts.append(
+                f"{self.rows_skipped} bad rows skipped, first: " + "; ".join(self.first_errors)
+            )
         if self.rows_filtered:
             parts.append(f"{self.rows_filtered} rows filtered out by options")
         if self.failed_requests:

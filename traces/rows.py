@@ -1,5 +1,6 @@
 """Row-by-row parsing shared by the loaders: field parsers, and a collector that turns rows into a
 `Trace` while either stopping at the first bad row or skipping bad rows and counting them."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,7 +20,8 @@ from traces.trace import Trace
 MAX_ERRORS_REPORTED = 5
 _NS_PER_S = 1_000_000_000
 _TIMESTAMP = re.compile(
-    r"\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\s*(Z|[+-]\d{2}:?\d{2})?\s*$")
+    r"\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\s*(Z|[+-]\d{2}:?\d{2})?\s*$"
+)
 
 
 def open_text(path: Path) -> IO[str]:
@@ -102,7 +104,9 @@ def parse_timestamp_ns(field: str, text: str) -> int:
         day = _epoch_day(date_text)
     except ValueError:
         raise FieldError(field, text, expected) from None
-    whole_s = day * 86400 + int(hours) * 3600 + int(minutes) * 60 + int(seconds) - _zone_offset_s(zone)
+    whole_s = (
+        day * 86400 + int(hours) * 3600 + int(minutes) * 60 + int(seconds) - _zone_offset_s(zone)
+    )
     fraction_ns = int(fraction.ljust(9, "0")) if fraction else 0
     return whole_s * _NS_PER_S + fraction_ns
 
@@ -122,10 +126,20 @@ class RowCollector:
         self.priority: list[int] = []
         self.rows_read = self.rows_skipped = self.rows_filtered = 0
         self.errors: list[str] = []
-        self.notes: list[str] = []            # what the loader assumed or left out, for the load report
+        self.notes: list[str] = []  # what the loader assumed or left out, for the load report
 
-    def add(self, line: int, arrival: float, prompt: int, output: int, *, failed: bool = False,
-            hash_ids: list[int] | None = None, tenant: str = DEFAULT_TENANT, priority: int = 0) -> None:
+    def add(
+        self,
+        line: int,
+        arrival: float,
+        prompt: int,
+        output: int,
+        *,
+        failed: bool = False,
+        hash_ids: list[int] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        priority: int = 0,
+    ) -> None:
         self.arrival.append(arrival)
         self.prompt.append(prompt)
         self.output.append(output)
@@ -145,24 +159,45 @@ class RowCollector:
             self.errors.append(text)
 
     def report(self) -> LoadReport:
-        return LoadReport(path=str(self.path), format=self.format_name, rows_read=self.rows_read,
-                          rows_kept=len(self.arrival), rows_skipped=self.rows_skipped,
-                          rows_filtered=self.rows_filtered, failed_requests=int(sum(self.failed)),
-                          first_errors=tuple(self.errors), notes=tuple(self.notes))
+        return LoadReport(
+            path=str(self.path),
+            format=self.format_name,
+            rows_read=self.rows_read,
+            rows_kept=len(self.arrival),
+            rows_skipped=self.rows_skipped,
+            rows_filtered=self.rows_filtered,
+            failed_requests=int(sum(self.failed)),
+            first_errors=tuple(self.errors),
+            notes=tuple(self.notes),
+        )
 
-    def build(self, name: str, provenance: tuple[str, ...], hash_block_size: int | None = None,
-              arrival_s: np.ndarray | None = None) -> Trace:
+    def build(
+        self,
+        name: str,
+        provenance: tuple[str, ...],
+        hash_block_size: int | None = None,
+        arrival_s: np.ndarray | None = None,
+    ) -> Trace:
         """The trace in arrival order (stable, so equal times keep file order)."""
         if self.rows_read == 0:
             raise TraceFormatError(f"{self.path}: no data rows; expected at least one request")
         arrival = np.asarray(self.arrival if arrival_s is None else arrival_s, dtype=np.float64)
         order = np.argsort(arrival, kind="stable")
         hash_ids = [self.hash_ids[i] for i in order] if hash_block_size is not None else None
-        return Trace(arrival[order], np.asarray(self.prompt)[order], np.asarray(self.output)[order],
-                     hash_ids=hash_ids, hash_block_size=hash_block_size,
-                     tenant=np.asarray(self.tenant)[order], priority=np.asarray(self.priority)[order],
-                     failed=np.asarray(self.failed)[order], source_line=np.asarray(self.lines)[order],
-                     name=name, provenance=provenance, load_report=self.report())
+        return Trace(
+            arrival[order],
+            np.asarray(self.prompt)[order],
+            np.asarray(self.output)[order],
+            hash_ids=hash_ids,
+            hash_block_size=hash_block_size,
+            tenant=np.asarray(self.tenant)[order],
+            priority=np.asarray(self.priority)[order],
+            failed=np.asarray(self.failed)[order],
+            source_line=np.asarray(self.lines)[order],
+            name=name,
+            provenance=provenance,
+            load_report=self.report(),
+        )
 
 
 def jsonl_objects(path: Path) -> Iterator[tuple[int, dict | str]]:
@@ -176,4 +211,7 @@ def jsonl_objects(path: Path) -> Iterator[tuple[int, dict | str]]:
             except json.JSONDecodeError as error:
                 yield line, f"is not valid JSON ({error.msg}); expected one JSON object per line"
                 continue
-            yield line, record if isinstance(record, dict) else "is not a JSON object; expected {...}"
+            yield (
+                line,
+                record if isinstance(record, dict) else "is not a JSON object; expected {...}",
+            )

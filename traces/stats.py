@@ -1,4 +1,5 @@
 """Statistics that describe a trace: rates over time, burstiness, lengths, prefix reuse."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,12 +21,18 @@ class LengthStats(BaseModel):
     max: int
 
     @classmethod
-    def of(cls, values: np.ndarray) -> "LengthStats":
+    def of(cls, values: np.ndarray) -> LengthStats:
         if len(values) == 0:
             return cls(mean=0.0, min=0, p50=0.0, p90=0.0, p99=0.0, max=0)
         p50, p90, p99 = (float(v) for v in np.percentile(values, PERCENTILES))
-        return cls(mean=float(values.mean()), min=int(values.min()), p50=p50, p90=p90, p99=p99,
-                   max=int(values.max()))
+        return cls(
+            mean=float(values.mean()),
+            min=int(values.min()),
+            p50=p50,
+            p90=p90,
+            p99=p99,
+            max=int(values.max()),
+        )
 
 
 class TraceStats(BaseModel):
@@ -92,11 +99,21 @@ def compute_stats(trace: Trace, window_s: float = 60.0) -> TraceStats:
     peak = float(rates.max()) if len(rates) else 0.0
     tenants, counts = np.unique(trace.tenant, return_counts=True)
     return TraceStats(
-        name=trace.name, requests=len(trace), duration_s=trace.duration_s, mean_rate_per_s=mean_rate,
-        window_s=window_s, rate_per_window=[float(r) for r in rates], peak_rate_per_s=peak,
+        name=trace.name,
+        requests=len(trace),
+        duration_s=trace.duration_s,
+        mean_rate_per_s=mean_rate,
+        window_s=window_s,
+        rate_per_window=[float(r) for r in rates],
+        peak_rate_per_s=peak,
         peak_to_mean=peak / mean_rate if mean_rate > 0 else 0.0,
-        empty_windows=int(np.sum(rates == 0)), interarrival_cv=interarrival_cv(trace.arrival_s),
-        prompt_tokens=LengthStats.of(trace.prompt_tokens), output_tokens=LengthStats.of(trace.output_tokens),
-        failed_requests=int(trace.failed.sum()), hash_block_size=trace.hash_block_size,
+        empty_windows=int(np.sum(rates == 0)),
+        interarrival_cv=interarrival_cv(trace.arrival_s),
+        prompt_tokens=LengthStats.of(trace.prompt_tokens),
+        output_tokens=LengthStats.of(trace.output_tokens),
+        failed_requests=int(trace.failed.sum()),
+        hash_block_size=trace.hash_block_size,
         prefix_block_repeat_share=prefix_block_repeat_share(trace),
-        tenants={str(t): int(c) for t, c in zip(tenants, counts)}, provenance=list(trace.provenance))
+        tenants={str(t): int(c) for t, c in zip(tenants, counts)},
+        provenance=list(trace.provenance),
+    )

@@ -6,6 +6,7 @@ get identical token blocks and a prefix cache sees the same hits as production d
 covered by a hash id are unique to their request. Everything is a pure function of
 (seed, hash id or request index, position): no state, same ids on every machine and run.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -43,13 +44,17 @@ class PromptTokenSynthesizer:
 
     def __init__(self, vocab_size: int, seed: int = 0, min_token_id: int = 0) -> None:
         if not 0 <= min_token_id < vocab_size:
-            raise ValueError(f"token range [{min_token_id}, {vocab_size}) is empty; expected "
-                             f"0 ≤ min_token_id < vocab_size")
+            raise ValueError(
+                f"token range [{min_token_id}, {vocab_size}) is empty; expected "
+                f"0 ≤ min_token_id < vocab_size"
+            )
         self.vocab_size, self.seed, self.min_token_id = vocab_size, seed, min_token_id
 
     def _stream(self, domain: int, key: int, start: int, length: int) -> np.ndarray:
         base = _mix_int(_mix_int(self.seed * _GOLDEN + domain) ^ (key & _MASK))
-        counters = np.uint64(base) + np.arange(start, start + length, dtype=np.uint64) * np.uint64(_GOLDEN)
+        counters = np.uint64(base) + np.arange(start, start + length, dtype=np.uint64) * np.uint64(
+            _GOLDEN
+        )
         span = np.uint64(self.vocab_size - self.min_token_id)
         return (_mix_array(counters) % span).astype(np.int64) + self.min_token_id
 
@@ -67,29 +72,37 @@ class PromptTokenSynthesizer:
         if trace.hash_ids is not None:
             block = trace.hash_block_size or 1
             ids = trace.hash_ids[index]
-            first = min(start // block, len(ids))        # the hash blocks before `start`: skipped
+            first = min(start // block, len(ids))  # the hash blocks before `start`: skipped
             covered = min(first * block, prompt_len)
             for hash_id in ids[first:]:
                 if covered >= prompt_len:
                     break
                 length = min(block, prompt_len - covered)
                 skip = max(start - covered, 0)
-                tokens[covered + skip - start: covered + length - start] = \
-                    self.block_tokens(hash_id, length)[skip:]
+                tokens[covered + skip - start : covered + length - start] = self.block_tokens(
+                    hash_id, length
+                )[skip:]
                 covered += length
         if covered < prompt_len:
             first = max(covered, start)
-            tokens[first - start:] = self._stream(_REQUEST_DOMAIN, index, first, prompt_len - first)
+            tokens[first - start :] = self._stream(
+                _REQUEST_DOMAIN, index, first, prompt_len - first
+            )
         return tokens
 
     def iter_prompts(self, trace: Trace) -> Iterator[np.ndarray]:
         return (self.prompt_token_ids(trace, i) for i in range(len(trace)))
 
 
-def prompt_token_ids(trace: Trace, index: int, vocab_size: int, seed: int = 0,
-                     min_token_id: int = 0) -> list[int]:
+def prompt_token_ids(
+    trace: Trace, index: int, vocab_size: int, seed: int = 0, min_token_id: int = 0
+) -> list[int]:
     """One request's prompt as a plain list of ints (what an engine's `add_request` takes)."""
-    return PromptTokenSynthesizer(vocab_size, seed, min_token_id).prompt_token_ids(trace, index).tolist()
+    return (
+        PromptTokenSynthesizer(vocab_size, seed, min_token_id)
+        .prompt_token_ids(trace, index)
+        .tolist()
+    )
 
 
 def prompt_block_hashes(trace: Trace, index: int, block_size: int) -> list[int]:
@@ -107,7 +120,7 @@ def prompt_block_hashes(trace: Trace, index: int, block_size: int) -> list[int]:
     for j in range(num_hash_named_blocks(trace, index, block_size)):
         start = j * block_size
         first, last = start // hash_block, (start + block_size - 1) // hash_block
-        parent = hash((parent, (tuple(ids[first:last + 1]), start - first * hash_block)))
+        parent = hash((parent, (tuple(ids[first : last + 1]), start - first * hash_block)))
         hashes.append(parent)
     return hashes
 

@@ -3,6 +3,7 @@ them Streamlit pages (`page`), used by the navigation in `dashboard.app` and by 
 
 Not named `pages/`: see `dashboard.app` for why.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -30,7 +31,9 @@ def page(module: str) -> st.Page:
     title, icon, url_path = PAGES[module]
     render = importlib.import_module(f"dashboard.views.{module}").render
     default = module == next(iter(PAGES))
-    return st.Page(render, title=title, icon=icon, url_path="" if default else url_path, default=default)
+    return st.Page(
+        render, title=title, icon=icon, url_path="" if default else url_path, default=default
+    )
 
 
 def navigation_pages() -> list[st.Page]:

@@ -4,6 +4,7 @@ per GPU type and overall — cost per hour, per request and per 1M output tokens
 against an autoscaled one and the other baselines it beats (static batching, the SLO-aware batch
 controller), the cost vs P99 Pareto chart, and every simulation behind it (the ledger, as CSV). All
 from `simulator.planner.plan`; a plan with no answer (an SLO no fleet in range meets) is explained."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,19 @@ from simulator.scenario import SLO, Scenario, SchedulerSettings
 
 KEY = "plan_"
 HIGHLIGHT = "background-color: #fef9c3; font-weight: 600"
-TERMS = {"slo_ttft": "P99 TTFT", "slo_tpot": "P99 TPOT", "timeouts": "abandon rate", "goodput": "goodput share",
-         "kv_capacity": "KV capacity", "does_not_fit": "does not fit"}
+TERMS = {
+    "slo_ttft": "P99 TTFT",
+    "slo_tpot": "P99 TPOT",
+    "timeouts": "abandon rate",
+    "goodput": "goodput share",
+    "kv_capacity": "KV capacity",
+    "does_not_fit": "does not fit",
+}
 
 
 def _inputs(scenario: Scenario):
     from simulator.planner.spec import BatchGrid, Candidate, PlanSettings
+
     side = st.sidebar
     catalog = data.gpus()
     defaults = PlanSettings()
@@ -32,34 +40,75 @@ def _inputs(scenario: Scenario):
     w.start(KEY + "gpus", [scenario.hardware.gpu] if scenario.hardware.gpu in catalog else [])
     w.start(KEY + "seqs", list(defaults.batch.max_num_seqs))
     w.start(KEY + "tokens", list(defaults.batch.max_num_batched_tokens))
-    gpus = side.multiselect("candidate GPUs", list(catalog), key=KEY + "gpus", persist_state=w.PERSIST,
-                            help=w.field_help(Candidate, "gpu"),
-                            format_func=lambda n: f"{n} (${catalog[n].price_usd_per_hour:.2f}/h)")
+    gpus = side.multiselect(
+        "candidate GPUs",
+        list(catalog),
+        key=KEY + "gpus",
+        persist_state=w.PERSIST,
+        help=w.field_help(Candidate, "gpu"),
+        format_func=lambda n: f"{n} (${catalog[n].price_usd_per_hour:.2f}/h)",
+    )
     settings = {"candidates": [{"gpu": gpu} for gpu in gpus]}
-    settings["max_replicas"] = w.number(PlanSettings, "max_replicas", 16, KEY + "max_replicas",
-                                        "largest fleet searched", where=side)
-    seqs = side.multiselect("max_num_seqs values", sorted({32, 64, 128, 256, 512, *defaults.batch.max_num_seqs}),
-                            key=KEY + "seqs", help=w.field_help(BatchGrid, "max_num_seqs"), persist_state=w.PERSIST)
-    tokens = side.multiselect("max_num_batched_tokens values",
-                              sorted({1024, 2048, 4096, 8192, 16384, *defaults.batch.max_num_batched_tokens}),
-                              key=KEY + "tokens", persist_state=w.PERSIST,
-                              help=w.field_help(BatchGrid, "max_num_batched_tokens"))
+    settings["max_replicas"] = w.number(
+        PlanSettings, "max_replicas", 16, KEY + "max_replicas", "largest fleet searched", where=side
+    )
+    seqs = side.multiselect(
+        "max_num_seqs values",
+        sorted({32, 64, 128, 256, 512, *defaults.batch.max_num_seqs}),
+        key=KEY + "seqs",
+        help=w.field_help(BatchGrid, "max_num_seqs"),
+        persist_state=w.PERSIST,
+    )
+    tokens = side.multiselect(
+        "max_num_batched_tokens values",
+        sorted({1024, 2048, 4096, 8192, 16384, *defaults.batch.max_num_batched_tokens}),
+        key=KEY + "tokens",
+        persist_state=w.PERSIST,
+        help=w.field_help(BatchGrid, "max_num_batched_tokens"),
+    )
     settings["batch"] = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
     side.subheader("SLO")
     slo = scenario.slo.model_dump()
-    slo["ttft_p99_s"] = w.number(SLO, "ttft_p99_s", slo["ttft_p99_s"], KEY + "ttft", "P99 TTFT (s)", where=side,
-                                 step=0.5, fmt="%.2f")
-    slo["tpot_p99_s"] = w.number(SLO, "tpot_p99_s", slo["tpot_p99_s"], KEY + "tpot", "P99 TPOT (s)", where=side,
-                                 step=0.01, fmt="%.3f")
+    slo["ttft_p99_s"] = w.number(
+        SLO,
+        "ttft_p99_s",
+        slo["ttft_p99_s"],
+        KEY + "ttft",
+        "P99 TTFT (s)",
+        where=side,
+        step=0.5,
+        fmt="%.2f",
+    )
+    slo["tpot_p99_s"] = w.number(
+        SLO,
+        "tpot_p99_s",
+        slo["tpot_p99_s"],
+        KEY + "tpot",
+        "P99 TPOT (s)",
+        where=side,
+        step=0.01,
+        fmt="%.3f",
+    )
     with side.expander("Comparisons"):
-        for name, label in (("static_baseline", "traditional server"), ("autoscaled", "autoscaled fleet"),
-                            ("dynamic_batch", "SLO-aware batch size"), ("uncertainty", "± calibration error")):
-            settings[name] = w.toggle(PlanSettings, name, getattr(defaults, name), KEY + name, label)
+        for name, label in (
+            ("static_baseline", "traditional server"),
+            ("autoscaled", "autoscaled fleet"),
+            ("dynamic_batch", "SLO-aware batch size"),
+            ("uncertainty", "± calibration error"),
+        ):
+            settings[name] = w.toggle(
+                PlanSettings, name, getattr(defaults, name), KEY + name, label
+            )
         w.start(KEY + "kv", [])
         settings["kv_cache_dtypes"] = st.multiselect(
-            "KV cache dtypes (does FP8 KV help?)", w.choices(SchedulerSettings, "kv_cache_dtype"), key=KEY + "kv",
-            help=w.field_help(PlanSettings, "kv_cache_dtypes", w.field_help(SchedulerSettings, "kv_cache_dtype")),
-            persist_state=w.PERSIST)
+            "KV cache dtypes (does FP8 KV help?)",
+            w.choices(SchedulerSettings, "kv_cache_dtype"),
+            key=KEY + "kv",
+            help=w.field_help(
+                PlanSettings, "kv_cache_dtypes", w.field_help(SchedulerSettings, "kv_cache_dtype")
+            ),
+            persist_state=w.PERSIST,
+        )
     return settings, slo
 
 
@@ -68,22 +117,37 @@ def _kv_cache(answer: dict) -> None:
     rows = []
     for row in answer.get("kv_cache_dtypes") or []:
         quality = row.get("quality") or {}
-        rows.append({"KV cache dtype": row["kv_cache_dtype"], "KV blocks / replica": row["kv_blocks_per_replica"],
-                     "replicas": row["replicas"], "GPUs": row["gpus"],
-                     "$ / 1k requests": None if row["cost_per_request_usd"] is None
-                     else row["cost_per_request_usd"] * 1000,
-                     "P99 TTFT (s)": row["ttft_p99_s"], "P99 TPOT (s)": row["tpot_p99_s"],
-                     "KL divergence (measured)": quality.get("kl_divergence"),
-                     "top-1 agreement (measured)": quality.get("top1_agreement"),
-                     "perplexity (measured)": quality.get("perplexity")})
+        rows.append(
+            {
+                "KV cache dtype": row["kv_cache_dtype"],
+                "KV blocks / replica": row["kv_blocks_per_replica"],
+                "replicas": row["replicas"],
+                "GPUs": row["gpus"],
+                "$ / 1k requests": None
+                if row["cost_per_request_usd"] is None
+                else row["cost_per_request_usd"] * 1000,
+                "P99 TTFT (s)": row["ttft_p99_s"],
+                "P99 TPOT (s)": row["tpot_p99_s"],
+                "KL divergence (measured)": quality.get("kl_divergence"),
+                "top-1 agreement (measured)": quality.get("top1_agreement"),
+                "perplexity (measured)": quality.get("perplexity"),
+            }
+        )
     if rows:
         st.subheader("Does FP8 KV help? What each KV cache dtype buys, and what it costs")
-        st.dataframe(rows, hide_index=True, column_config={
-            "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
-            "top-1 agreement (measured)": st.column_config.NumberColumn(format="%.3f")})
-        st.caption("Buys: simulated (KV blocks from the one memory formula; decode attention from the KV bytes "
-                   "read, labelled derived). Costs: measured by benchmarks/kv_cache_quality.py on a small model "
-                   "trained locally, against the unquantised cache.")
+        st.dataframe(
+            rows,
+            hide_index=True,
+            column_config={
+                "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
+                "top-1 agreement (measured)": st.column_config.NumberColumn(format="%.3f"),
+            },
+        )
+        st.caption(
+            "Buys: simulated (KV blocks from the one memory formula; decode attention from the KV bytes "
+            "read, labelled derived). Costs: measured by benchmarks/kv_cache_quality.py on a small model "
+            "trained locally, against the unquantised cache."
+        )
 
 
 def _recommendation(answer: dict) -> None:
@@ -91,27 +155,53 @@ def _recommendation(answer: dict) -> None:
     st.success(r["sentence"])
     cols = st.columns(5)
     plural = "s" if r["replicas"] != 1 else ""
-    cols[0].metric("Fleet", f"{r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}", f"{r['replicas']} × {r['gpu']}",
-                   delta_color="off", delta_arrow="off", border=True,
-                   help=f"{r['replicas']} replica{plural} of {r['tensor_parallel']} × {r['gpu']} (tensor parallel)")
+    cols[0].metric(
+        "Fleet",
+        f"{r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}",
+        f"{r['replicas']} × {r['gpu']}",
+        delta_color="off",
+        delta_arrow="off",
+        border=True,
+        help=f"{r['replicas']} replica{plural} of {r['tensor_parallel']} × {r['gpu']} (tensor parallel)",
+    )
     cols[1].metric("Cost per hour", f"${r['cost_per_hour_usd']:,.2f}", border=True)
     cost = r.get("cost_per_request_usd")
-    cols[2].metric("Cost / 1k requests", "n/a" if cost is None else f"${cost * 1000:.3f}", border=True)
+    cols[2].metric(
+        "Cost / 1k requests", "n/a" if cost is None else f"${cost * 1000:.3f}", border=True
+    )
     binding = r["binding_constraint"] or "—"
-    cols[3].metric("Binding constraint", TERMS.get(binding, binding.split(":")[0]),
-                   "−1 replica misses it" if r.get("one_fewer_misses") else "smallest fleet searched"
-                   if binding.startswith("none") else None, delta_color="off", delta_arrow="off", border=True,
-                   help="the SLO term that a fleet one replica smaller misses" + (f" ({binding})" if ":" in binding
-                                                                                  else ""))
-    cols[4].metric("P99 TTFT", "n/a" if r.get("ttft_p99_s") is None else f"{r['ttft_p99_s']:.2f} s",
-                   f"{r['headroom']:.0%} headroom" if r.get("headroom") is not None else None, delta_color="off",
-                   delta_arrow="off", border=True,
-                   help=f"headroom on {TERMS.get(r.get('headroom_term'), r.get('headroom_term'))}: how far the "
-                   "tightest SLO term is from its limit")
+    cols[3].metric(
+        "Binding constraint",
+        TERMS.get(binding, binding.split(":")[0]),
+        "−1 replica misses it"
+        if r.get("one_fewer_misses")
+        else "smallest fleet searched"
+        if binding.startswith("none")
+        else None,
+        delta_color="off",
+        delta_arrow="off",
+        border=True,
+        help="the SLO term that a fleet one replica smaller misses"
+        + (f" ({binding})" if ":" in binding else ""),
+    )
+    cols[4].metric(
+        "P99 TTFT",
+        "n/a" if r.get("ttft_p99_s") is None else f"{r['ttft_p99_s']:.2f} s",
+        f"{r['headroom']:.0%} headroom" if r.get("headroom") is not None else None,
+        delta_color="off",
+        delta_arrow="off",
+        border=True,
+        help=f"headroom on {TERMS.get(r.get('headroom_term'), r.get('headroom_term'))}: how far the "
+        "tightest SLO term is from its limit",
+    )
     calibration = r.get("calibration") or {}
     error = calibration.get("fit_error")
-    st.caption(f"Every figure on this page is simulated with calibration **{calibration.get('name')}** "
-               f"({calibration.get('label')}" + (f", fit error {error:.1%}" if error is not None else "") + ").")
+    st.caption(
+        f"Every figure on this page is simulated with calibration **{calibration.get('name')}** "
+        f"({calibration.get('label')}"
+        + (f", fit error {error:.1%}" if error is not None else "")
+        + ")."
+    )
     band = answer.get("uncertainty")
     if band:
         st.info(f"**Error band** ({band['source']}): {band['text']}.", icon=":material/error_med:")
@@ -119,54 +209,101 @@ def _recommendation(answer: dict) -> None:
 
 def _comparisons(answer: dict) -> None:
     r = answer["recommendation"]
-    rows = [{"fleet": f"fixed: the recommendation ({r['replicas']} × {r['gpu']})", "GPUs": r["gpus"],
-             "cost per hour": r["cost_per_hour_usd"],
-             "cost per 1,000 requests": (r.get("cost_per_request_usd") or 0) * 1000 or None, "status": "meets"}]
-    for key, label in (("static_baseline", "traditional server (static batching)"),
-                       ("dynamic_batch", "SLO-aware batch size")):
+    rows = [
+        {
+            "fleet": f"fixed: the recommendation ({r['replicas']} × {r['gpu']})",
+            "GPUs": r["gpus"],
+            "cost per hour": r["cost_per_hour_usd"],
+            "cost per 1,000 requests": (r.get("cost_per_request_usd") or 0) * 1000 or None,
+            "status": "meets",
+        }
+    ]
+    for key, label in (
+        ("static_baseline", "traditional server (static batching)"),
+        ("dynamic_batch", "SLO-aware batch size"),
+    ):
         other = answer.get(key)
         if other:
-            rows.append({"fleet": label, "GPUs": other["gpus"], "cost per hour": other["cost_per_hour_usd"],
-                         "cost per 1,000 requests": (other["cost_per_request_usd"] or 0) * 1000 or None,
-                         "status": other["status"] if other["replicas"] else f"misses up to {other['searched_up_to']}"})
+            rows.append(
+                {
+                    "fleet": label,
+                    "GPUs": other["gpus"],
+                    "cost per hour": other["cost_per_hour_usd"],
+                    "cost per 1,000 requests": (other["cost_per_request_usd"] or 0) * 1000 or None,
+                    "status": other["status"]
+                    if other["replicas"]
+                    else f"misses up to {other['searched_up_to']}",
+                }
+            )
     scaled = answer.get("autoscaled")
     if scaled:
-        rows.append({"fleet": f"autoscaled: warm pool {scaled['warm_pool']} of up to {scaled['max_replicas']}",
-                     "GPUs": scaled.get("replicas_peak"), "cost per hour": scaled.get("cost_per_hour_usd"),
-                     "cost per 1,000 requests": (scaled.get("cost_per_request_usd") or 0) * 1000 or None,
-                     "status": "meets" if scaled["meets"] else "misses"})
+        rows.append(
+            {
+                "fleet": f"autoscaled: warm pool {scaled['warm_pool']} of up to {scaled['max_replicas']}",
+                "GPUs": scaled.get("replicas_peak"),
+                "cost per hour": scaled.get("cost_per_hour_usd"),
+                "cost per 1,000 requests": (scaled.get("cost_per_request_usd") or 0) * 1000 or None,
+                "status": "meets" if scaled["meets"] else "misses",
+            }
+        )
     if len(rows) > 1:
         st.subheader("Fixed fleet against the alternatives")
-        st.dataframe(rows, hide_index=True, column_config={
-            "cost per hour": st.column_config.NumberColumn(format="$%.2f"),
-            "cost per 1,000 requests": st.column_config.NumberColumn(format="$%.3f")})
+        st.dataframe(
+            rows,
+            hide_index=True,
+            column_config={
+                "cost per hour": st.column_config.NumberColumn(format="$%.2f"),
+                "cost per 1,000 requests": st.column_config.NumberColumn(format="$%.3f"),
+            },
+        )
 
 
 def _per_gpu(answer: dict) -> None:
     """One row per candidate GPU type, the recommendation highlighted."""
     r = answer["recommendation"]
-    rows = [{"": "★" if (row["gpu"], row["tensor_parallel"]) == (r["gpu"], r["tensor_parallel"]) else "",
-             "GPU (TP)": f"{row['gpu']} ({row['tensor_parallel']})", "replicas": row["replicas"],
-             "GPUs": row.get("gpus"),
-             "batch (seqs / tokens)": f"{row.get('max_num_seqs')} / {row.get('max_num_batched_tokens')}",
-             "$ / hour": row.get("cost_per_hour_usd"),
-             "$ / 1k requests": None if row.get("cost_per_request_usd") is None else row["cost_per_request_usd"] * 1000,
-             "$ / 1M output tokens": row.get("cost_per_million_output_tokens_usd"),
-             "P99 TTFT (s)": row.get("ttft_p99_s"),
-             "binding": TERMS.get(row.get("binding_constraint"), (row.get("binding_constraint") or "").split(":")[0]),
-             "calibration": f"{row['calibration']['name']} ({row['calibration']['label']})"
-             if row.get("calibration") else "—", "status": row["status"], "why": row.get("reason") or ""}
-            for row in answer["per_gpu_type"]]
+    rows = [
+        {
+            "": "★"
+            if (row["gpu"], row["tensor_parallel"]) == (r["gpu"], r["tensor_parallel"])
+            else "",
+            "GPU (TP)": f"{row['gpu']} ({row['tensor_parallel']})",
+            "replicas": row["replicas"],
+            "GPUs": row.get("gpus"),
+            "batch (seqs / tokens)": f"{row.get('max_num_seqs')} / {row.get('max_num_batched_tokens')}",
+            "$ / hour": row.get("cost_per_hour_usd"),
+            "$ / 1k requests": None
+            if row.get("cost_per_request_usd") is None
+            else row["cost_per_request_usd"] * 1000,
+            "$ / 1M output tokens": row.get("cost_per_million_output_tokens_usd"),
+            "P99 TTFT (s)": row.get("ttft_p99_s"),
+            "binding": TERMS.get(
+                row.get("binding_constraint"), (row.get("binding_constraint") or "").split(":")[0]
+            ),
+            "calibration": f"{row['calibration']['name']} ({row['calibration']['label']})"
+            if row.get("calibration")
+            else "—",
+            "status": row["status"],
+            "why": row.get("reason") or "",
+        }
+        for row in answer["per_gpu_type"]
+    ]
     table = pd.DataFrame(rows)
-    if not table["why"].any():                      # every candidate met the SLO: no reason to give
+    if not table["why"].any():  # every candidate met the SLO: no reason to give
         table = table.drop(columns="why")
     styled = table.style.apply(lambda row: [HIGHLIGHT if row[""] else ""] * len(row), axis=1)
-    st.dataframe(styled, hide_index=True, column_config={
-        "": st.column_config.TextColumn(width="small", help="the recommendation: the cheapest per hour"),
-        "$ / hour": st.column_config.NumberColumn(format="$%.2f"),
-        "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
-        "$ / 1M output tokens": st.column_config.NumberColumn(format="$%.2f"),
-        "P99 TTFT (s)": st.column_config.NumberColumn(format="%.2f")})
+    st.dataframe(
+        styled,
+        hide_index=True,
+        column_config={
+            "": st.column_config.TextColumn(
+                width="small", help="the recommendation: the cheapest per hour"
+            ),
+            "$ / hour": st.column_config.NumberColumn(format="$%.2f"),
+            "$ / 1k requests": st.column_config.NumberColumn(format="$%.3f"),
+            "$ / 1M output tokens": st.column_config.NumberColumn(format="$%.2f"),
+            "P99 TTFT (s)": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
 
 
 def render() -> None:
@@ -174,15 +311,27 @@ def render() -> None:
     stored = st.session_state.get(handoff.SCENARIO)
     scenario = Scenario.model_validate_json(stored) if stored else data.default_whatif()
     traffic = scenario.traffic
-    what = (f"the trace {Path(traffic.trace).name}" if traffic.trace else f"{traffic.duration_s:g} s of synthetic "
-            "traffic" + (" with a spike" if getattr(traffic.arrivals, "kind", "") == "spike" else ""))
-    st.caption(f"Traffic from the What-if page{'' if stored else ' (its default)'}: {what}, for "
-               f"{scenario.model.name}. Change it there; search settings and the SLO are here.")
+    what = (
+        f"the trace {Path(traffic.trace).name}"
+        if traffic.trace
+        else f"{traffic.duration_s:g} s of synthetic "
+        "traffic" + (" with a spike" if getattr(traffic.arrivals, "kind", "") == "spike" else "")
+    )
+    st.caption(
+        f"Traffic from the What-if page{'' if stored else ' (its default)'}: {what}, for "
+        f"{scenario.model.name}. Change it there; search settings and the SLO are here."
+    )
     views.link("whatif", "Change the traffic on the What-if page")
     settings, slo = _inputs(scenario)
     batch = settings["batch"]
-    if not settings["candidates"] or not batch["max_num_seqs"] or not batch["max_num_batched_tokens"]:
-        st.error("Pick at least one candidate GPU, one max_num_seqs and one max_num_batched_tokens value.")
+    if (
+        not settings["candidates"]
+        or not batch["max_num_seqs"]
+        or not batch["max_num_batched_tokens"]
+    ):
+        st.error(
+            "Pick at least one candidate GPU, one max_num_seqs and one max_num_batched_tokens value."
+        )
         return
     if None in slo.values() or settings["max_replicas"] is None:
         st.error("The SLO and the largest fleet need values.")
@@ -192,8 +341,10 @@ def render() -> None:
     if st.button("Plan", type="primary", key=KEY + "run"):
         st.session_state[KEY + "request"] = request
     if st.session_state.get(KEY + "request") != request:
-        st.info("Press **Plan** to search: each candidate fleet is simulated through the whole traffic; a search "
-                "takes from seconds to a few minutes.")
+        st.info(
+            "Press **Plan** to search: each candidate fleet is simulated through the whole traffic; a search "
+            "takes from seconds to a few minutes."
+        )
         return
     with st.spinner("Searching fleets and batch settings…"):
         answer, error = data.plan(scenario.model_dump_json(), settings)
@@ -201,21 +352,44 @@ def render() -> None:
         st.error(error)
         return
     _recommendation(answer)
-    st.plotly_chart(charts.pareto(answer["pareto_points"], answer["pareto_front"], answer["recommendation"],
-                                  scenario.slo.ttft_p99_s), key=KEY + "pareto")
+    st.plotly_chart(
+        charts.pareto(
+            answer["pareto_points"],
+            answer["pareto_front"],
+            answer["recommendation"],
+            scenario.slo.ttft_p99_s,
+        ),
+        key=KEY + "pareto",
+    )
     st.subheader("Per GPU type")
     _per_gpu(answer)
     _comparisons(answer)
     _kv_cache(answer)
     simulations = answer.get("simulations", {})
-    st.caption(f"{simulations.get('evaluated', '?')} candidate fleets evaluated ({simulations.get('simulated', '?')} "
-               f"simulated) in {answer.get('elapsed_s', 0):.0f} s.")
+    st.caption(
+        f"{simulations.get('evaluated', '?')} candidate fleets evaluated ({simulations.get('simulated', '?')} "
+        f"simulated) in {answer.get('elapsed_s', 0):.0f} s."
+    )
     left, middle, right = st.columns(3)
-    plain = {key: value for key, value in answer.items() if not key.startswith(("pareto", "ledger"))}
-    left.download_button(f"Download the ledger ({answer['ledger_rows']} rows, CSV)", answer["ledger_csv"],
-                         file_name="ledger.csv", mime="text/csv", key=KEY + "ledger")
-    middle.download_button("Download plan.json", json.dumps(plain, indent=1, default=str), file_name="plan.json",
-                           key=KEY + "json")
-    right.download_button("Download the recommended scenario",
-                          yaml.safe_dump(answer["recommended_scenario"], sort_keys=False), file_name="recommended.yaml",
-                          key=KEY + "yaml")
+    plain = {
+        key: value for key, value in answer.items() if not key.startswith(("pareto", "ledger"))
+    }
+    left.download_button(
+        f"Download the ledger ({answer['ledger_rows']} rows, CSV)",
+        answer["ledger_csv"],
+        file_name="ledger.csv",
+        mime="text/csv",
+        key=KEY + "ledger",
+    )
+    middle.download_button(
+        "Download plan.json",
+        json.dumps(plain, indent=1, default=str),
+        file_name="plan.json",
+        key=KEY + "json",
+    )
+    right.download_button(
+        "Download the recommended scenario",
+        yaml.safe_dump(answer["recommended_scenario"], sort_keys=False),
+        file_name="recommended.yaml",
+        key=KEY + "yaml",
+    )

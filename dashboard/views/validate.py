@@ -5,6 +5,7 @@ host speed measured during it (this shared CPU's speed drifts between runs); mea
 side. Reads `benchmarks/results/validate.json` (written by `surgeplan validate`), and runs a short live
 validation on this machine on request, in a background process (`dashboard.jobs`): progress shown,
 cancellable at any moment."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,26 @@ import streamlit as st
 from dashboard import charts, data, jobs
 
 KEY = "validate_"
-SHOWN = ("throughput_rps", "output_tokens_per_s", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s",
-         "e2e_mean_s", "e2e_p99_s", "queue_mean_s", "preemptions", "kv_utilization")
+SHOWN = (
+    "throughput_rps",
+    "output_tokens_per_s",
+    "ttft_mean_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "tpot_p99_s",
+    "e2e_mean_s",
+    "e2e_p99_s",
+    "queue_mean_s",
+    "preemptions",
+    "kv_utilization",
+)
 LIVE_REQUESTS = 16
 LIVE_LEVELS = (0.5, 0.9)
 POLL_S = 1.0
-COMMAND = ("surgeplan validate --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv "
-           "--out benchmarks/results/validate.json")
+COMMAND = (
+    "surgeplan validate --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv "
+    "--out benchmarks/results/validate.json"
+)
 
 
 def _value(key: str, value) -> str:
@@ -34,12 +48,16 @@ def _value(key: str, value) -> str:
 def _calibrations(result: dict, level: dict) -> str:
     """'workload: cpu-small@cpu-steps (measured, fit error 3.1%)' for the calibration the level used."""
     known = result.get("calibration") or {}
-    if "name" in known:                              # one calibration, not keyed by role
+    if "name" in known:  # one calibration, not keyed by role
         known = {"used": known}
     used = level.get("used_calibration") or next(iter(known), None)
     info = known.get(used) or {}
     error = info.get("fit_error")
-    error = error.get("mape_cross_validated") or error.get("mape_train") if isinstance(error, dict) else error
+    error = (
+        error.get("mape_cross_validated") or error.get("mape_train")
+        if isinstance(error, dict)
+        else error
+    )
     fit = f", fit error {error:.1%}" if isinstance(error, (int, float)) else ""
     return f"{used}: {info.get('name', '?')} ({info.get('label', 'label unknown')}{fit})"
 
@@ -53,11 +71,19 @@ def _level_table(level: dict) -> list[dict]:
     errors, floor = level.get("relative_error") or {}, level.get("noise_floor") or {}
     verdict = level.get("verdict") or {}
     at_speed = (level.get("at_run_speed") or {}).get("relative_error") or {}
-    return [{"metric": key, "measured": _value(key, measured.get(key)), "simulated": _value(key, simulated.get(key)),
-             "error": "n/a" if errors.get(key) is None else f"{errors[key]:+.1%}",
-             "error at run speed": "n/a" if at_speed.get(key) is None else f"{at_speed[key]:+.1%}",
-             "live noise floor": "n/a" if floor.get(key) is None else f"±{floor[key]:.1%}",
-             "verdict": verdict.get(key, "")} for key in SHOWN if key in measured or key in simulated]
+    return [
+        {
+            "metric": key,
+            "measured": _value(key, measured.get(key)),
+            "simulated": _value(key, simulated.get(key)),
+            "error": "n/a" if errors.get(key) is None else f"{errors[key]:+.1%}",
+            "error at run speed": "n/a" if at_speed.get(key) is None else f"{at_speed[key]:+.1%}",
+            "live noise floor": "n/a" if floor.get(key) is None else f"±{floor[key]:.1%}",
+            "verdict": verdict.get(key, ""),
+        }
+        for key in SHOWN
+        if key in measured or key in simulated
+    ]
 
 
 def _show(result: dict, source: str, key: str) -> None:
@@ -65,36 +91,68 @@ def _show(result: dict, source: str, key: str) -> None:
     if not levels:
         st.warning(f"{source} holds no load levels.")
         return
-    trace, engine, machine = result.get("trace") or {}, result.get("engine") or {}, result.get("machine") or {}
-    st.caption(f"{source}: trace **{trace.get('name', '?')}** ({trace.get('requests', '?')} requests); engine "
-               f"{engine.get('model', '?')} on {engine.get('device', '?')} via {engine.get('via', 'engine')}; "
-               f"{machine.get('processor', '')} {machine.get('date', '')}".strip())
+    trace, engine, machine = (
+        result.get("trace") or {},
+        result.get("engine") or {},
+        result.get("machine") or {},
+    )
+    st.caption(
+        f"{source}: trace **{trace.get('name', '?')}** ({trace.get('requests', '?')} requests); engine "
+        f"{engine.get('model', '?')} on {engine.get('device', '?')} via {engine.get('via', 'engine')}; "
+        f"{machine.get('processor', '')} {machine.get('date', '')}".strip()
+    )
     columns = st.columns(len(levels))
     for column, level in zip(columns, levels):
-        errors = [abs(v) for k, v in (level.get("relative_error") or {}).items() if k in SHOWN and v is not None]
-        quiet = sum(1 for k, v in (level.get("verdict") or {}).items() if k in SHOWN and v == "below noise")
+        errors = [
+            abs(v)
+            for k, v in (level.get("relative_error") or {}).items()
+            if k in SHOWN and v is not None
+        ]
+        quiet = sum(
+            1 for k, v in (level.get("verdict") or {}).items() if k in SHOWN and v == "below noise"
+        )
         median = _median(errors)
-        at_speed = _median([abs(v) for k, v in ((level.get("at_run_speed") or {}).get("relative_error") or {}).items()
-                            if k in SHOWN and v is not None])
+        at_speed = _median(
+            [
+                abs(v)
+                for k, v in ((level.get("at_run_speed") or {}).get("relative_error") or {}).items()
+                if k in SHOWN and v is not None
+            ]
+        )
         speed_text = "" if at_speed is None else f"; {at_speed:.1%} at run speed"
-        column.metric(f"{level['load']:.0%} load, median |error|", "n/a" if median is None else f"{median:.1%}",
-                      f"{quiet} of {len(errors)} metrics within the live noise{speed_text}", delta_color="off",
-                      delta_arrow="off", border=True, help=f"calibration {_calibrations(result, level)}")
+        column.metric(
+            f"{level['load']:.0%} load, median |error|",
+            "n/a" if median is None else f"{median:.1%}",
+            f"{quiet} of {len(errors)} metrics within the live noise{speed_text}",
+            delta_color="off",
+            delta_arrow="off",
+            border=True,
+            help=f"calibration {_calibrations(result, level)}",
+        )
     st.subheader("Error per metric against the live noise floor")
     st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
     st.subheader("Measured and simulated distributions")
-    tabs = st.tabs([f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)" for level in levels])
+    tabs = st.tabs(
+        [f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)" for level in levels]
+    )
     for i, (tab, level) in enumerate(zip(tabs, levels)):
         with tab:
-            st.caption(f"Simulated with calibration {_calibrations(result, level)}. Each distribution drawn by the "
-                       "P50, mean and P99 the validation keeps of it.")
-            st.plotly_chart(charts.validation_distributions(level), key=f"{KEY}{key}_distributions_{i}")
+            st.caption(
+                f"Simulated with calibration {_calibrations(result, level)}. Each distribution drawn by the "
+                "P50, mean and P99 the validation keeps of it."
+            )
+            st.plotly_chart(
+                charts.validation_distributions(level), key=f"{KEY}{key}_distributions_{i}"
+            )
             st.dataframe(_level_table(level), hide_index=True, height="content")
 
 
 def _start(trace: str) -> jobs.Job:
-    return jobs.Job(data.live_validation, (trace, LIVE_REQUESTS, LIVE_LEVELS),
-                    steps=data.live_validation_steps(LIVE_LEVELS))
+    return jobs.Job(
+        data.live_validation,
+        (trace, LIVE_REQUESTS, LIVE_LEVELS),
+        steps=data.live_validation_steps(LIVE_LEVELS),
+    )
 
 
 def _watch() -> None:
@@ -104,11 +162,16 @@ def _watch() -> None:
         st.rerun()
     last = job.messages[-1] if job.messages else "starting the live engine"
     st.progress(job.fraction or 0.0, text=f"{last} ({job.elapsed_s:.0f} s so far)")
-    with st.status("Validating: live engine and simulator on the same requests…", expanded=True,
-                   state="running"):
+    with st.status(
+        "Validating: live engine and simulator on the same requests…",
+        expanded=True,
+        state="running",
+    ):
         for message in job.messages:
             st.write(message)
-    if job.state == jobs.RUNNING and st.button("Cancel", key=KEY + "cancel", icon=":material/stop_circle:"):
+    if job.state == jobs.RUNNING and st.button(
+        "Cancel", key=KEY + "cancel", icon=":material/stop_circle:"
+    ):
         job.cancel()
     if job.state == jobs.CANCELLING:
         st.caption("Cancelling…")
@@ -116,10 +179,12 @@ def _watch() -> None:
 
 def _live_section() -> None:
     st.subheader("A short live validation on this machine")
-    st.caption(f"The live engine (`cpu-small`, dummy weights, on the CPU) serves the first {LIVE_REQUESTS} requests "
-               f"of the trace at {' and '.join(f'{x:.0%}' for x in LIVE_LEVELS)} of its measured capacity, in real "
-               "time and twice each for the noise floor; the simulator runs the same requests with a calibration "
-               "fitted on the engine's own steps. It takes a few minutes and can be cancelled.")
+    st.caption(
+        f"The live engine (`cpu-small`, dummy weights, on the CPU) serves the first {LIVE_REQUESTS} requests "
+        f"of the trace at {' and '.join(f'{x:.0%}' for x in LIVE_LEVELS)} of its measured capacity, in real "
+        "time and twice each for the noise floor; the simulator runs the same requests with a calibration "
+        "fitted on the engine's own steps. It takes a few minutes and can be cancelled."
+    )
     traces = [p for p in data.shared_traces() if "conv" in p.name] or data.shared_traces()
     if not traces:
         st.warning(f"No trace found in {data.SHARED_TRACES} to validate on.")
@@ -134,47 +199,88 @@ def _live_section() -> None:
     if job is None:
         return
     if job.state == jobs.CANCELLED:
-        st.info(f"Live validation cancelled after {job.elapsed_s:.0f} s, during: "
-                f"{job.messages[-1] if job.messages else 'start-up'}.")
+        st.info(
+            f"Live validation cancelled after {job.elapsed_s:.0f} s, during: "
+            f"{job.messages[-1] if job.messages else 'start-up'}."
+        )
     elif job.state == jobs.FAILED:
         st.error(f"Live validation failed: {job.error}")
     else:
         st.success(f"Live validation done in {job.elapsed_s:.0f} s.")
         _show(job.result, "live run from this page", "live")
-        st.download_button("Download the results JSON", json.dumps(job.result, indent=1), file_name="validate.json",
-                           mime="application/json", key=KEY + "download")
+        st.download_button(
+            "Download the results JSON",
+            json.dumps(job.result, indent=1),
+            file_name="validate.json",
+            mime="application/json",
+            key=KEY + "download",
+        )
 
 
 def _published_section() -> None:
     """Simulator vs public measurements of real stacks on real GPUs (`surgeplan validate --published`)."""
     st.subheader("Published measurements: simulator vs real GPUs")
-    st.caption("Each published run replayed through the simulator with its GPU's calibration and its serving "
-               "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
-               "held-out rows are the honest error. `surgeplan validate --published all` prints the same.")
+    st.caption(
+        "Each published run replayed through the simulator with its GPU's calibration and its serving "
+        "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
+        "held-out rows are the honest error. `surgeplan validate --published all` prints the same."
+    )
     for result in data.published_validation():
         source = result["source"]
-        st.markdown(f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
-                    f"[source]({source['url']}), retrieved {source['retrieved']}")
-        st.dataframe([{"profile": e["profile"], "GPU": e["gpu"], "split": e["split"], "rows": e["rows"],
-                       "median |error|": f"{e['median_abs_error']:.1%}", "bias (geo. mean ratio)": f"{e['bias']:.3f}",
-                       "within 10%": f"{e['within_10pct']:.0%}"} for e in result["stats"]], hide_index=True)
-        st.plotly_chart(charts.published_scatter(result["rows"]), key=f"validate_published_{source['name']}")
+        st.markdown(
+            f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
+            f"[source]({source['url']}), retrieved {source['retrieved']}"
+        )
+        st.dataframe(
+            [
+                {
+                    "profile": e["profile"],
+                    "GPU": e["gpu"],
+                    "split": e["split"],
+                    "rows": e["rows"],
+                    "median |error|": f"{e['median_abs_error']:.1%}",
+                    "bias (geo. mean ratio)": f"{e['bias']:.3f}",
+                    "within 10%": f"{e['within_10pct']:.0%}",
+                }
+                for e in result["stats"]
+            ],
+            hide_index=True,
+        )
+        st.plotly_chart(
+            charts.published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
+        )
         with st.expander("every row"):
-            st.dataframe([{"run": r["run"], "GPU": r["gpu"], "split": r["split"], "metric": r["metric"],
-                           "measured (s)": round(r["measured"], 4), "simulated (s)": round(r["simulated"], 4),
-                           "error": f"{r['error']:+.1%}"} for r in result["rows"]], hide_index=True)
+            st.dataframe(
+                [
+                    {
+                        "run": r["run"],
+                        "GPU": r["gpu"],
+                        "split": r["split"],
+                        "metric": r["metric"],
+                        "measured (s)": round(r["measured"], 4),
+                        "simulated (s)": round(r["simulated"], 4),
+                        "error": f"{r['error']:+.1%}",
+                    }
+                    for r in result["rows"]
+                ],
+                hide_index=True,
+            )
 
 
 def render() -> None:
     st.title("Validate: simulator vs live engine")
-    st.caption("Same requests, same engine settings and KV pool: the live engine measured, the simulator predicted. An "
-               "error inside the live noise floor (grey bars) is as small as the engine's own run-to-run difference.")
+    st.caption(
+        "Same requests, same engine settings and KV pool: the live engine measured, the simulator predicted. An "
+        "error inside the live noise floor (grey bars) is as small as the engine's own run-to-run difference."
+    )
     saved, error = data.read_json(data.VALIDATE_JSON)
     if error:
         st.error(error)
     elif saved is None:
-        st.info(f"No validation results yet: `{data.VALIDATE_JSON.relative_to(data.ROOT)}` is absent. "
-                f"Write them with `{COMMAND}`.")
+        st.info(
+            f"No validation results yet: `{data.VALIDATE_JSON.relative_to(data.ROOT)}` is absent. "
+            f"Write them with `{COMMAND}`."
+        )
     else:
         _show(saved, f"`{data.VALIDATE_JSON.relative_to(data.ROOT)}`", "saved")
     _published_section()

@@ -2,6 +2,7 @@
 what happens to P99 latency, how many GPUs does the autoscaler bring (and how late, behind its cold
 starts), and what does a request cost? Every input is a `Scenario` field (the scheduler's are listed by
 name and drawn from their own definitions); every number is simulated with a named calibration."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,19 +29,28 @@ from traces.arrivals import PoissonArrivals, SpikeArrivals
 
 KEY = "whatif_"
 SOURCES = ("synthetic spike", "trace file")
-TRACE_REQUESTS = 3000          # a trace's first requests, by default: a re-render stays within seconds
+TRACE_REQUESTS = 3000  # a trace's first requests, by default: a re-render stays within seconds
 # the engine's scheduler settings shown, by field name (each widget built from the field's definition)
-SCHEDULER = (("policy", "batching policy"), ("max_num_seqs", "max running requests per replica"),
-             ("max_num_batched_tokens", "token budget per step"), ("batch_controller", "batch size controller"),
-             ("batch_target_tpot_s", "controller's target TPOT (s)"), ("block_size", "KV block (tokens)"),
-             ("gpu_memory_utilization", "GPU memory share"), ("kv_cache_dtype", "KV cache dtype"))
+SCHEDULER = (
+    ("policy", "batching policy"),
+    ("max_num_seqs", "max running requests per replica"),
+    ("max_num_batched_tokens", "token budget per step"),
+    ("batch_controller", "batch size controller"),
+    ("batch_target_tpot_s", "controller's target TPOT (s)"),
+    ("block_size", "KV block (tokens)"),
+    ("gpu_memory_utilization", "GPU memory share"),
+    ("kv_cache_dtype", "KV cache dtype"),
+)
 
 
 def _take_offers() -> None:
     """Preset the widgets from what the Traces and Calibrations pages handed over ("use it here")."""
     offer = handoff.take(handoff.TRACE, "whatif")
     if offer:
-        st.session_state[KEY + "source"], st.session_state[KEY + "trace"] = SOURCES[1], offer["path"]
+        st.session_state[KEY + "source"], st.session_state[KEY + "trace"] = (
+            SOURCES[1],
+            offer["path"],
+        )
     offer = handoff.take(handoff.SPIKE, "whatif")
     if offer:
         st.session_state[KEY + "source"] = SOURCES[0]
@@ -58,78 +68,222 @@ def _take_offers() -> None:
 
 def _traffic(side, traffic: dict) -> None:
     side.subheader("Traffic")
-    source = side.radio("traffic from", SOURCES, key=KEY + "source", horizontal=True, persist_state=w.PERSIST,
-                        help="a synthetic spike over Poisson arrivals, or a trace file (the Traces page can send one)")
+    source = side.radio(
+        "traffic from",
+        SOURCES,
+        key=KEY + "source",
+        horizontal=True,
+        persist_state=w.PERSIST,
+        help="a synthetic spike over Poisson arrivals, or a trace file (the Traces page can send one)",
+    )
     spike = traffic["arrivals"]
     if source == SOURCES[1]:
         offered = handoff.offered(handoff.TRACE)
         files = [str(p) for p in data.shared_traces()] + ([offered["path"]] if offered else [])
         if not files:
-            side.warning(f"No trace in {data.SHARED_TRACES}: upload one on the Traces page and use it here.")
+            side.warning(
+                f"No trace in {data.SHARED_TRACES}: upload one on the Traces page and use it here."
+            )
             return
-        traffic["trace"] = w.select(TrafficSpec, "trace", files[-1] if offered else files[0], KEY + "trace",
-                                    "trace file", where=side, options=list(dict.fromkeys(files)),
-                                    format_func=lambda p: Path(p).name)
+        traffic["trace"] = w.select(
+            TrafficSpec,
+            "trace",
+            files[-1] if offered else files[0],
+            KEY + "trace",
+            "trace file",
+            where=side,
+            options=list(dict.fromkeys(files)),
+            format_func=lambda p: Path(p).name,
+        )
         left, right = side.columns(2)
-        traffic["rate_scale"] = w.number(TrafficSpec, "rate_scale", 1.0, KEY + "rate_scale", "rate × (speed-up)",
-                                         where=left, step=0.5, fmt="%.2f")
-        traffic["max_requests"] = w.number(TrafficSpec, "max_requests", TRACE_REQUESTS, KEY + "max_requests",
-                                           "first N requests", where=right, step=500, placeholder="all")
+        traffic["rate_scale"] = w.number(
+            TrafficSpec,
+            "rate_scale",
+            1.0,
+            KEY + "rate_scale",
+            "rate × (speed-up)",
+            where=left,
+            step=0.5,
+            fmt="%.2f",
+        )
+        traffic["max_requests"] = w.number(
+            TrafficSpec,
+            "max_requests",
+            TRACE_REQUESTS,
+            KEY + "max_requests",
+            "first N requests",
+            where=right,
+            step=500,
+            placeholder="all",
+        )
         del traffic["arrivals"]
         return
-    spike["base"]["rate_per_s"] = w.number(PoissonArrivals, "rate_per_s", spike["base"]["rate_per_s"], KEY + "rate",
-                                           "baseline requests / s", where=side, step=0.1, fmt="%.2f",
-                                           help_extra="(Poisson arrivals before and after the spike)")
-    spike["multiplier"] = w.number(SpikeArrivals, "multiplier", spike["multiplier"], KEY + "multiplier",
-                                   "spike multiplier (x baseline)", where=side, step=1.0, fmt="%.1f",
-                                   help_extra="The rate at the top of the spike is baseline × multiplier.")
+    spike["base"]["rate_per_s"] = w.number(
+        PoissonArrivals,
+        "rate_per_s",
+        spike["base"]["rate_per_s"],
+        KEY + "rate",
+        "baseline requests / s",
+        where=side,
+        step=0.1,
+        fmt="%.2f",
+        help_extra="(Poisson arrivals before and after the spike)",
+    )
+    spike["multiplier"] = w.number(
+        SpikeArrivals,
+        "multiplier",
+        spike["multiplier"],
+        KEY + "multiplier",
+        "spike multiplier (x baseline)",
+        where=side,
+        step=1.0,
+        fmt="%.1f",
+        help_extra="The rate at the top of the spike is baseline × multiplier.",
+    )
     left, right = side.columns(2)
-    spike["start_s"] = w.number(SpikeArrivals, "start_s", spike["start_s"], KEY + "start", "spike starts at (s)",
-                                where=left, step=10.0, fmt="%.0f")
-    spike["hold_s"] = w.number(SpikeArrivals, "hold_s", spike["hold_s"], KEY + "hold", "spike holds for (s)",
-                               where=right, step=10.0, fmt="%.0f")
-    ramp = w.number(SpikeArrivals, "ramp_up_s", spike["ramp_up_s"], KEY + "ramp", "ramp (s)", where=left,
-                    step=5.0, fmt="%.0f", help_extra="(up, and the same down)")
+    spike["start_s"] = w.number(
+        SpikeArrivals,
+        "start_s",
+        spike["start_s"],
+        KEY + "start",
+        "spike starts at (s)",
+        where=left,
+        step=10.0,
+        fmt="%.0f",
+    )
+    spike["hold_s"] = w.number(
+        SpikeArrivals,
+        "hold_s",
+        spike["hold_s"],
+        KEY + "hold",
+        "spike holds for (s)",
+        where=right,
+        step=10.0,
+        fmt="%.0f",
+    )
+    ramp = w.number(
+        SpikeArrivals,
+        "ramp_up_s",
+        spike["ramp_up_s"],
+        KEY + "ramp",
+        "ramp (s)",
+        where=left,
+        step=5.0,
+        fmt="%.0f",
+        help_extra="(up, and the same down)",
+    )
     spike["ramp_up_s"] = spike["ramp_down_s"] = ramp
-    traffic["duration_s"] = w.number(TrafficSpec, "duration_s", traffic["duration_s"], KEY + "duration",
-                                     "traffic lasts (s)", where=right, step=60.0, fmt="%.0f")
+    traffic["duration_s"] = w.number(
+        TrafficSpec,
+        "duration_s",
+        traffic["duration_s"],
+        KEY + "duration",
+        "traffic lasts (s)",
+        where=right,
+        step=60.0,
+        fmt="%.0f",
+    )
 
 
 def _fleet(side, base: dict) -> None:
     cluster, scaler, hardware = base["cluster"], base["cluster"]["autoscaler"], base["hardware"]
     side.subheader("Fleet")
     catalog = data.gpus()
-    hardware["gpu"] = w.select(HardwareChoice, "gpu", hardware["gpu"], KEY + "gpu", "GPU", where=side,
-                               options=list(catalog),
-                               format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)")
-    base["model"]["name"] = w.select(ModelChoice, "name", base["model"]["name"], KEY + "model", "model", where=side,
-                                     options=data.model_names())
+    hardware["gpu"] = w.select(
+        HardwareChoice,
+        "gpu",
+        hardware["gpu"],
+        KEY + "gpu",
+        "GPU",
+        where=side,
+        options=list(catalog),
+        format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)",
+    )
+    base["model"]["name"] = w.select(
+        ModelChoice,
+        "name",
+        base["model"]["name"],
+        KEY + "model",
+        "model",
+        where=side,
+        options=data.model_names(),
+    )
     profiles = data.engine_profiles()
-    base["engine_profile"] = w.select(Scenario, "engine_profile", base.get("engine_profile"), KEY + "engine_profile",
-                                      "serving stack (engine profile)", where=side, options=[None, *profiles],
-                                      format_func=lambda n: "default for the calibration (vllm-v1 on GPUs)"
-                                      if n is None else profiles[n])
+    base["engine_profile"] = w.select(
+        Scenario,
+        "engine_profile",
+        base.get("engine_profile"),
+        KEY + "engine_profile",
+        "serving stack (engine profile)",
+        where=side,
+        options=[None, *profiles],
+        format_func=lambda n: (
+            "default for the calibration (vllm-v1 on GPUs)" if n is None else profiles[n]
+        ),
+    )
     uploaded = handoff.offered(handoff.CALIBRATION)
     if uploaded:
         hardware["calibration"] = w.select(
-            HardwareChoice, "calibration", None, KEY + "calibration", "calibration", where=side,
-            options=[None, uploaded["path"]], format_func=lambda p: "best shipped for this model and GPU" if p is None
-            else f"{uploaded['name']} ({uploaded['label']}, uploaded)")
+            HardwareChoice,
+            "calibration",
+            None,
+            KEY + "calibration",
+            "calibration",
+            where=side,
+            options=[None, uploaded["path"]],
+            format_func=lambda p: (
+                "best shipped for this model and GPU"
+                if p is None
+                else f"{uploaded['name']} ({uploaded['label']}, uploaded)"
+            ),
+        )
     left, right = side.columns(2)
-    cluster["replicas"] = w.number(ClusterSpec, "replicas", cluster["replicas"], KEY + "replicas", "replicas at start",
-                                   where=left)
-    hardware["tensor_parallel"] = w.number(HardwareChoice, "tensor_parallel", hardware["tensor_parallel"], KEY + "tp",
-                                           "GPUs per replica", where=right)
-    scaler["enabled"] = w.toggle(AutoscalerSpec, "enabled", scaler["enabled"], KEY + "autoscale", "autoscaler",
-                                 where=side, help_extra="Scale out at KV usage ≥ 0.8 or ≥ 5 waiting per replica, "
-                                 "after a cold start.")
+    cluster["replicas"] = w.number(
+        ClusterSpec,
+        "replicas",
+        cluster["replicas"],
+        KEY + "replicas",
+        "replicas at start",
+        where=left,
+    )
+    hardware["tensor_parallel"] = w.number(
+        HardwareChoice,
+        "tensor_parallel",
+        hardware["tensor_parallel"],
+        KEY + "tp",
+        "GPUs per replica",
+        where=right,
+    )
+    scaler["enabled"] = w.toggle(
+        AutoscalerSpec,
+        "enabled",
+        scaler["enabled"],
+        KEY + "autoscale",
+        "autoscaler",
+        where=side,
+        help_extra="Scale out at KV usage ≥ 0.8 or ≥ 5 waiting per replica, after a cold start.",
+    )
     scaler["min_replicas"] = cluster["replicas"]
     left, right = side.columns(2)
-    scaler["max_replicas"] = w.number(AutoscalerSpec, "max_replicas", scaler["max_replicas"], KEY + "max_replicas",
-                                      "max replicas", where=left)
+    scaler["max_replicas"] = w.number(
+        AutoscalerSpec,
+        "max_replicas",
+        scaler["max_replicas"],
+        KEY + "max_replicas",
+        "max replicas",
+        where=left,
+    )
     cold = scaler["cold_start"]
-    cold["provisioning_s"] = w.number(ColdStart, "provisioning_s", cold["provisioning_s"], KEY + "provisioning",
-                                      "provisioning (s)", where=right, step=10.0, fmt="%.0f")
+    cold["provisioning_s"] = w.number(
+        ColdStart,
+        "provisioning_s",
+        cold["provisioning_s"],
+        KEY + "provisioning",
+        "provisioning (s)",
+        where=right,
+        step=10.0,
+        fmt="%.0f",
+    )
     views.link("plan", "Plan it: cheapest fleet", where=side)
 
 
@@ -137,23 +291,59 @@ def _engine_and_slo(side, base: dict) -> None:
     engine = base["scheduler"]
     with side.expander("Scheduler settings"):
         for name, label in SCHEDULER:
-            options = {"disabled": engine["batch_controller"] != "slo"} if name == "batch_target_tpot_s" else {}
-            engine[name] = w.field(SchedulerSettings, name, engine[name], KEY + name, label, **options)
+            options = (
+                {"disabled": engine["batch_controller"] != "slo"}
+                if name == "batch_target_tpot_s"
+                else {}
+            )
+            engine[name] = w.field(
+                SchedulerSettings, name, engine[name], KEY + name, label, **options
+            )
     with side.expander("Clients, SLO and price"):
-        base["clients"]["ttft_timeout_s"] = w.number(ClientSpec, "ttft_timeout_s", base["clients"]["ttft_timeout_s"],
-                                                     KEY + "timeout", "client gives up after (s)", fmt="%.1f",
-                                                     placeholder="never")
+        base["clients"]["ttft_timeout_s"] = w.number(
+            ClientSpec,
+            "ttft_timeout_s",
+            base["clients"]["ttft_timeout_s"],
+            KEY + "timeout",
+            "client gives up after (s)",
+            fmt="%.1f",
+            placeholder="never",
+        )
         left, right = st.columns(2)
-        base["slo"]["ttft_p99_s"] = w.number(SLO, "ttft_p99_s", base["slo"]["ttft_p99_s"], KEY + "slo",
-                                             "SLO P99 TTFT (s)", where=left, step=0.5, fmt="%.2f")
-        base["slo"]["tpot_p99_s"] = w.number(SLO, "tpot_p99_s", base["slo"]["tpot_p99_s"], KEY + "slo_tpot",
-                                             "SLO P99 TPOT (s)", where=right, step=0.01, fmt="%.3f")
+        base["slo"]["ttft_p99_s"] = w.number(
+            SLO,
+            "ttft_p99_s",
+            base["slo"]["ttft_p99_s"],
+            KEY + "slo",
+            "SLO P99 TTFT (s)",
+            where=left,
+            step=0.5,
+            fmt="%.2f",
+        )
+        base["slo"]["tpot_p99_s"] = w.number(
+            SLO,
+            "tpot_p99_s",
+            base["slo"]["tpot_p99_s"],
+            KEY + "slo_tpot",
+            "SLO P99 TPOT (s)",
+            where=right,
+            step=0.01,
+            fmt="%.3f",
+        )
         gpu = data.gpus().get(base["hardware"]["gpu"])
         base["prices"]["gpu_usd_per_hour"] = w.number(
-            Prices, "gpu_usd_per_hour", base["prices"]["gpu_usd_per_hour"], KEY + "price", "price per GPU-hour ($)",
-            fmt="%.2f", step=0.1, placeholder=f"catalog: {gpu.price_usd_per_hour:.2f}" if gpu else "catalog",
+            Prices,
+            "gpu_usd_per_hour",
+            base["prices"]["gpu_usd_per_hour"],
+            KEY + "price",
+            "price per GPU-hour ($)",
+            fmt="%.2f",
+            step=0.1,
+            placeholder=f"catalog: {gpu.price_usd_per_hour:.2f}" if gpu else "catalog",
             help_extra=f"Empty: the catalog's {gpu.price_usd_per_hour:.2f} $/h ({gpu.price_source}, {gpu.price_date})."
-            if gpu else "")
+            if gpu
+            else "",
+        )
 
 
 def _inputs(base: dict) -> dict:
@@ -175,31 +365,57 @@ def _metrics(result) -> None:
     cost = summary.cost_per_request_usd
     info = {"delta_color": "off", "delta_arrow": "off", "border": True}
     columns = st.columns(6)
-    columns[0].metric("P99 TTFT", "n/a" if ttft is None else f"{ttft:.2f} s",
-                      None if ttft is None else f"{ttft - slo.ttft_p99_s:+.2f} s vs SLO", delta_color="inverse",
-                      border=True, help="P99 time to first token: 99th percentile of arrival → first token over "
-                      f"completed requests; SLO {slo.ttft_p99_s:g} s")
-    columns[1].metric("P99 TPOT", "n/a" if tpot is None else f"{tpot * 1e3:.0f} ms",
-                      None if tpot is None else f"{(tpot - slo.tpot_p99_s) * 1e3:+.0f} ms vs SLO",
-                      delta_color="inverse", border=True,
-                      help="P99 time per output token: 99th percentile of the time between output tokens after "
-                      f"the first; SLO {slo.tpot_p99_s * 1e3:g} ms")
-    columns[2].metric("GPUs at peak", f"{peak_gpus}", f"+{peak_gpus - start_gpus} by autoscaling"
-                      if peak_gpus > start_gpus else "no scale-out", **info,
-                      help="replicas serving or starting at the busiest window, times GPUs per replica")
-    columns[3].metric("Cost / 1k req", "n/a" if cost is None else f"${cost * 1000:.3f}",
-                      f"${summary.cost_usd:.2f} in all", **info,
-                      help="cost per 1,000 completed requests: GPU-hours × "
-                      f"${result.facts['price_usd_per_gpu_hour']:.2f} per GPU-hour, over completed requests")
-    columns[4].metric("Timed out", f"{summary.abandon_rate:.1%}",
-                      f"{summary.timed_out:,} gave up" + (f", {summary.rejected:,} rejected"
-                                                            if summary.rejected else ""), **info,
-                      help="requests whose clients gave up (no first token in time) or were turned away")
-    columns[5].metric("SLO", "met" if summary.meets_slo else "missed",
-                      f"{summary.slo_attainment:.1%} within", border=True, delta_arrow="off",
-                      delta_color="normal" if summary.meets_slo else "inverse",
-                      help="P99 TTFT and TPOT within bounds and abandonment under the SLO's limit; the delta is "
-                      "the share of requests that met both latency targets")
+    columns[0].metric(
+        "P99 TTFT",
+        "n/a" if ttft is None else f"{ttft:.2f} s",
+        None if ttft is None else f"{ttft - slo.ttft_p99_s:+.2f} s vs SLO",
+        delta_color="inverse",
+        border=True,
+        help="P99 time to first token: 99th percentile of arrival → first token over "
+        f"completed requests; SLO {slo.ttft_p99_s:g} s",
+    )
+    columns[1].metric(
+        "P99 TPOT",
+        "n/a" if tpot is None else f"{tpot * 1e3:.0f} ms",
+        None if tpot is None else f"{(tpot - slo.tpot_p99_s) * 1e3:+.0f} ms vs SLO",
+        delta_color="inverse",
+        border=True,
+        help="P99 time per output token: 99th percentile of the time between output tokens after "
+        f"the first; SLO {slo.tpot_p99_s * 1e3:g} ms",
+    )
+    columns[2].metric(
+        "GPUs at peak",
+        f"{peak_gpus}",
+        f"+{peak_gpus - start_gpus} by autoscaling" if peak_gpus > start_gpus else "no scale-out",
+        **info,
+        help="replicas serving or starting at the busiest window, times GPUs per replica",
+    )
+    columns[3].metric(
+        "Cost / 1k req",
+        "n/a" if cost is None else f"${cost * 1000:.3f}",
+        f"${summary.cost_usd:.2f} in all",
+        **info,
+        help="cost per 1,000 completed requests: GPU-hours × "
+        f"${result.facts['price_usd_per_gpu_hour']:.2f} per GPU-hour, over completed requests",
+    )
+    columns[4].metric(
+        "Timed out",
+        f"{summary.abandon_rate:.1%}",
+        f"{summary.timed_out:,} gave up"
+        + (f", {summary.rejected:,} rejected" if summary.rejected else ""),
+        **info,
+        help="requests whose clients gave up (no first token in time) or were turned away",
+    )
+    columns[5].metric(
+        "SLO",
+        "met" if summary.meets_slo else "missed",
+        f"{summary.slo_attainment:.1%} within",
+        border=True,
+        delta_arrow="off",
+        delta_color="normal" if summary.meets_slo else "inverse",
+        help="P99 TTFT and TPOT within bounds and abandonment under the SLO's limit; the delta is "
+        "the share of requests that met both latency targets",
+    )
 
 
 def _facts(result) -> str:
@@ -208,33 +424,50 @@ def _facts(result) -> str:
     error = calibration["fit_error"]
     fit = f", fit error {error:.1%}" if error is not None else ""
     held_out = calibration.get("held_out_error")
-    stack = (f" plus the **{calibration.get('engine_profile')}** serving stack"
-             + (f" (held-out error {held_out:.1%} on published measurements)" if held_out is not None else ""))
-    return (f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
-            f"({calibration['label']}{fit}){stack}; {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
-            f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
-            f"GPU-hour; {result.summary.requests:,} requests simulated in {result.run.get('cpu_s', 0):.1f} s of CPU.")
+    stack = f" plus the **{calibration.get('engine_profile')}** serving stack" + (
+        f" (held-out error {held_out:.1%} on published measurements)"
+        if held_out is not None
+        else ""
+    )
+    return (
+        f"Every latency and cost above is simulated with step times from calibration **{calibration['name']}** "
+        f"({calibration['label']}{fit}){stack}; {facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} "
+        f"tokens per replica; cold start {facts['cold_start_s']:.0f} s; ${facts['price_usd_per_gpu_hour']:.2f} per "
+        f"GPU-hour; {result.summary.requests:,} requests simulated in {result.run.get('cpu_s', 0):.1f} s of CPU."
+    )
 
 
 def _describe(scenario, values: dict) -> tuple[str, str]:
     """(the page title, a one-line description of the scenario)."""
-    scaler, fleet = scenario.cluster.autoscaler, (f"{scenario.model.name} on {scenario.hardware.gpu} × "
-                                                  f"{scenario.hardware.tensor_parallel}, {scenario.cluster.replicas} "
-                                                  "replicas")
+    scaler, fleet = (
+        scenario.cluster.autoscaler,
+        (
+            f"{scenario.model.name} on {scenario.hardware.gpu} × "
+            f"{scenario.hardware.tensor_parallel}, {scenario.cluster.replicas} "
+            "replicas"
+        ),
+    )
     fleet += f", autoscaler up to {scaler.max_replicas}" if scaler.enabled else ", no autoscaler"
     engine = scenario.scheduler
-    fleet += (f"; {engine.policy} batching, {engine.batch_controller} batch size"
-              + (f" (target TPOT {engine.batch_target_tpot_s:g} s)" if engine.batch_controller == "slo" else ""))
+    fleet += f"; {engine.policy} batching, {engine.batch_controller} batch size" + (
+        f" (target TPOT {engine.batch_target_tpot_s:g} s)"
+        if engine.batch_controller == "slo"
+        else ""
+    )
     traffic = scenario.traffic
     if traffic.trace:
         first = f"first {traffic.max_requests:,}" if traffic.max_requests else "all"
         faster = f", {traffic.rate_scale:g}× faster" if traffic.rate_scale != 1 else ""
-        return (f"What does {Path(traffic.trace).name} do to the fleet?",
-                f"{fleet}; the trace's {first} requests{faster}.")
+        return (
+            f"What does {Path(traffic.trace).name} do to the fleet?",
+            f"{fleet}; the trace's {first} requests{faster}.",
+        )
     spike = values["traffic"]["arrivals"]
     rate = spike["base"]["rate_per_s"]
-    return (f"What if traffic spikes {spike['multiplier']:g}x?",
-            f"{fleet}; {rate:g} requests/s rising to {rate * spike['multiplier']:g} for {spike['hold_s']:g} s.")
+    return (
+        f"What if traffic spikes {spike['multiplier']:g}x?",
+        f"{fleet}; {rate:g} requests/s rising to {rate * spike['multiplier']:g} for {spike['hold_s']:g} s.",
+    )
 
 
 def render() -> None:
@@ -246,7 +479,9 @@ def render() -> None:
         return
     title, line = _describe(scenario, values)
     st.title(title)
-    st.session_state[handoff.SCENARIO] = scenario.model_dump_json()     # the Plan page plans for this traffic
+    st.session_state[handoff.SCENARIO] = (
+        scenario.model_dump_json()
+    )  # the Plan page plans for this traffic
     st.caption(line)
     with st.spinner("Simulating the cluster…"):
         result, error = data.run(scenario)
@@ -259,4 +494,6 @@ def render() -> None:
     with st.expander("This scenario as YAML (run it with `surgeplan simulate`)"):
         text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
         st.code(text, language="yaml")
-        st.download_button("Download scenario.yaml", text, file_name="whatif.yaml", mime="text/yaml")
+        st.download_button(
+            "Download scenario.yaml", text, file_name="whatif.yaml", mime="text/yaml"
+        )

@@ -1,6 +1,7 @@
 """The engine's pure-Python core, shared by the live engine and the simulator: request state, sampling
 parameters, cache and scheduler settings, the block manager, the scheduler and the step shape. Never
 imports torch (tests/test_layout.py asserts it)."""
+
 import warnings as _warnings
 from pathlib import Path as _Path
 
@@ -9,5 +10,8 @@ from pathlib import Path as _Path
 for _so in _Path(__file__).parent.glob("*.so"):
     _source = _so.with_name(_so.name.split(".")[0] + ".py")
     if _source.exists() and _source.stat().st_mtime > _so.stat().st_mtime:
-        _warnings.warn(f"{_so.name} is older than {_source.name}: the compiled module runs the old code; "
-                       "expected `make compiled` after editing engine/core (or `make pure`)", stacklevel=2)
+        _warnings.warn(
+            f"{_so.name} is older than {_source.name}: the compiled module runs the old code; "
+            "expected `make compiled` after editing engine/core (or `make pure`)",
+            stacklevel=2,
+        )

@@ -20,6 +20,7 @@ steps, so a decision could change nothing there. This also makes the simulator's
 (many such steps at once, `engine.core.decode_stretch`) exact with the controller on: the calls they
 skip are exactly the calls at which the controller does nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,16 +31,16 @@ from engine.core.config import SchedulerConfig
 if TYPE_CHECKING:
     from engine.core.scheduler import Scheduler
 
-_SMOOTHING_S = 2.0           # time constant of the TPOT average
-_HOLD_S = 1.0                # at most one change a second: let the last one show in the average first
-_DECREASE = 0.75             # factor on the limits when TPOT is over the target
-_INCREASE = 1.25             # factor when it is comfortably under and requests wait
-_COMFORT = 0.8               # "comfortably under": below this share of the target
-_MIN_SEQS = 8                # floors (or the caps, when those are lower)
+_SMOOTHING_S = 2.0  # time constant of the TPOT average
+_HOLD_S = 1.0  # at most one change a second: let the last one show in the average first
+_DECREASE = 0.75  # factor on the limits when TPOT is over the target
+_INCREASE = 1.25  # factor when it is comfortably under and requests wait
+_COMFORT = 0.8  # "comfortably under": below this share of the target
+_MIN_SEQS = 8  # floors (or the caps, when those are lower)
 _MIN_TOKENS = 256
 
 
-def make_controller(config: SchedulerConfig) -> "SLOBatchController | None":
+def make_controller(config: SchedulerConfig) -> SLOBatchController | None:
     """The controller `config.batch_controller` names; None for `fixed` (the limits as configured)."""
     if config.batch_controller == "fixed":
         return None
@@ -51,17 +52,22 @@ class SLOBatchController:
         self.base = config
         self.target_tpot_s = config.batch_target_tpot_s
         self.max_seqs, self.max_tokens = config.max_num_seqs, config.max_num_batched_tokens
-        self.min_seqs, self.min_tokens = min(_MIN_SEQS, self.max_seqs), min(_MIN_TOKENS, self.max_tokens)
+        self.min_seqs, self.min_tokens = (
+            min(_MIN_SEQS, self.max_seqs),
+            min(_MIN_TOKENS, self.max_tokens),
+        )
         self.seqs, self.tokens = self.max_seqs, self.max_tokens
-        self.tpot_s: float | None = None            # smoothed observation
+        self.tpot_s: float | None = None  # smoothed observation
         self.num_decisions = 0
-        self.history: list[tuple[float, int, int, float | None]] = []   # (now, seqs, tokens, tpot) per change
+        self.history: list[
+            tuple[float, int, int, float | None]
+        ] = []  # (now, seqs, tokens, tpot) per change
         self._configs = {(self.seqs, self.tokens): config}
         self._signature: tuple[int, int] | None = None
-        self._anchor = None                          # (request, its output tokens, time, its preemptions)
+        self._anchor = None  # (request, its output tokens, time, its preemptions)
         self._changed_s = -math.inf
 
-    def adapt(self, scheduler: "Scheduler", now: float) -> SchedulerConfig:
+    def adapt(self, scheduler: Scheduler, now: float) -> SchedulerConfig:
         """The config `schedule()` should use now (the same object while the limits stay)."""
         signature = (len(scheduler.waiting), len(scheduler.running))
         if signature != self._signature:
@@ -69,16 +75,16 @@ class SLOBatchController:
             self._decide(scheduler, now)
         return self._configs[(self.seqs, self.tokens)]
 
-    def _decide(self, scheduler: "Scheduler", now: float) -> None:
+    def _decide(self, scheduler: Scheduler, now: float) -> None:
         self.num_decisions += 1
         self._observe(scheduler, now)
         if self.tpot_s is None or now - self._changed_s < _HOLD_S:
             return
         seqs, tokens, running = self.seqs, self.tokens, len(scheduler.running)
         if self.tpot_s > self.target_tpot_s:
-            if tokens > self.min_tokens:         # long mixed steps first: a smaller prefill chunk per step
+            if tokens > self.min_tokens:  # long mixed steps first: a smaller prefill chunk per step
                 tokens = max(self.min_tokens, math.floor(tokens * _DECREASE))
-            else:                                # then the batch itself: admit below the running count
+            else:  # then the batch itself: admit below the running count
                 seqs = max(self.min_seqs, min(seqs, math.floor(running * _DECREASE)))
         elif self.tpot_s < _COMFORT * self.target_tpot_s and scheduler.waiting:
             if running >= seqs:
@@ -88,10 +94,11 @@ class SLOBatchController:
             self.seqs, self.tokens, self._changed_s = seqs, tokens, now
             if (seqs, tokens) not in self._configs:
                 self._configs[(seqs, tokens)] = self.base.model_copy(
-                    update={"max_num_seqs": seqs, "max_num_batched_tokens": tokens})
+                    update={"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
+                )
             self.history.append((now, seqs, tokens, self.tpot_s))
 
-    def _observe(self, scheduler: "Scheduler", now: float) -> None:
+    def _observe(self, scheduler: Scheduler, now: float) -> None:
         """Fold the anchor request's time per token since the last decision into the average; re-anchor
         on the oldest running request once the anchor has produced a token (or is gone)."""
         anchor = self._anchor
@@ -100,13 +107,17 @@ class SLOBatchController:
             gone = request.is_finished or request.num_preemptions != preemptions
             produced = request.num_tokens - request.num_prompt_tokens - tokens
             if not gone and produced < 1:
-                return                                     # no token yet: keep measuring from `since`
+                return  # no token yet: keep measuring from `since`
             if not gone and now > since:
                 observed = (now - since) / produced
                 weight = 1.0 - math.exp(-(now - since) / _SMOOTHING_S)
-                self.tpot_s = observed if self.tpot_s is None else self.tpot_s + weight * (observed - self.tpot_s)
+                self.tpot_s = (
+                    observed
+                    if self.tpot_s is None
+                    else self.tpot_s + weight * (observed - self.tpot_s)
+                )
         self._anchor = None
-        for request in scheduler.running:                  # oldest first; one that has started decoding
+        for request in scheduler.running:  # oldest first; one that has started decoding
             output = request.num_tokens - request.num_prompt_tokens
             if output >= 1:
                 self._anchor = (request, output, now, request.num_preemptions)

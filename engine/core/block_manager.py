@@ -9,6 +9,7 @@ LRU order; a block never changes part while it is free. Every count the schedule
 length or a counter kept up to date, O(1). Static batching's contiguous reservations search the free
 blocks as runs of adjacent blocks (`FreeRuns`), kept up to date once the first one is asked for.
 """
+
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from itertools import chain
@@ -23,8 +24,13 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 tenant_block_quota: dict[str, int] | None = None):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool = True,
+        tenant_block_quota: dict[str, int] | None = None,
+    ):
         if num_blocks < 1 or block_size < 1:
             raise ValueError(f"num_blocks={num_blocks}, block_size={block_size}; expected both ≥ 1")
         self.num_blocks = num_blocks
@@ -33,17 +39,19 @@ class BlockManager:
         self.tenant_block_quota = dict(tenant_block_quota or {})
         self.ref_counts = [0] * num_blocks
         self.block_hash: list[int | None] = [None] * num_blocks
-        self._free_uncached = list(range(num_blocks - 1, -1, -1))   # a stack: the next one out is last
-        self._free_cached: OrderedDict[int, None] = OrderedDict()    # least recently used first
+        self._free_uncached = list(
+            range(num_blocks - 1, -1, -1)
+        )  # a stack: the next one out is last
+        self._free_cached: OrderedDict[int, None] = OrderedDict()  # least recently used first
         # the free blocks as runs, for contiguous reservations: built when one is first asked for, kept up
         # to date by frees and reservations, dropped when blocks go out one by one (rebuilt when next needed)
         self._runs: FreeRuns | None = None
         self.hash_to_block: dict[int, int] = {}
         self.tenant_blocks: Counter[str] = Counter()
-        self.num_allocations = 0            # fresh blocks handed out since start (allocation rate)
-        self.num_prefix_queries = 0         # prompt tokens looked up in the prefix cache
-        self.num_prefix_hits = 0            # of which served from it (host-tier loads included)
-        self.host_tier: HostKVTier | None = None   # a KV tier in host memory (engine.core.host_tier)
+        self.num_allocations = 0  # fresh blocks handed out since start (allocation rate)
+        self.num_prefix_queries = 0  # prompt tokens looked up in the prefix cache
+        self.num_prefix_hits = 0  # of which served from it (host-tier loads included)
+        self.host_tier: HostKVTier | None = None  # a KV tier in host memory (engine.core.host_tier)
 
     # ---- accounting ----------------------------------------------------------------------------
     @property
@@ -78,7 +86,7 @@ class BlockManager:
             tokens = request.token_ids(start * size, num_full_blocks * size)
             parent = hashes[-1] if hashes else None
             for offset in range(0, len(tokens), size):
-                parent = hash((parent, tuple(tokens[offset:offset + size])))
+                parent = hash((parent, tuple(tokens[offset : offset + size])))
                 hashes.append(parent)
         return hashes
 
@@ -97,7 +105,7 @@ class BlockManager:
                 break
             hits.append(block)
         if self.host_tier is not None and len(hits) < num_full:
-            self._promote_from_host(hashes[len(hits):num_full], hits)
+            self._promote_from_host(hashes[len(hits) : num_full], hits)
         return hits
 
     def _promote_from_host(self, hashes: list[int], hits: list[int]) -> None:
@@ -142,28 +150,39 @@ class BlockManager:
         request.num_hashed_blocks = num_full
 
     # ---- allocation ------------------------------------------------------------------------------
-    def _new_blocks_needed(self, request: Request, num_tokens: int, cached_blocks: Sequence[int]) -> int:
+    def _new_blocks_needed(
+        self, request: Request, num_tokens: int, cached_blocks: Sequence[int]
+    ) -> int:
         fresh = -(-num_tokens // self.block_size) - len(request.block_table) - len(cached_blocks)
         return fresh if fresh > 0 else 0
 
-    def can_allocate(self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()) -> bool:
+    def can_allocate(
+        self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()
+    ) -> bool:
         """Whether the request's table can grow to cover `num_tokens` tokens (cached blocks first)."""
         fresh = self._new_blocks_needed(request, num_tokens, cached_blocks)
         revived = sum(1 for b in cached_blocks if self.ref_counts[b] == 0) if cached_blocks else 0
         if fresh + revived > len(self._free_uncached) + len(self._free_cached):
             return False
         quota = self.tenant_block_quota.get(request.tenant) if self.tenant_block_quota else None
-        return quota is None or fresh + len(cached_blocks) <= quota - self.tenant_blocks[request.tenant]
+        return (
+            quota is None
+            or fresh + len(cached_blocks) <= quota - self.tenant_blocks[request.tenant]
+        )
 
-    def allocate(self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()) -> None:
-        assert self.can_allocate(request, num_tokens, cached_blocks), f"{request} cannot get blocks for {num_tokens} tokens"
+    def allocate(
+        self, request: Request, num_tokens: int, cached_blocks: Sequence[int] = ()
+    ) -> None:
+        assert self.can_allocate(request, num_tokens, cached_blocks), (
+            f"{request} cannot get blocks for {num_tokens} tokens"
+        )
         fresh = self._new_blocks_needed(request, num_tokens, cached_blocks)
-        if self.enable_prefix_caching and not request.block_table:     # an admission: count its lookup
+        if self.enable_prefix_caching and not request.block_table:  # an admission: count its lookup
             self.num_prefix_queries += request.num_tokens
             self.num_prefix_hits += len(cached_blocks) * self.block_size
         for block in cached_blocks:
             if self.ref_counts[block] == 0:
-                del self._free_cached[block]          # a hit is a cached block
+                del self._free_cached[block]  # a hit is a cached block
                 self._runs = None
             self.ref_counts[block] += 1
         request.block_table.extend(cached_blocks)
@@ -209,12 +228,16 @@ class BlockManager:
 
     def can_allocate_contiguous(self, request: Request, num_blocks: int) -> bool:
         headroom = self.tenant_headroom(request.tenant)
-        return (headroom is None or num_blocks <= headroom) and self._find_run(num_blocks) is not None
+        return (headroom is None or num_blocks <= headroom) and self._find_run(
+            num_blocks
+        ) is not None
 
     def allocate_contiguous(self, request: Request, num_blocks: int) -> None:
         """Static batching's reservation: one run of adjacent blocks for the longest possible sequence."""
         start = self._find_run(num_blocks)
-        assert start is not None and not request.block_table, f"{request} cannot reserve {num_blocks} contiguous blocks"
+        assert start is not None and not request.block_table, (
+            f"{request} cannot reserve {num_blocks} contiguous blocks"
+        )
         end = start + num_blocks
         run = range(start, end)
         for block in run:
@@ -222,7 +245,7 @@ class BlockManager:
                 del self._free_cached[block]
                 self._evict(block)
             self.ref_counts[block] = 1
-        assert self._runs is not None            # built by `_find_run`
+        assert self._runs is not None  # built by `_find_run`
         self._runs.take(start, num_blocks)
         self._free_uncached = [block for block in self._free_uncached if not start <= block < end]
         request.block_table.extend(run)
@@ -237,7 +260,7 @@ class BlockManager:
             ref_counts[block] -= 1
             if ref_counts[block] == 0:
                 if block_hash[block] is None:
-                    uncached.append(block)            # nothing to reuse: hand it out first
+                    uncached.append(block)  # nothing to reuse: hand it out first
                 else:
                     cached[block] = None
                 if runs is not None:
@@ -246,7 +269,7 @@ class BlockManager:
         if left:
             self.tenant_blocks[request.tenant] = left
         else:
-            self.tenant_blocks.pop(request.tenant, None)   # no zero entry per tenant name ever seen
+            self.tenant_blocks.pop(request.tenant, None)  # no zero entry per tenant name ever seen
         request.block_table = []
         request.num_hashed_blocks = 0
 

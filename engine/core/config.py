@@ -4,6 +4,7 @@ Pure Python (shared with the simulator). `EngineConfig`, the `serve` options, th
 settings, simulator scenarios and dashboard widgets all read a setting's definition from here through
 `setting(...)`, as vLLM's `EngineArgs.add_cli_args` reads `SchedulerConfig`.
 """
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,23 +20,42 @@ KVCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "int8"]
 
 class CacheConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    block_size: int = Field(16, ge=1, le=1024, description="tokens per KV block (vLLM's --block-size)")
-    num_kv_blocks: int = Field(..., ge=1, description="KV blocks in the pool (default: sized from memory)")
-    enable_prefix_caching: bool = Field(True, description="reuse full KV blocks of a shared prompt prefix, "
-                                        "found by a chained hash of their tokens")
-    tenant_block_quota: dict[str, int] = Field(default_factory=dict, description="KV blocks each tenant may "
-                                               "hold at once (TENANT=BLOCKS)")
-    num_cpu_kv_blocks: int = Field(0, ge=0, description="KV blocks of a second tier in host memory: blocks the "
-                                   "GPU prefix cache evicts are kept there and loaded back on a later hit, and a "
-                                   "preempted request's blocks come back from it instead of being recomputed "
-                                   "(engine.core.host_tier); 0: no host tier")
-    kv_cache_dtype: KVCacheDtype = Field("auto", description="KV cache storage (vLLM's --kv-cache-dtype): auto "
-                                         "= the model's dtype; fp8 = fp8_e4m3 or fp8_e5m2 with a per-tensor "
-                                         "scale per layer; int8 with a scale per block and KV head. 1 byte a "
-                                         "value: about twice the blocks for the same memory")
+    block_size: int = Field(
+        16, ge=1, le=1024, description="tokens per KV block (vLLM's --block-size)"
+    )
+    num_kv_blocks: int = Field(
+        ..., ge=1, description="KV blocks in the pool (default: sized from memory)"
+    )
+    enable_prefix_caching: bool = Field(
+        True,
+        description="reuse full KV blocks of a shared prompt prefix, "
+        "found by a chained hash of their tokens",
+    )
+    tenant_block_quota: dict[str, int] = Field(
+        default_factory=dict, description="KV blocks each tenant may hold at once (TENANT=BLOCKS)"
+    )
+    num_cpu_kv_blocks: int = Field(
+        0,
+        ge=0,
+        description="KV blocks of a second tier in host memory: blocks the "
+        "GPU prefix cache evicts are kept there and loaded back on a later hit, and a "
+        "preempted request's blocks come back from it instead of being recomputed "
+        "(engine.core.host_tier); 0: no host tier",
+    )
+    kv_cache_dtype: KVCacheDtype = Field(
+        "auto",
+        description="KV cache storage (vLLM's --kv-cache-dtype): auto "
+        "= the model's dtype; fp8 = fp8_e4m3 or fp8_e5m2 with a per-tensor "
+        "scale per layer; int8 with a scale per block and KV head. 1 byte a "
+        "value: about twice the blocks for the same memory",
+    )
     gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=1, description="share of each GPU's memory the engine may use for weights, "
-        "activations and KV (sizes the pool when num_kv_blocks is not given)")
+        0.9,
+        gt=0,
+        le=1,
+        description="share of each GPU's memory the engine may use for weights, "
+        "activations and KV (sizes the pool when num_kv_blocks is not given)",
+    )
 
     @property
     def num_token_slots(self) -> int:
@@ -44,36 +64,60 @@ class CacheConfig(BaseModel):
 
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    max_num_seqs: int = Field(256, ge=1, le=65536, description="most requests running in one step "
-                              "(vLLM's --max-num-seqs)")
-    max_num_batched_tokens: int = Field(2048, ge=1, le=1 << 20, description="token budget of one step, "
-                                        "prefill chunks and decodes together (vLLM's --max-num-batched-tokens)")
-    max_model_len: int = Field(2048, ge=2, description="longest sequence, prompt plus output, in tokens")
-    policy: Policy = Field("continuous", description="continuous: vLLM's token-budget rule with preemption; "
-                           "static: a batch is admitted together and reserves KV for its longest sequence")
+    max_num_seqs: int = Field(
+        256, ge=1, le=65536, description="most requests running in one step (vLLM's --max-num-seqs)"
+    )
+    max_num_batched_tokens: int = Field(
+        2048,
+        ge=1,
+        le=1 << 20,
+        description="token budget of one step, "
+        "prefill chunks and decodes together (vLLM's --max-num-batched-tokens)",
+    )
+    max_model_len: int = Field(
+        2048, ge=2, description="longest sequence, prompt plus output, in tokens"
+    )
+    policy: Policy = Field(
+        "continuous",
+        description="continuous: vLLM's token-budget rule with preemption; "
+        "static: a batch is admitted together and reserves KV for its longest sequence",
+    )
     # static batching reserves KV for the longest sequence a request could reach:
     # max_model_len (the traditional server) or its own prompt + max_tokens
-    static_reserve: StaticReserve = Field("max_model_len", description="static policy's reservation per "
-                                          "request: max_model_len (traditional) or its own prompt + max_tokens")
-    batch_controller: BatchController = Field("fixed", description="fixed: max_num_seqs and max_num_batched_tokens "
-                                              "as set; slo: adapt both, up to those caps, from the observed time per "
-                                              "output token and the waiting queue (engine.core.batch_controller)")
-    batch_target_tpot_s: float = Field(0.1, gt=0, description="the slo batch controller's target time per "
-                                       "output token, seconds")
-    role: Role = Field("both", description="both: prefill and decode here (co-located); prefill: run each "
-                       "request's prefill, then hand its KV blocks and first token over; decode: admit requests "
-                       "whose KV arrives from a prefill instance (engine.core.kv_handoff)")
+    static_reserve: StaticReserve = Field(
+        "max_model_len",
+        description="static policy's reservation per "
+        "request: max_model_len (traditional) or its own prompt + max_tokens",
+    )
+    batch_controller: BatchController = Field(
+        "fixed",
+        description="fixed: max_num_seqs and max_num_batched_tokens "
+        "as set; slo: adapt both, up to those caps, from the observed time per "
+        "output token and the waiting queue (engine.core.batch_controller)",
+    )
+    batch_target_tpot_s: float = Field(
+        0.1, gt=0, description="the slo batch controller's target time per output token, seconds"
+    )
+    role: Role = Field(
+        "both",
+        description="both: prefill and decode here (co-located); prefill: run each "
+        "request's prefill, then hand its KV blocks and first token over; decode: admit requests "
+        "whose KV arrives from a prefill instance (engine.core.kv_handoff)",
+    )
 
     @model_validator(mode="after")
     def _role_needs_continuous(self) -> "SchedulerConfig":
         if self.role != "both" and self.policy != "continuous":
-            raise ValueError(f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
-                             "policy cannot hand requests over")
+            raise ValueError(
+                f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
+                "policy cannot hand requests over"
+            )
         return self
 
 
-def engine_configs(settings: Any, *, num_kv_blocks: int, max_model_len: int,
-                   **resolved: Any) -> tuple[CacheConfig, SchedulerConfig]:
+def engine_configs(
+    settings: Any, *, num_kv_blocks: int, max_model_len: int, **resolved: Any
+) -> tuple[CacheConfig, SchedulerConfig]:
     """The engine's `CacheConfig` and `SchedulerConfig` from any settings object that carries
     their fields by name (`EngineConfig`, a scenario's `SchedulerSettings`, a calibration's
     `EngineSettings`).
@@ -86,14 +130,21 @@ def engine_configs(settings: Any, *, num_kv_blocks: int, max_model_len: int,
     an error."""
     unknown = set(resolved) - set(CacheConfig.model_fields) - set(SchedulerConfig.model_fields)
     if unknown:
-        raise KeyError(f"engine_configs: no setting named {sorted(unknown)}; expected fields of "
-                       "CacheConfig or SchedulerConfig")
+        raise KeyError(
+            f"engine_configs: no setting named {sorted(unknown)}; expected fields of "
+            "CacheConfig or SchedulerConfig"
+        )
     resolved = {**resolved, "num_kv_blocks": num_kv_blocks, "max_model_len": max_model_len}
 
     def build(config: type[BaseModel]) -> Any:
-        values = {name: getattr(settings, name) for name in config.model_fields
-                  if getattr(settings, name, None) is not None}
-        values.update({name: value for name, value in resolved.items() if name in config.model_fields})
+        values = {
+            name: getattr(settings, name)
+            for name in config.model_fields
+            if getattr(settings, name, None) is not None
+        }
+        values.update(
+            {name: value for name, value in resolved.items() if name in config.model_fields}
+        )
         return config(**values)
 
     return build(CacheConfig), build(SchedulerConfig)
@@ -103,7 +154,9 @@ def setting(config: type[BaseModel], name: str, **changes: Any) -> Any:
     """The field `name` of `config` (its bound, default and help), with `changes` (e.g. default=None),
     for reuse as another model's field: `max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")`."""
     if name not in config.model_fields:
-        raise KeyError(f"{config.__name__} has no setting {name!r}; expected one of {sorted(config.model_fields)}")
+        raise KeyError(
+            f"{config.__name__} has no setting {name!r}; expected one of {sorted(config.model_fields)}"
+        )
     return FieldInfo.merge_field_infos(config.model_fields[name], **changes)
 
 

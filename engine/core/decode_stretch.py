@@ -28,6 +28,7 @@ The static policy admits nothing while a batch runs and reserves every block up 
 decode steps are stretches up to the first finish. A step with a prefill (even of a 1-token prompt,
 which looks like a decode but computes from nothing) starts no stretch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,8 +47,13 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
         raise ValueError(f"max_steps is {max_steps!r}; expected an integer ≥ 1")
     out.max_decode_steps = 1
     scheduled = out.scheduled
-    if (max_steps == 1 or out.preempted or out.num_admitted or not scheduled
-            or len(scheduled) != len(scheduler.running)):
+    if (
+        max_steps == 1
+        or out.preempted
+        or out.num_admitted
+        or not scheduled
+        or len(scheduled) != len(scheduler.running)
+    ):
         return 1
     refused = _refused_requests(scheduler, out)
     if refused is None:
@@ -55,7 +61,9 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
     limit, events = _scan(scheduler, scheduled, max_steps)
     bm = scheduler.block_manager
     refusals = []
-    if limit > 1 and refused and (bm.enable_prefix_caching or bm.tenant_block_quota):   # else they cannot change
+    if (
+        limit > 1 and refused and (bm.enable_prefix_caching or bm.tenant_block_quota)
+    ):  # else they cannot change
         refusals = [_Refusal(scheduler, req, req is out.blocked) for req in refused]
         if bm.enable_prefix_caching:
             limit = _registration_limit(scheduler, refusals, limit)
@@ -65,7 +73,9 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
     return limit
 
 
-def _scan(scheduler: Scheduler, scheduled: list[tuple[Request, int]], limit: int) -> tuple[int, list[int]]:
+def _scan(
+    scheduler: Scheduler, scheduled: list[tuple[Request, int]], limit: int
+) -> tuple[int, list[int]]:
     """(1 + the first step at which a request could finish, its token being the stretch's last; the
     block crossings before it, as step * len(running) + position in `running`), in one pass; (1, [])
     when `scheduled` is not a pure decode of `running` in order."""
@@ -75,30 +85,37 @@ def _scan(scheduler: Scheduler, scheduled: list[tuple[Request, int]], limit: int
     stride = size * num_running
     for i, (req, num_new) in enumerate(scheduled):
         tokens = req.num_tokens
-        computed = tokens - 1                         # a decode: one token to compute, after others
-        if num_new != 1 or req.num_computed_tokens != computed or not computed or req is not running[i]:
+        computed = tokens - 1  # a decode: one token to compute, after others
+        if (
+            num_new != 1
+            or req.num_computed_tokens != computed
+            or not computed
+            or req is not running[i]
+        ):
             return 1, events
-        last = req.stop_len - tokens - 1              # the step whose token reaches its length
-        if req.stops_on_token:                        # any token might stop it once min_tokens are out
+        last = req.stop_len - tokens - 1  # the step whose token reaches its length
+        if req.stops_on_token:  # any token might stop it once min_tokens are out
             stop = req.params.min_tokens - (tokens - req.num_prompt_tokens) - 1
             last = stop if stop < last else last
         if last + 1 < limit:
             if last <= 0:
                 return 1, events
             limit = last + 1
-        first = len(req.block_table) * size - computed     # the step whose schedule() gives it a block
+        first = len(req.block_table) * size - computed  # the step whose schedule() gives it a block
         if first < limit:
             events.extend(range(first * num_running + i, limit * num_running, stride))
     return limit, events
 
 
-def _crossing_limit(scheduler: Scheduler, refusals: list[_Refusal], events: list[int], limit: int) -> int:
+def _crossing_limit(
+    scheduler: Scheduler, refusals: list[_Refusal], events: list[int], limit: int
+) -> int:
     """The stretch cut before the first step whose block crossings would preempt, or would change the
     outcome of admitting a refused request (a lost cache hit, less room for its tenant)."""
     running, bm = scheduler.running, scheduler.block_manager
     num_running, num_free = len(running), bm.num_free_blocks
     events.sort()
-    if not bm.tenant_block_quota and not refusals:     # only the first crossing the pool lacks counts
+    if not bm.tenant_block_quota and not refusals:  # only the first crossing the pool lacks counts
         return min(limit, events[num_free] // num_running) if len(events) > num_free else limit
     watched: dict[int, list[tuple[_Refusal, int]]] = {}
     for refusal in refusals:
@@ -120,12 +137,12 @@ def _crossing_limit(scheduler: Scheduler, refusals: list[_Refusal], events: list
             changed.clear()
             step_now = step
         if num_taken >= num_free:
-            return step                                 # no free block: it would preempt
+            return step  # no free block: it would preempt
         if quotas:
             tenant = running[event % num_running].tenant
             room = bm.tenant_headroom(tenant)
             if room is not None and room - used.get(tenant, 0) <= 0:
-                return step                             # over its tenant's quota: it would preempt
+                return step  # over its tenant's quota: it would preempt
             if tenant in quota_watch:
                 changed.add(quota_watch[tenant])
             used[tenant] = used.get(tenant, 0) + 1
@@ -144,8 +161,12 @@ def _refused_requests(scheduler: Scheduler, out: SchedulerOutput) -> list[Reques
     when admission cannot even be tried; None when the queue no longer matches `out`."""
     config, waiting = scheduler.config, scheduler.waiting
     num_running = len(scheduler.running)
-    if (config.policy != "continuous" or not waiting or num_running >= config.max_num_seqs
-            or config.max_num_batched_tokens - num_running <= 0):
+    if (
+        config.policy != "continuous"
+        or not waiting
+        or num_running >= config.max_num_seqs
+        or config.max_num_batched_tokens - num_running <= 0
+    ):
         return []
     refused = list(islice(waiting, out.num_skipped + (out.blocked is not None)))
     if out.blocked is None:
@@ -156,6 +177,7 @@ def _refused_requests(scheduler: Scheduler, out: SchedulerOutput) -> list[Reques
 class _Refusal:
     """A waiting request `schedule()` refused: passed over for its tenant's quota, or (`blocked`) stopped
     for lack of free blocks; re-checked whenever a crossing evicts one of its hits or eats its tenant's room."""
+
     __slots__ = ("req", "blocked", "hits", "num_hits", "free_hits", "room", "budget", "size")
 
     def __init__(self, scheduler: Scheduler, req: Request, blocked: bool):
@@ -189,19 +211,21 @@ def _registration_limit(scheduler: Scheduler, refusals: list[_Refusal], limit: i
     would then hit: one of a running request whose tokens so far are a refused request's prefix."""
     size = scheduler.block_size
     for refusal in refusals:
-        req = refusal.req                           # its full blocks are hashed (`get_computed_blocks`)
+        req = refusal.req  # its full blocks are hashed (`get_computed_blocks`)
         hashes, num_full = req.block_hashes, (req.num_tokens - 1) // size
         for other in scheduler.running:
             have = other.num_hashed_blocks
             if have >= num_full:
-                continue                                   # what it registers next, req never looks up
+                continue  # what it registers next, req never looks up
             computed = other.num_computed_tokens
-            step = (have + 1) * size - computed - 1        # the update that fills its next block
+            step = (have + 1) * size - computed - 1  # the update that fills its next block
             if step + 1 >= limit:
                 continue
             if have and other.block_hashes[have - 1] != hashes[have - 1]:
-                continue                                   # another prefix
-            if other.token_ids(have * size, computed + 1) != req.token_ids(have * size, computed + 1):
+                continue  # another prefix
+            if other.token_ids(have * size, computed + 1) != req.token_ids(
+                have * size, computed + 1
+            ):
                 continue
             limit = step + 1 if step > 0 else 1
             if limit == 1:
@@ -209,13 +233,22 @@ def _registration_limit(scheduler: Scheduler, refusals: list[_Refusal], limit: i
     return limit
 
 
-def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],
-            token_id: int) -> list[Request]:
+def advance(
+    scheduler: Scheduler,
+    out: SchedulerOutput,
+    num_steps: int,
+    step_end_times: Sequence[float],
+    token_id: int,
+) -> list[Request]:
     if not isinstance(num_steps, int) or not 1 <= num_steps <= out.max_decode_steps:
-        raise ValueError(f"num_steps is {num_steps!r}; expected 1 ≤ num_steps ≤ {out.max_decode_steps}, what "
-                         "decode_stretch(out, ...) returned for this output")
+        raise ValueError(
+            f"num_steps is {num_steps!r}; expected 1 ≤ num_steps ≤ {out.max_decode_steps}, what "
+            "decode_stretch(out, ...) returned for this output"
+        )
     if len(step_end_times) < num_steps:
-        raise ValueError(f"step_end_times has {len(step_end_times)} entries; expected one per step ({num_steps})")
+        raise ValueError(
+            f"step_end_times has {len(step_end_times)} entries; expected one per step ({num_steps})"
+        )
     out.max_decode_steps = 1
     scheduled = out.scheduled
     if num_steps == 1:
@@ -242,16 +275,18 @@ def advance(scheduler: Scheduler, out: SchedulerOutput, num_steps: int, step_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
     events.sort()
-    if not caching:                                      # fresh blocks only: hand them out in one loop
+    if not caching:  # fresh blocks only: hand them out in one loop
         bm.take_fresh_block_each([scheduled[event % num_running][0] for event in events])
         events = []
     for event in events:
         when, i = divmod(event, num_running)
         req = scheduled[i][0]
-        if when & 1:                                     # update(step) filled a block: register it
-            bm.cache_full_blocks(req, (req.num_computed_tokens - num_steps + (when >> 1) + 1) // size)
+        if when & 1:  # update(step) filled a block: register it
+            bm.cache_full_blocks(
+                req, (req.num_computed_tokens - num_steps + (when >> 1) + 1) // size
+            )
         else:
             bm.take_fresh_blocks(req)
-    if may_stop:                                         # the last update's finishes
+    if may_stop:  # the last update's finishes
         scheduler.finish_stopped(may_stop, step_end_times[num_steps - 1])
     return [req for req, _ in scheduled]

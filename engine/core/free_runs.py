@@ -7,13 +7,14 @@ static policy at most one more than the requests holding reservations. Pure Pyth
 manager that owns it (and builds it only when a contiguous reservation is first asked for, so the
 continuous policy never pays for it).
 """
+
 from collections.abc import Iterable
 
 
 class FreeRuns:
     def __init__(self, free_blocks: Iterable[int], num_blocks: int):
-        self._end_of: dict[int, int] = {}      # a run's first block -> one past its last block
-        self._start_of: dict[int, int] = {}    # one past a run's last block -> its first block
+        self._end_of: dict[int, int] = {}  # a run's first block -> one past its last block
+        self._start_of: dict[int, int] = {}  # one past a run's last block -> its first block
         is_free = bytearray(num_blocks)
         for block in free_blocks:
             is_free[block] = 1
@@ -36,17 +37,19 @@ class FreeRuns:
         """The first `num_blocks` blocks of the run beginning at `start` are no longer free."""
         end = self._end_of.pop(start)
         del self._start_of[end]
-        assert end - start >= num_blocks, f"the free run at block {start} has {end - start} blocks, not {num_blocks}"
+        assert end - start >= num_blocks, (
+            f"the free run at block {start} has {end - start} blocks, not {num_blocks}"
+        )
         if start + num_blocks < end:
             self._end_of[start + num_blocks], self._start_of[end] = end, start + num_blocks
 
     def add(self, block: int) -> None:
         """`block` became free: it joins the runs that end just before it and begin just after it."""
         start, end = block, block + 1
-        if start in self._start_of:            # a run ends right before it
+        if start in self._start_of:  # a run ends right before it
             start = self._start_of.pop(start)
             del self._end_of[start]
-        if end in self._end_of:                # a run begins right after it
+        if end in self._end_of:  # a run begins right after it
             end = self._end_of.pop(end)
             del self._start_of[end]
         self._end_of[start], self._start_of[end] = end, start

@@ -145,7 +145,7 @@ def admit_arrived(scheduler: Scheduler, out: SchedulerOutput, budget: int, now: 
         bm.allocate(req, req.num_computed_tokens + num_new)
         scheduler._start_running(req, now)
         out.scheduled.append((req, num_new))
-        if num_new == 1 and req.num_computed_tokens:     # the step's shape, as `schedule()` builds it
+        if num_new == 1 and req.num_computed_tokens:  # the step's shape, as `schedule()` builds it
             out._decode.append(req.num_computed_tokens + 1)
         else:
             out._prefill.append((num_new, req.num_computed_tokens))

@@ -1,4 +1,5 @@
 """What the engine hands back per request: tokens so far, finish reason, timings."""
+
 from dataclasses import dataclass
 
 from engine.core.request import Request
@@ -13,7 +14,11 @@ class RequestMetrics:
 
     @property
     def queue_time(self) -> float | None:
-        return None if self.first_scheduled_time is None else self.first_scheduled_time - self.arrival_time
+        return (
+            None
+            if self.first_scheduled_time is None
+            else self.first_scheduled_time - self.arrival_time
+        )
 
     @property
     def ttft(self) -> float | None:
@@ -38,7 +43,18 @@ class RequestOutput:
 
     @classmethod
     def of(cls, req: Request, text: str = "") -> "RequestOutput":
-        metrics = RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time, req.finish_time)
+        metrics = RequestMetrics(
+            req.arrival_time, req.first_scheduled_time, req.first_token_time, req.finish_time
+        )
         # the prompt never changes after admission: share it rather than copy it every step
-        return cls(req.request_id, req.prompt_token_ids, list(req.output_token_ids), text, req.is_finished,
-                   req.finish_reason, metrics, req.num_preemptions, req.num_cached_tokens)
+        return cls(
+            req.request_id,
+            req.prompt_token_ids,
+            list(req.output_token_ids),
+            text,
+            req.is_finished,
+            req.finish_reason,
+            metrics,
+            req.num_preemptions,
+            req.num_cached_tokens,
+        )

@@ -7,6 +7,7 @@ summary `stop_len` / `stops_on_token`) are plain slots kept up to date (by `appe
 `append_decoded_tokens`, assigning `prompt_token_ids` / `output_token_ids`, and the scheduler on
 admission), rather than properties recomputed on each read.
 """
+
 from enum import Enum
 
 from engine.core.sampling_params import SamplingParams
@@ -18,7 +19,9 @@ class RequestStatus(Enum):
     FINISHED_STOPPED = "stop"
     FINISHED_LENGTH = "length"
     FINISHED_ABORTED = "abort"
-    HANDED_OVER = "handed_over"     # prefill role: done here, its KV blocks held until the decode side has them
+    HANDED_OVER = (
+        "handed_over"  # prefill role: done here, its KV blocks held until the decode side has them
+    )
 
     @property
     def finished(self) -> bool:
@@ -29,35 +32,62 @@ _UNFINISHED = (RequestStatus.WAITING, RequestStatus.RUNNING)
 
 
 class Request:
-    __slots__ = ("request_id", "_prompt_token_ids", "_output_token_ids", "num_prompt_tokens", "num_tokens",
-                 "params", "tenant", "status",
-                 "num_computed_tokens", "num_cached_tokens", "block_table", "num_hashed_blocks", "block_hashes",
-                 "arrival_time", "first_scheduled_time", "first_token_time", "finish_time",
-                 "num_preemptions", "static_reserved_blocks", "generator", "stop_len", "stops_on_token")
+    __slots__ = (
+        "request_id",
+        "_prompt_token_ids",
+        "_output_token_ids",
+        "num_prompt_tokens",
+        "num_tokens",
+        "params",
+        "tenant",
+        "status",
+        "num_computed_tokens",
+        "num_cached_tokens",
+        "block_table",
+        "num_hashed_blocks",
+        "block_hashes",
+        "arrival_time",
+        "first_scheduled_time",
+        "first_token_time",
+        "finish_time",
+        "num_preemptions",
+        "static_reserved_blocks",
+        "generator",
+        "stop_len",
+        "stops_on_token",
+    )
 
-    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                 arrival_time: float, tenant: str = "default"):
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        arrival_time: float,
+        tenant: str = "default",
+    ):
         self.request_id = request_id
         self._output_token_ids: list[int] = []
-        self.prompt_token_ids = prompt_token_ids     # copied; sets num_prompt_tokens and num_tokens
+        self.prompt_token_ids = prompt_token_ids  # copied; sets num_prompt_tokens and num_tokens
         self.params = params
         self.tenant = tenant
         self.status = RequestStatus.WAITING
         self.num_computed_tokens = 0
-        self.num_cached_tokens = 0          # prompt tokens served from the prefix cache (last admission)
+        self.num_cached_tokens = 0  # prompt tokens served from the prefix cache (last admission)
         self.block_table: list[int] = []
-        self.block_hashes: list[int] = []   # chained hashes of this request's full blocks, in order
-        self.num_hashed_blocks = 0          # how many of its blocks are registered in the prefix cache
+        self.block_hashes: list[int] = []  # chained hashes of this request's full blocks, in order
+        self.num_hashed_blocks = 0  # how many of its blocks are registered in the prefix cache
         self.arrival_time = arrival_time
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None
         self.finish_time: float | None = None
         self.num_preemptions = 0
-        self.static_reserved_blocks = 0     # static policy: blocks reserved up front for the longest sequence
-        self.generator = None               # the sampler's per-request RNG (seeded requests)
+        self.static_reserved_blocks = (
+            0  # static policy: blocks reserved up front for the longest sequence
+        )
+        self.generator = None  # the sampler's per-request RNG (seeded requests)
         # set by the scheduler when it starts running the request (until then: "check every token"):
-        self.stop_len = 0                   # num_tokens at which it stops for length
-        self.stops_on_token = True          # whether a sampled token can stop it (stop ids, or EOS)
+        self.stop_len = 0  # num_tokens at which it stops for length
+        self.stops_on_token = True  # whether a sampled token can stop it (stop ids, or EOS)
 
     # ---- tokens: the lists, and the counts kept with them ----------------------------------------
     @property
@@ -106,8 +136,8 @@ class Request:
         if end <= num_prompt:
             return prompt[start:end]
         if start >= num_prompt:
-            return self._output_token_ids[start - num_prompt:end - num_prompt]
-        return prompt[start:] + self._output_token_ids[:end - num_prompt]
+            return self._output_token_ids[start - num_prompt : end - num_prompt]
+        return prompt[start:] + self._output_token_ids[: end - num_prompt]
 
     # ---- status ----------------------------------------------------------------------------------
     @property
@@ -119,5 +149,7 @@ class Request:
         return None if self.status in _UNFINISHED else self.status.value
 
     def __repr__(self) -> str:
-        return (f"Request({self.request_id!r}, {self.status.value}, tokens={self.num_tokens}, "
-                f"computed={self.num_computed_tokens}, blocks={len(self.block_table)})")
+        return (
+            f"Request({self.request_id!r}, {self.status.value}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed_tokens}, blocks={len(self.block_table)})"
+        )

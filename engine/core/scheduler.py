@@ -6,6 +6,7 @@ prefill and mixed prefill+decode steps fall out of one loop. When blocks run out
 request is preempted and later recomputed. The `static` policy admits a batch together, each request
 reserving contiguous KV for its longest possible sequence, and admits nothing until the batch drains.
 """
+
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,14 +22,16 @@ from engine.core.step_shape import StepShape
 
 @dataclass
 class SchedulerOutput:
-    scheduled: list[tuple[Request, int]] = field(default_factory=list)   # (request, new tokens this step)
+    scheduled: list[tuple[Request, int]] = field(
+        default_factory=list
+    )  # (request, new tokens this step)
     preempted: list[Request] = field(default_factory=list)
     # how the admission of waiting requests went (what `decode_stretch` needs to know it stays so):
-    num_admitted: int = 0            # waiting requests started this step (the last entries of `scheduled`)
-    num_skipped: int = 0             # passed over for their tenant's quota: the first ones in `waiting`
-    blocked: Request | None = None   # the waiting request after them that found no room in the pool
-    host_loaded_blocks: int = 0      # KV blocks brought back from the host tier for this step
-    max_decode_steps: int = field(default=1, repr=False)     # set by `Scheduler.decode_stretch`
+    num_admitted: int = 0  # waiting requests started this step (the last entries of `scheduled`)
+    num_skipped: int = 0  # passed over for their tenant's quota: the first ones in `waiting`
+    blocked: Request | None = None  # the waiting request after them that found no room in the pool
+    host_loaded_blocks: int = 0  # KV blocks brought back from the host tier for this step
+    max_decode_steps: int = field(default=1, repr=False)  # set by `Scheduler.decode_stretch`
     _shape: StepShape | None = field(default=None, repr=False, compare=False)
     # the shape's two lists, filled as `schedule()` adds each request (saves a pass over `scheduled`)
     _prefill: list[tuple[int, int]] = field(default_factory=list, repr=False, compare=False)
@@ -59,9 +62,9 @@ class KVStats:
     num_blocks: int
     num_used_blocks: int
     num_free_blocks: int
-    num_cached_free_blocks: int      # free but still holding a reusable prefix
-    tokens_stored: int               # token slots holding a running request's KV
-    slots_reserved: int              # token slots of all used blocks
+    num_cached_free_blocks: int  # free but still holding a reusable prefix
+    tokens_stored: int  # token slots holding a running request's KV
+    slots_reserved: int  # token slots of all used blocks
 
     @property
     def usage(self) -> float:
@@ -78,20 +81,30 @@ class KVStats:
 
 
 class Scheduler:
-    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
-                 eos_token_ids: frozenset[int] = frozenset()):
+    def __init__(
+        self,
+        scheduler_config: SchedulerConfig,
+        cache_config: CacheConfig,
+        eos_token_ids: frozenset[int] = frozenset(),
+    ):
         self.config = scheduler_config
         self.block_size = cache_config.block_size
         caching = cache_config.enable_prefix_caching and scheduler_config.policy == "continuous"
-        self.block_manager = BlockManager(cache_config.num_kv_blocks, cache_config.block_size, caching,
-                                          cache_config.tenant_block_quota)
+        self.block_manager = BlockManager(
+            cache_config.num_kv_blocks,
+            cache_config.block_size,
+            caching,
+            cache_config.tenant_block_quota,
+        )
         if cache_config.num_cpu_kv_blocks and caching:
-            self.block_manager.host_tier = HostKVTier(cache_config.num_cpu_kv_blocks, cache_config.block_size)
+            self.block_manager.host_tier = HostKVTier(
+                cache_config.num_cpu_kv_blocks, cache_config.block_size
+            )
         self.eos_token_ids = frozenset(eos_token_ids)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.num_preemptions = 0
-        self.controller = make_controller(scheduler_config)   # None: the limits stay as configured
+        self.controller = make_controller(scheduler_config)  # None: the limits stay as configured
         # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
         # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
         self.hands_over = scheduler_config.role == "prefill"
@@ -113,7 +126,7 @@ class Scheduler:
 
     def abort_request(self, request: Request, now: float) -> None:
         if request.is_finished:
-            if request.status is RequestStatus.HANDED_OVER:      # its KV is no longer wanted
+            if request.status is RequestStatus.HANDED_OVER:  # its KV is no longer wanted
                 if request in self.outbox:
                     self.outbox.remove(request)
                 kv_handoff.release_handed_over(self, request)
@@ -156,14 +169,14 @@ class Scheduler:
 
     # ---- one step ----------------------------------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
-        if self.controller is not None:          # SLO-aware batch sizing: this step's effective limits
+        if self.controller is not None:  # SLO-aware batch sizing: this step's effective limits
             self.config = self.controller.adapt(self, now)
         out = SchedulerOutput()
         if self.config.policy == "static" and not self.running:
             self._admit_static_batch(out, now)
         budget = self._schedule_running(out, now)
         if self.config.policy == "continuous" and not out.preempted:
-            if self.arrived:                     # decode role: hand-overs whose KV is here go first
+            if self.arrived:  # decode role: hand-overs whose KV is here go first
                 admitted = out.num_admitted
                 budget = kv_handoff.admit_arrived(self, out, budget, now)
                 self.num_handoffs -= out.num_admitted - admitted
@@ -175,7 +188,12 @@ class Scheduler:
         return out
 
     def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
-        budget, bm, size, i = self.config.max_num_batched_tokens, self.block_manager, self.block_size, 0
+        budget, bm, size, i = (
+            self.config.max_num_batched_tokens,
+            self.block_manager,
+            self.block_size,
+            0,
+        )
         running, scheduled, decode, prefill = self.running, out.scheduled, out._decode, out._prefill
         while i < len(running) and budget > 0:
             req = running[i]
@@ -184,7 +202,7 @@ class Scheduler:
             if num_new > budget:
                 num_new = budget
             target = computed + num_new
-            if target > len(req.block_table) * size:          # it needs blocks (a decode mostly does not)
+            if target > len(req.block_table) * size:  # it needs blocks (a decode mostly does not)
                 while not bm.can_allocate(req, target):
                     victim = self._pick_victim(req, i)
                     self._preempt(victim)
@@ -195,7 +213,7 @@ class Scheduler:
                     continue
                 bm.allocate(req, target)
             scheduled.append((req, num_new))
-            if num_new == 1 and computed:             # as `SchedulerOutput.shape` tells them apart
+            if num_new == 1 and computed:  # as `SchedulerOutput.shape` tells them apart
                 decode.append(target)
             else:
                 prefill.append((num_new, computed))
@@ -230,10 +248,10 @@ class Scheduler:
             num_new = min(req.num_tokens - num_cached, budget)
             if not bm.can_allocate(req, num_cached + num_new, cached):
                 if self._over_tenant_quota(req, num_cached + num_new):
-                    skipped.append(self.waiting.popleft())    # let other tenants pass
+                    skipped.append(self.waiting.popleft())  # let other tenants pass
                     continue
                 out.blocked = req
-                break                                          # the pool is full: FCFS waits
+                break  # the pool is full: FCFS waits
             self.waiting.popleft()
             bm.allocate(req, num_cached + num_new, cached)
             req.num_computed_tokens = req.num_cached_tokens = num_cached
@@ -272,15 +290,19 @@ class Scheduler:
 
     def _start_running(self, req: Request, now: float) -> None:
         req.status = RequestStatus.RUNNING
-        params = req.params         # what `_stop_status` checks, summed up so most tokens skip it
+        params = req.params  # what `_stop_status` checks, summed up so most tokens skip it
         req.stop_len = min(req.num_prompt_tokens + params.max_tokens, self.config.max_model_len)
-        req.stops_on_token = bool(params.stop_token_ids) or (not params.ignore_eos and bool(self.eos_token_ids))
+        req.stops_on_token = bool(params.stop_token_ids) or (
+            not params.ignore_eos and bool(self.eos_token_ids)
+        )
         if req.first_scheduled_time is None:
             req.first_scheduled_time = now
         self.running.append(req)
 
     # ---- after the step ----------------------------------------------------------------------------
-    def update(self, out: SchedulerOutput, sampled_token_ids: list[int | None], now: float) -> list[Request]:
+    def update(
+        self, out: SchedulerOutput, sampled_token_ids: list[int | None], now: float
+    ) -> list[Request]:
         """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
         its step did not reach the end of its tokens). Returns the requests that got a token."""
         progressed, may_stop = [], []
@@ -288,14 +310,14 @@ class Scheduler:
         caching = bm.enable_prefix_caching
         for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
             if req.status is not running_status:
-                continue                                       # aborted while the step ran
+                continue  # aborted while the step ran
             computed = req.num_computed_tokens = req.num_computed_tokens + num_new
             if caching and computed // size > req.num_hashed_blocks:
                 bm.cache_full_blocks(req)
             if computed < req.num_tokens:
-                continue                                       # a prefill chunk: no token yet
+                continue  # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
-            req._output_token_ids.append(token)       # `append_output_token`, inlined: the hot loop
+            req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
             req.num_tokens += 1
             if req.first_token_time is None:
                 req.first_token_time = now
@@ -304,7 +326,7 @@ class Scheduler:
                 may_stop.append((req, token))
         if may_stop:
             self.finish_stopped(may_stop, now)
-        if self.hands_over and progressed:        # prefill role: first tokens leave for a decode instance
+        if self.hands_over and progressed:  # prefill role: first tokens leave for a decode instance
             kv_handoff.hand_over(self, progressed)
         return progressed
 
@@ -325,7 +347,9 @@ class Scheduler:
         params = req.params
         num_output = req.num_tokens - req.num_prompt_tokens
         if num_output >= params.min_tokens and (
-                token in params.stop_token_ids or (not params.ignore_eos and token in self.eos_token_ids)):
+            token in params.stop_token_ids
+            or (not params.ignore_eos and token in self.eos_token_ids)
+        ):
             return RequestStatus.FINISHED_STOPPED
         if num_output >= params.max_tokens or req.num_tokens >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH
@@ -344,12 +368,15 @@ class Scheduler:
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
         if self.waiting and self.block_manager.host_tier is not None:
-            out.max_decode_steps = 1     # an eviction could turn a refused request's GPU hit into a host hit
+            out.max_decode_steps = (
+                1  # an eviction could turn a refused request's GPU hit into a host hit
+            )
             return 1
         return decode_stretch.stretch_length(self, out, max_steps)
 
-    def advance_decodes(self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float],
-                        token_id: int) -> list[Request]:
+    def advance_decodes(
+        self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float], token_id: int
+    ) -> list[Request]:
         """Exactly the effect of `num_steps` rounds of `update(out_k, [token_id] * len, now=step_end_times[k])`
         followed (except after the last) by `out_{k+1} = schedule(now=step_end_times[k])`, out_0 = `out`,
         for num_steps ≤ `decode_stretch(out, ...)`. Returns the requests that got a token in the last step;
@@ -362,8 +389,14 @@ class Scheduler:
         prefix-cache block, so it counts `block_size` stored tokens once."""
         bm = self.block_manager
         stored, used_slots = self._stored_and_reserved_slots()
-        return KVStats(bm.num_blocks, bm.num_used_blocks, bm.num_free_blocks, bm.num_cached_free_blocks,
-                       stored, used_slots)
+        return KVStats(
+            bm.num_blocks,
+            bm.num_used_blocks,
+            bm.num_free_blocks,
+            bm.num_cached_free_blocks,
+            stored,
+            used_slots,
+        )
 
     def kv_utilization(self) -> float:
         """`kv_stats().utilization` without building the stats: the simulator reads it after every step."""

@@ -3,6 +3,7 @@
 The sums the cost model reads on every simulated step are computed once, when the shape is made (plain
 attributes: a read costs no descriptor call), so the cost model's per-step path is a few attribute reads.
 """
+
 from dataclasses import dataclass
 
 
@@ -15,6 +16,7 @@ class StepShape:
     num_prefill_tokens, num_prefill_seqs, num_decode_seqs, num_batched_tokens, num_seqs,
     decode_context_tokens, prefill_attention_pairs (query-key pairs of causal attention over the new
     tokens plus their cached prefix)."""
+
     prefill_chunks: tuple[tuple[int, int], ...] = ()
     decode_context_lens: tuple[int, ...] = ()
 
@@ -24,7 +26,7 @@ class StepShape:
         for new, cached in chunks:
             num_prefill += new
             pairs += new * cached + new * (new + 1) // 2
-        derived = self.__dict__                  # frozen: set the derived counts past __setattr__
+        derived = self.__dict__  # frozen: set the derived counts past __setattr__
         derived["num_prefill_tokens"] = num_prefill
         derived["num_prefill_seqs"] = len(chunks)
         derived["num_decode_seqs"] = len(decode)

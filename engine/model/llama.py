@@ -4,27 +4,28 @@ Module names match Hugging Face's, so safetensors load by name. Prefill chunks a
 one step run through the linear layers together; attention splits them: decode tokens first (one per
 sequence, `paged_decode_attention`), then the prefill/extend tokens (`paged_prefill_attention`).
 """
+
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 import kernels
-from kernels.kv_quant import PagedKVCache
 from engine.model.config import ModelConfig
 from engine.model.rotary import apply_rotary, rope_cos_sin
+from kernels.kv_quant import PagedKVCache
 
 
 @dataclass
 class AttentionMetadata:
-    slot_mapping: torch.Tensor            # [T] int64: cache slot of every token
-    num_decode_tokens: int                # the first num_decode_tokens tokens are decodes
-    decode_block_tables: torch.Tensor     # [num_decode, max_blocks] int32
-    decode_context_lens: torch.Tensor     # [num_decode] int32
-    prefill_cu_seqlens: torch.Tensor      # [num_prefill + 1] int32 over the prefill tokens
-    prefill_context_lens: torch.Tensor    # [num_prefill] int32: cached prefix + new tokens
-    prefill_block_tables: torch.Tensor    # [num_prefill, max_blocks] int32
-    logits_indices: torch.Tensor          # [S] int64: tokens whose next-token logits are needed
+    slot_mapping: torch.Tensor  # [T] int64: cache slot of every token
+    num_decode_tokens: int  # the first num_decode_tokens tokens are decodes
+    decode_block_tables: torch.Tensor  # [num_decode, max_blocks] int32
+    decode_context_lens: torch.Tensor  # [num_decode] int32
+    prefill_cu_seqlens: torch.Tensor  # [num_prefill + 1] int32 over the prefill tokens
+    prefill_context_lens: torch.Tensor  # [num_prefill] int32: cached prefix + new tokens
+    prefill_block_tables: torch.Tensor  # [num_prefill, max_blocks] int32
+    logits_indices: torch.Tensor  # [S] int64: tokens whose next-token logits are needed
 
 
 class RMSNorm(nn.Module):
@@ -44,30 +45,58 @@ class Attention(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
-        self.scale = c.head_dim ** -0.5
+        self.scale = c.head_dim**-0.5
         self.q_proj = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.qkv_bias)
         self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv_cache: PagedKVCache, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: PagedKVCache,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
         # x: [T, hidden]
         num_tokens = x.shape[0]
         q = apply_rotary(self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim), cos, sin)
-        k = apply_rotary(self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim), cos, sin)
+        k = apply_rotary(
+            self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim), cos, sin
+        )
         v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
         k_cache, v_cache, k_scale, v_scale = kv_cache  # scales: None unless the cache is fp8 / int8
         kernels.store_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
         nd = meta.num_decode_tokens
         parts = []
         if nd:
-            parts.append(kernels.paged_decode_attention(q[:nd], k_cache, v_cache, meta.decode_block_tables,
-                                                        meta.decode_context_lens, self.scale, k_scale, v_scale))
+            parts.append(
+                kernels.paged_decode_attention(
+                    q[:nd],
+                    k_cache,
+                    v_cache,
+                    meta.decode_block_tables,
+                    meta.decode_context_lens,
+                    self.scale,
+                    k_scale,
+                    v_scale,
+                )
+            )
         if nd < num_tokens:
-            parts.append(kernels.paged_prefill_attention(q[nd:], k_cache, v_cache, meta.prefill_cu_seqlens,
-                                                         meta.prefill_context_lens, meta.prefill_block_tables,
-                                                         self.scale, k_scale, v_scale))
+            parts.append(
+                kernels.paged_prefill_attention(
+                    q[nd:],
+                    k_cache,
+                    v_cache,
+                    meta.prefill_cu_seqlens,
+                    meta.prefill_context_lens,
+                    meta.prefill_block_tables,
+                    self.scale,
+                    k_scale,
+                    v_scale,
+                )
+            )
         out = parts[0] if len(parts) == 1 else torch.cat(parts)  # [T, Hq, D]
         return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
 
@@ -118,12 +147,18 @@ class LlamaForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def build_rope(self, max_positions: int, device) -> None:
-        self.rope_cos, self.rope_sin = rope_cos_sin(self.config.head_dim, self.config.rope_parameters,
-                                                    max_positions, device)
+        self.rope_cos, self.rope_sin = rope_cos_sin(
+            self.config.head_dim, self.config.rope_parameters, max_positions, device
+        )
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                kv_caches: list[PagedKVCache], meta: AttentionMetadata) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[PagedKVCache],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
         # input_ids, positions: [T] -> logits [S, vocab] float32 at meta.logits_indices
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # [T, D]
         x = self.model.embed_tokens(input_ids)

@@ -1,16 +1,23 @@
 """Build the model on a device and fill its weights: safetensors by Hugging Face names, or dummy."""
+
 from pathlib import Path
 
 import torch
 
-from engine.model.llama import LlamaForCausalLM
 from engine.model.config import ModelConfig
+from engine.model.llama import LlamaForCausalLM
 
-DUMMY_WEIGHT_STD = 0.02   # the scale Hugging Face initialises Llama linears with
+DUMMY_WEIGHT_STD = 0.02  # the scale Hugging Face initialises Llama linears with
 
 
-def build_model(config: ModelConfig, model: str, load_format: str, dtype: torch.dtype, device: torch.device,
-                seed: int = 0) -> LlamaForCausalLM:
+def build_model(
+    config: ModelConfig,
+    model: str,
+    load_format: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    seed: int = 0,
+) -> LlamaForCausalLM:
     with torch.device("meta"):
         net = LlamaForCausalLM(config)
     net = net.to_empty(device=device).to(dtype)
@@ -19,7 +26,9 @@ def build_model(config: ModelConfig, model: str, load_format: str, dtype: torch.
     elif load_format in ("auto", "safetensors"):
         _load_safetensors(net, Path(model))
     else:
-        raise ValueError(f"load_format is {load_format!r}; expected 'auto', 'safetensors' or 'dummy'")
+        raise ValueError(
+            f"load_format is {load_format!r}; expected 'auto', 'safetensors' or 'dummy'"
+        )
     net.tie_weights()
     net.build_rope(config.max_position_embeddings, device)
     return net.eval()
@@ -44,7 +53,9 @@ def _load_safetensors(net: LlamaForCausalLM, directory: Path) -> None:
 
     files = sorted(directory.glob("*.safetensors"))
     if not files:
-        raise ValueError(f"{directory}: no *.safetensors files; expected Hugging Face weights there, or load_format='dummy'")
+        raise ValueError(
+            f"{directory}: no *.safetensors files; expected Hugging Face weights there, or load_format='dummy'"
+        )
     params = dict(net.named_parameters())
     if net.config.tie_word_embeddings:
         params.pop("lm_head.weight", None)
@@ -53,14 +64,22 @@ def _load_safetensors(net: LlamaForCausalLM, directory: Path) -> None:
         with safe_open(str(file), framework="pt") as f:
             for name in f.keys():
                 if name not in params:
-                    if "rotary_emb" in name or (name == "lm_head.weight" and net.config.tie_word_embeddings):
+                    if "rotary_emb" in name or (
+                        name == "lm_head.weight" and net.config.tie_word_embeddings
+                    ):
                         continue  # derived buffers and tied copies
-                    raise ValueError(f"{file}: weight {name!r} has no place in a {net.config.model_type} model")
+                    raise ValueError(
+                        f"{file}: weight {name!r} has no place in a {net.config.model_type} model"
+                    )
                 tensor = f.get_tensor(name)
                 if tensor.shape != params[name].shape:
-                    raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}; expected {tuple(params[name].shape)}")
+                    raise ValueError(
+                        f"{file}: {name} has shape {tuple(tensor.shape)}; expected {tuple(params[name].shape)}"
+                    )
                 params[name].copy_(tensor)
                 loaded.add(name)
     missing = sorted(set(params) - loaded)
     if missing:
-        raise ValueError(f"{directory}: weights missing from the safetensors files: {missing[:5]}{' …' if len(missing) > 5 else ''}")
+        raise ValueError(
+            f"{directory}: weights missing from the safetensors files: {missing[:5]}{' …' if len(missing) > 5 else ''}"
+        )

@@ -1,4 +1,5 @@
 """Rotary position embedding tables (default, linear and llama3 scaling), as Hugging Face computes them."""
+
 import math
 
 import torch
@@ -6,7 +7,9 @@ import torch
 
 def rope_inv_freq(head_dim: int, rope_parameters: dict) -> torch.Tensor:
     base = float(rope_parameters.get("rope_theta", 10000.0))
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))  # [D/2]
+    inv_freq = 1.0 / (
+        base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+    )  # [D/2]
     rope_type = rope_parameters.get("rope_type", "default")
     if rope_type == "default":
         return inv_freq
@@ -14,11 +17,17 @@ def rope_inv_freq(head_dim: int, rope_parameters: dict) -> torch.Tensor:
         return inv_freq / float(rope_parameters["factor"])
     if rope_type == "llama3":
         return _llama3_inv_freq(inv_freq, rope_parameters)
-    raise ValueError(f"rope_type {rope_type!r} is not supported; expected default, linear or llama3")
+    raise ValueError(
+        f"rope_type {rope_type!r} is not supported; expected default, linear or llama3"
+    )
 
 
 def _llama3_inv_freq(inv_freq: torch.Tensor, p: dict) -> torch.Tensor:
-    factor, low, high = float(p["factor"]), float(p["low_freq_factor"]), float(p["high_freq_factor"])
+    factor, low, high = (
+        float(p["factor"]),
+        float(p["low_freq_factor"]),
+        float(p["high_freq_factor"]),
+    )
     old_len = float(p["original_max_position_embeddings"])
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
@@ -28,7 +37,9 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, p: dict) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def rope_cos_sin(head_dim: int, rope_parameters: dict, max_positions: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    head_dim: int, rope_parameters: dict, max_positions: int, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     # -> cos, sin: [max_positions, head_dim] float32
     inv_freq = rope_inv_freq(head_dim, rope_parameters)
     freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)  # [P, D/2]

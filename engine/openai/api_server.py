@@ -7,6 +7,7 @@ and the head's size and deadline (http_guard.py, in the HTTP parser), the respon
 and API key (auth), body checks (size, deadline, encoding), FastAPI's validation, the request's bounds
 (stop lists), then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
 """
+
 import asyncio
 import json
 import logging
@@ -35,28 +36,42 @@ from engine.step_recorder import StepRecorder
 log = logging.getLogger("surgeplan.server")
 
 
-def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = None, **server_options) -> FastAPI:
+def build_app(
+    engine_config: EngineConfig, server_config: ServerConfig | None = None, **server_options
+) -> FastAPI:
     """Loads the engine now (so a bad model fails before the port opens); its thread starts with the app.
     `server_options` are ServerConfig's fields, for a config built on the spot."""
     from engine.llm_engine import LLMEngine
 
     if server_config is not None and server_options:
-        raise ValueError(f"build_app got both server_config and {sorted(server_options)}; expected one of them")
+        raise ValueError(
+            f"build_app got both server_config and {sorted(server_options)}; expected one of them"
+        )
     config = server_config or ServerConfig(**server_options)
-    tenancy = resolve_tenancy(config.tenant_keys, engine_config.tenant_block_quota, config.max_open_tenants)
+    tenancy = resolve_tenancy(
+        config.tenant_keys, engine_config.tenant_block_quota, config.max_open_tenants
+    )
     engine_config = engine_config.model_copy(update={"tenant_block_quota": tenancy.kv_quota()})
     names = list(config.served_model_names or [engine_config.model])
     metrics = ServingMetrics(names[0])
     metrics.keep_tenants(tenancy.limits)
     recorder = StepRecorder(config.record_steps) if config.record_steps else None
-    async_engine = AsyncEngine(lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests,
-                               recorder=recorder)
+    async_engine = AsyncEngine(
+        lambda: LLMEngine(engine_config), metrics, config.max_waiting_requests, recorder=recorder
+    )
     engine = async_engine.engine
     metrics.observe_cache_config(engine.cache_config)
     admission = Admission(config, tenancy, metrics)
     drainer = Drainer(admission, async_engine, config.drain_timeout_s)
-    ctx = ServingContext(async_engine, engine.tokenizer, names, engine.scheduler_config.max_model_len, admission,
-                         config, engine.model_config.vocab_size)
+    ctx = ServingContext(
+        async_engine,
+        engine.tokenizer,
+        names,
+        engine.scheduler_config.max_model_len,
+        admission,
+        config,
+        engine.model_config.vocab_size,
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -67,28 +82,46 @@ def build_app(engine_config: EngineConfig, server_config: ServerConfig | None = 
 
     app = FastAPI(title="surgeplan OpenAI-compatible server", lifespan=lifespan)
     app.state.serving, app.state.metrics, app.state.drainer = ctx, metrics, drainer
-    app.state.connection_limits = ConnectionLimits.of(config, metrics)      # read by http_guard.uvicorn_options
-    max_commas = max_json_commas(engine.scheduler_config.max_model_len, config.max_stop_token_ids,
-                                 config.max_stop_sequences)
-    app.add_middleware(BodyCheckMiddleware, max_bytes=config.max_request_body_bytes, timeout_s=config.body_timeout_s,
-                       admission=admission, metrics=metrics, max_commas=max_commas)
-    app.add_middleware(AccessMiddleware, keys=KeyRing.of(config), tenancy=tenancy, metrics=metrics,
-                       max_header_bytes=config.max_header_bytes, open_keys_claim_tenants=config.open_keys_claim_tenants)
-    app.add_middleware(StatusCountMiddleware, metrics=metrics)       # the last added runs first
+    app.state.connection_limits = ConnectionLimits.of(
+        config, metrics
+    )  # read by http_guard.uvicorn_options
+    max_commas = max_json_commas(
+        engine.scheduler_config.max_model_len, config.max_stop_token_ids, config.max_stop_sequences
+    )
+    app.add_middleware(
+        BodyCheckMiddleware,
+        max_bytes=config.max_request_body_bytes,
+        timeout_s=config.body_timeout_s,
+        admission=admission,
+        metrics=metrics,
+        max_commas=max_commas,
+    )
+    app.add_middleware(
+        AccessMiddleware,
+        keys=KeyRing.of(config),
+        tenancy=tenancy,
+        metrics=metrics,
+        max_header_bytes=config.max_header_bytes,
+        open_keys_claim_tenants=config.open_keys_claim_tenants,
+    )
+    app.add_middleware(StatusCountMiddleware, metrics=metrics)  # the last added runs first
     _add_error_handlers(app)
     _add_routes(app, ctx, metrics, engine_config.model, engine.model_config.vocab_size)
     if recorder is not None:
-        serving_steps = asyncio.Semaphore(1)     # one window serialised at a time, off the event loop
+        serving_steps = asyncio.Semaphore(1)  # one window serialised at a time, off the event loop
 
         @app.get("/debug/steps")
         async def steps(since: int = 0) -> Response:
             async with serving_steps:
                 body = await run_in_threadpool(lambda: json.dumps(recorder.since(since)).encode())
             return Response(body, media_type="application/json")
+
     return app
 
 
-def _add_routes(app: FastAPI, ctx: ServingContext, metrics: ServingMetrics, root: str, vocab_size: int) -> None:
+def _add_routes(
+    app: FastAPI, ctx: ServingContext, metrics: ServingMetrics, root: str, vocab_size: int
+) -> None:
     @app.get("/health")
     async def health() -> Response:
         if ctx.admission.draining:
@@ -99,9 +132,19 @@ def _add_routes(app: FastAPI, ctx: ServingContext, metrics: ServingMetrics, root
 
     @app.get("/v1/models")
     async def models() -> dict:
-        cards = [{"id": name, "object": "model", "created": 0, "owned_by": "surgeplan", "root": root,
-                  "parent": None, "max_model_len": ctx.max_model_len, "vocab_size": vocab_size}
-                 for name in ctx.served_model_names]
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "surgeplan",
+                "root": root,
+                "parent": None,
+                "max_model_len": ctx.max_model_len,
+                "vocab_size": vocab_size,
+            }
+            for name in ctx.served_model_names
+        ]
         return {"object": "list", "data": cards}
 
     @app.get("/metrics")
@@ -129,7 +172,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(api.error_body(exc.status_code, str(exc.detail)), exc.status_code, headers=exc.headers)
+        return JSONResponse(
+            api.error_body(exc.status_code, str(exc.detail)), exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

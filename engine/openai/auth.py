@@ -11,6 +11,7 @@ Keys are held only as SHA-256 digests, and a presented key is compared with ever
 constant time, so the answer's timing tells nothing about which key, or how much of one, matched.
 Neither configured nor presented keys are ever logged or echoed.
 """
+
 import hashlib
 import hmac
 
@@ -36,8 +37,10 @@ class KeyRing:
 
     @classmethod
     def of(cls, config: ServerConfig) -> "KeyRing":
-        return cls([k.get_secret_value() for k in config.api_keys],
-                   dict(config.tenant_keys.keys) if config.tenant_keys else {})
+        return cls(
+            [k.get_secret_value() for k in config.api_keys],
+            dict(config.tenant_keys.keys) if config.tenant_keys else {},
+        )
 
     @property
     def enabled(self) -> bool:
@@ -46,7 +49,7 @@ class KeyRing:
     def lookup(self, presented: bytes) -> tuple[bool, str | None]:
         """(whether the key is accepted, its tenant or None)."""
         digest, found, tenant = _digest(presented), False, None
-        for known, known_tenant in self._entries:      # no early exit: the time is the same for any key
+        for known, known_tenant in self._entries:  # no early exit: the time is the same for any key
             match = hmac.compare_digest(known, digest)
             found |= match
             tenant = known_tenant if match else tenant
@@ -56,34 +59,65 @@ class KeyRing:
 class AccessMiddleware:
     """Checks header size, then the key on /v1/*, and leaves the tenant in `request.state.tenant`."""
 
-    def __init__(self, app, keys: KeyRing, tenancy: Tenancy, metrics: ServingMetrics, max_header_bytes: int,
-                 open_keys_claim_tenants: bool = False):
+    def __init__(
+        self,
+        app,
+        keys: KeyRing,
+        tenancy: Tenancy,
+        metrics: ServingMetrics,
+        max_header_bytes: int,
+        open_keys_claim_tenants: bool = False,
+    ):
         self.app, self.keys, self.tenancy, self.metrics = app, keys, tenancy, metrics
-        self.max_header_bytes, self.open_keys_claim_tenants = max_header_bytes, open_keys_claim_tenants
+        self.max_header_bytes, self.open_keys_claim_tenants = (
+            max_header_bytes,
+            open_keys_claim_tenants,
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         size = sum(len(name) + len(value) for name, value in scope["headers"])
         if size > self.max_header_bytes:
-            return await self._refuse(send, 431, "header_too_large", f"the request headers have {size} bytes, over "
-                                      f"the limit of {self.max_header_bytes} (--max-header-bytes)")
+            return await self._refuse(
+                send,
+                431,
+                "header_too_large",
+                f"the request headers have {size} bytes, over "
+                f"the limit of {self.max_header_bytes} (--max-header-bytes)",
+            )
         claimed = _header(scope, TENANT_HEADER)
         tenant = None
         guarded = self.keys.enabled and _guarded(scope["path"])
         if guarded:
             problem, tenant = self._authenticate(_header(scope, b"authorization"))
             if problem is not None:
-                return await self._refuse(send, 401, "unauthorized", problem, {"WWW-Authenticate": "Bearer"})
+                return await self._refuse(
+                    send, 401, "unauthorized", problem, {"WWW-Authenticate": "Bearer"}
+                )
         claimed_name = (claimed or "").strip()
         if tenant is not None and claimed_name and claimed_name != tenant:
-            return await self._refuse(send, 403, "forbidden", f"the API key belongs to tenant {tenant!r} but "
-                                      f"X-Tenant names {_short(claimed)}; expected no X-Tenant header or {tenant!r}")
-        if (guarded and tenant is None and claimed_name in self.keys.keyed_tenants
-                and not self.open_keys_claim_tenants):
-            return await self._refuse(send, 403, "forbidden", f"X-Tenant names {_short(claimed_name)}, a tenant "
-                                      "with its own key; expected that tenant's key, or another X-Tenant with "
-                                      "this key (--open-keys-claim-tenants allows it)")
+            return await self._refuse(
+                send,
+                403,
+                "forbidden",
+                f"the API key belongs to tenant {tenant!r} but "
+                f"X-Tenant names {_short(claimed)}; expected no X-Tenant header or {tenant!r}",
+            )
+        if (
+            guarded
+            and tenant is None
+            and claimed_name in self.keys.keyed_tenants
+            and not self.open_keys_claim_tenants
+        ):
+            return await self._refuse(
+                send,
+                403,
+                "forbidden",
+                f"X-Tenant names {_short(claimed_name)}, a tenant "
+                "with its own key; expected that tenant's key, or another X-Tenant with "
+                "this key (--open-keys-claim-tenants allows it)",
+            )
         scope.setdefault("state", {})["tenant"] = tenant or self.tenancy.resolve(claimed)
         await self.app(scope, receive, send)
 
@@ -96,10 +130,15 @@ class AccessMiddleware:
             return "the Authorization header is not of the form 'Bearer <key>'", None
         found, tenant = self.keys.lookup(token.strip().encode("latin-1"))
         if not found:
-            return "the API key is not valid; expected a key given to the server by --api-key or --tenant-keys", None
+            return (
+                "the API key is not valid; expected a key given to the server by --api-key or --tenant-keys",
+                None,
+            )
         return None, tenant
 
-    async def _refuse(self, send, status: int, reason: str, message: str, headers: dict | None = None) -> None:
+    async def _refuse(
+        self, send, status: int, reason: str, message: str, headers: dict | None = None
+    ) -> None:
         self.metrics.observe_rejected(reason)
         await refuse(send, status, message, headers)
 

@@ -9,6 +9,7 @@ closing the port, cut waiting streams after its timeout, restore the default han
 teardown, so that a repeated SIGTERM there kills the process with 143, and re-raise the signal on the
 way out). `make_server` builds it with the connection limits of http_guard.py.
 """
+
 import asyncio
 import contextlib
 import logging
@@ -25,13 +26,13 @@ from engine.openai.http_guard import uvicorn_options
 from engine.openai.limits import Admission
 
 log = logging.getLogger("surgeplan.server")
-FLUSH_TIMEOUT_S = 10.0      # after the aborts: time for the 503s to reach their clients
+FLUSH_TIMEOUT_S = 10.0  # after the aborts: time for the 503s to reach their clients
 
 
 class Drainer:
     def __init__(self, admission: Admission, engine: AsyncEngine, drain_timeout_s: float):
         self.admission, self.engine, self.drain_timeout_s = admission, engine, drain_timeout_s
-        self.on_done: Callable[[], None] | None = None       # called on the event loop once drained
+        self.on_done: Callable[[], None] | None = None  # called on the event loop once drained
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._hurry = asyncio.Event()
@@ -62,13 +63,21 @@ class Drainer:
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
-        log.info("draining: %d requests in flight, waiting up to %g s for them (send the signal again to "
-                 "abort them now)", self.admission.in_flight, self.drain_timeout_s)
+        log.info(
+            "draining: %d requests in flight, waiting up to %g s for them (send the signal again to "
+            "abort them now)",
+            self.admission.in_flight,
+            self.drain_timeout_s,
+        )
         if not await self._idle_within(self.drain_timeout_s):
             log.warning("drain: aborting the %d requests still in flight", self.admission.in_flight)
-            self.engine.abort_all(EngineStopped(
-                f"the server is shutting down: this request was aborted after the drain timeout of "
-                f"{self.drain_timeout_s:g} s (finish_reason abort); retry it on another replica"), reason="drain")
+            self.engine.abort_all(
+                EngineStopped(
+                    f"the server is shutting down: this request was aborted after the drain timeout of "
+                    f"{self.drain_timeout_s:g} s (finish_reason abort); retry it on another replica"
+                ),
+                reason="drain",
+            )
             await self.admission.wait_idle(FLUSH_TIMEOUT_S)
         log.info("drained; shutting down")
         if self.on_done is not None:
@@ -94,9 +103,11 @@ class DrainingServer(uvicorn.Server):
         drainer.on_done = self._drained
         self._signals = 0
 
-    def handle_exit(self, sig, frame) -> None:    # not recorded in _captured_signals: no re-raise, exit 0
+    def handle_exit(
+        self, sig, frame
+    ) -> None:  # not recorded in _captured_signals: no re-raise, exit 0
         if self.should_exit and self.started:
-            return              # drained and tearing down already: a repeated signal changes nothing
+            return  # drained and tearing down already: a repeated signal changes nothing
         self._signals += 1
         if self._signals >= 3 or not self.drainer.request():
             self.should_exit = True
@@ -104,7 +115,9 @@ class DrainingServer(uvicorn.Server):
 
     async def shutdown(self, sockets=None) -> None:
         await super().shutdown(sockets)
-        if self.force_exit:     # uvicorn then skips the app's shutdown; ours only joins the engine thread
+        if (
+            self.force_exit
+        ):  # uvicorn then skips the app's shutdown; ours only joins the engine thread
             await self.lifespan.shutdown()
 
     @contextlib.contextmanager
@@ -121,8 +134,10 @@ class DrainingServer(uvicorn.Server):
 
 def make_server(app, **config: object) -> DrainingServer:
     """A DrainingServer for a `build_app` app; `config`: uvicorn.Config's other arguments."""
-    return DrainingServer(uvicorn.Config(app, timeout_graceful_shutdown=5, **uvicorn_options(app), **config),
-                          app.state.drainer)
+    return DrainingServer(
+        uvicorn.Config(app, timeout_graceful_shutdown=5, **uvicorn_options(app), **config),
+        app.state.drainer,
+    )
 
 
 def serve_forever(app, host: str, port: int, log_level: str = "info") -> None:

@@ -5,6 +5,7 @@ The server's stdout and stderr go to a log file (a temporary one unless named), 
 pipe nobody drains fills up after some 64 KiB of log lines and then stalls the server mid-run. The
 log's tail is in every error. Pure standard library and httpx: importing it loads no torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,19 +35,37 @@ class ServerProcess:
     `wait_healthy` before sending requests and `stop` (SIGTERM: the server drains and exits) or
     `close` when done; as a context manager it waits for health on entry and stops on exit."""
 
-    def __init__(self, options: list[str], log_path: str | Path | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        options: list[str],
+        log_path: str | Path | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._owns_log = log_path is None         # a temporary log is removed when the server stops
+        self._owns_log = log_path is None  # a temporary log is removed when the server stops
         if log_path is None:
             handle, log_path = tempfile.mkstemp(prefix="surgeplan-serve-", suffix=".log")
             os.close(handle)
         self.log_path = Path(log_path)
         self._log = self.log_path.open("w")
-        command = [sys.executable, "-m", "engine.openai.cli", *options, "--host", "127.0.0.1",
-                   "--port", str(self.port)]
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,
-                                        env=os.environ | (env or {}))
+        command = [
+            sys.executable,
+            "-m",
+            "engine.openai.cli",
+            *options,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=os.environ | (env or {}),
+        )
 
     def log_tail(self, chars: int = 3000) -> str:
         try:
@@ -61,7 +80,9 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self.close()
-                raise RuntimeError(f"surgeplan serve exited with {self.process.returncode}: {self.log_tail()}")
+                raise RuntimeError(
+                    f"surgeplan serve exited with {self.process.returncode}: {self.log_tail()}"
+                )
             try:
                 if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
                     return
@@ -69,8 +90,10 @@ class ServerProcess:
                 pass
             time.sleep(0.2)
         self.close()
-        raise RuntimeError(f"surgeplan serve did not answer /health on {self.url} within {timeout_s:.0f} s: "
-                           f"{self.log_tail()}")
+        raise RuntimeError(
+            f"surgeplan serve did not answer /health on {self.url} within {timeout_s:.0f} s: "
+            f"{self.log_tail()}"
+        )
 
     def stop(self, timeout_s: float = 60.0) -> int:
         """SIGTERM: the server drains and exits; its exit status (killed if it outlasts

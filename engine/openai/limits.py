@@ -6,6 +6,7 @@ Everything here runs on the event loop, so it needs no lock. A request holds a `
 until its whole answer has been sent; releasing it is idempotent, so every way out may release it.
 A request that passes spends its tokens, whatever the engine then says of it (e.g. 400 over a quota).
 """
+
 import asyncio
 import math
 import time
@@ -51,17 +52,28 @@ class Admission:
         self.tenancy, self.metrics = tenancy, metrics
         self.retry_after_s, self.burst_s = config.retry_after_s, config.rate_limit_burst_s
         now = time.monotonic()
-        self._buckets = {tenant: self._buckets_for(limits, now) for tenant, limits in tenancy.limits.items()}
+        self._buckets = {
+            tenant: self._buckets_for(limits, now) for tenant, limits in tenancy.limits.items()
+        }
         self._in_flight_by_tenant: dict[str, int] = {}
         self.in_flight = 0
         self.draining = False
-        self.closing = asyncio.Event()    # set with `draining`: for those waiting on a client (a body)
+        self.closing = (
+            asyncio.Event()
+        )  # set with `draining`: for those waiting on a client (a body)
         self._idle = asyncio.Event()
         self._idle.set()
 
     def _buckets_for(self, limits: TenantLimits, now: float) -> dict[str, TokenBucket]:
-        rates = {"requests_per_s": limits.requests_per_s, "prompt_tokens_per_s": limits.prompt_tokens_per_s}
-        return {name: TokenBucket(rate, self.burst_s, now) for name, rate in rates.items() if rate is not None}
+        rates = {
+            "requests_per_s": limits.requests_per_s,
+            "prompt_tokens_per_s": limits.prompt_tokens_per_s,
+        }
+        return {
+            name: TokenBucket(rate, self.burst_s, now)
+            for name, rate in rates.items()
+            if rate is not None
+        }
 
     def start_draining(self) -> None:
         self.draining = True
@@ -72,8 +84,12 @@ class Admission:
         """A lease for a new request, or APIError 503 (draining) / 429 (over a limit of the tenant)."""
         if self.draining:
             self.metrics.observe_rejected("draining")
-            raise APIError(503, "the server is shutting down and admits no new requests; retry on another "
-                                "replica or after it restarts", headers={"Retry-After": str(self.retry_after_s)})
+            raise APIError(
+                503,
+                "the server is shutting down and admits no new requests; retry on another "
+                "replica or after it restarts",
+                headers={"Retry-After": str(self.retry_after_s)},
+            )
         limits = self.tenancy.limits.get(tenant)
         if limits is not None:
             self._check(tenant, limits, num_prompt_tokens)
@@ -86,18 +102,26 @@ class Admission:
     def _check(self, tenant: str, limits: TenantLimits, num_prompt_tokens: int) -> None:
         in_flight = self._in_flight_by_tenant.get(tenant, 0)
         if limits.max_concurrent is not None and in_flight >= limits.max_concurrent:
-            self._refuse(tenant, "max_concurrent", self.retry_after_s,
-                         f"tenant {tenant!r} has {in_flight} requests in flight, its limit max_concurrent="
-                         f"{limits.max_concurrent}; retry when one has finished")
+            self._refuse(
+                tenant,
+                "max_concurrent",
+                self.retry_after_s,
+                f"tenant {tenant!r} has {in_flight} requests in flight, its limit max_concurrent="
+                f"{limits.max_concurrent}; retry when one has finished",
+            )
         buckets, now = self._buckets[tenant], time.monotonic()
         amounts = {"requests_per_s": 1, "prompt_tokens_per_s": num_prompt_tokens}
         for name, bucket in buckets.items():
             wait_s = bucket.wait_s(amounts[name], now)
             if wait_s > 0:
-                self._refuse(tenant, name, math.ceil(wait_s),
-                             f"tenant {tenant!r} is over its rate limit {name}={getattr(limits, name):g} "
-                             f"(burst {self.burst_s:g} s) with {amounts[name]} more; retry in {wait_s:.2f} s")
-        for name, bucket in buckets.items():       # taken only once every bucket has room
+                self._refuse(
+                    tenant,
+                    name,
+                    math.ceil(wait_s),
+                    f"tenant {tenant!r} is over its rate limit {name}={getattr(limits, name):g} "
+                    f"(burst {self.burst_s:g} s) with {amounts[name]} more; retry in {wait_s:.2f} s",
+                )
+        for name, bucket in buckets.items():  # taken only once every bucket has room
             bucket.take(amounts[name])
 
     def _refuse(self, tenant: str, limit: str, retry_after_s: int, message: str) -> None:
@@ -110,7 +134,7 @@ class Admission:
         if left:
             self._in_flight_by_tenant[tenant] = left
         else:
-            del self._in_flight_by_tenant[tenant]      # no entry per tenant name ever seen
+            del self._in_flight_by_tenant[tenant]  # no entry per tenant name ever seen
         self.in_flight -= 1
         self.metrics.in_flight.set(self.in_flight)
         if self.in_flight == 0:

@@ -2,6 +2,7 @@
 encoding (413, 408, 400; 503 when a drain starts while it arrives), and the count of every response by
 route and status, so /metrics adds up to what clients saw. Refusals leave as OpenAI's error JSON, like
 every other error of the server."""
+
 import asyncio
 import time
 
@@ -10,12 +11,16 @@ from fastapi.responses import JSONResponse
 from engine.metrics import ServingMetrics
 from engine.openai import protocol as api
 
-API_ROUTES = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+API_ROUTES = frozenset(
+    {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"}
+)
 
 
 async def refuse(send, status: int, message: str, headers: dict | None = None) -> None:
     """Answers with OpenAI's error JSON without running the app."""
-    await JSONResponse(api.error_body(status, message), status, headers=headers)({"type": "http"}, None, send)
+    await JSONResponse(api.error_body(status, message), status, headers=headers)(
+        {"type": "http"}, None, send
+    )
 
 
 class StatusCountMiddleware:
@@ -53,8 +58,15 @@ class BodyCheckMiddleware:
     stop reading) and bodies that are not UTF-8 (400), before any parsing, naming the limit or the
     offending byte. The body is read once and replayed to the app."""
 
-    def __init__(self, app, max_bytes: int, timeout_s: float = 30.0, admission=None,
-                 metrics: ServingMetrics | None = None, max_commas: int | None = None):
+    def __init__(
+        self,
+        app,
+        max_bytes: int,
+        timeout_s: float = 30.0,
+        admission=None,
+        metrics: ServingMetrics | None = None,
+        max_commas: int | None = None,
+    ):
         self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
         self.admission, self.metrics, self.max_commas = admission, metrics, max_commas
 
@@ -63,7 +75,9 @@ class BodyCheckMiddleware:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            return await refuse(send, 413, f"the body has {int(declared)} bytes, over the limit of {self.max_bytes}")
+            return await refuse(
+                send, 413, f"the body has {int(declared)} bytes, over the limit of {self.max_bytes}"
+            )
         try:
             body = await self._read(receive)
         except _BodyRefused as refused:
@@ -78,12 +92,19 @@ class BodyCheckMiddleware:
         problem = _utf8_problem(body)
         if problem is not None:
             return await refuse(send, 400, problem)
-        if self.max_commas is not None and len(body) > self.max_commas and body.count(b",") > self.max_commas:
-            return await refuse(send, 413, f"the body has {body.count(b','):,} commas, more than any request this "
-                                f"server can serve holds ({self.max_commas:,}: see max_json_commas); expected "
-                                "fewer values (prompt token ids, stop lists)")
+        if (
+            self.max_commas is not None
+            and len(body) > self.max_commas
+            and body.count(b",") > self.max_commas
+        ):
+            return await refuse(
+                send,
+                413,
+                f"the body has {body.count(b','):,} commas, more than any request this "
+                f"server can serve holds ({self.max_commas:,}: see max_json_commas); expected "
+                "fewer values (prompt token ids, stop lists)",
+            )
         await self.app(scope, _replay(body, receive), send)
-
 
     async def _read(self, receive) -> bytes | None:
         chunks, size = [], 0
@@ -104,13 +125,22 @@ class BodyCheckMiddleware:
         """The next message, unless the deadline passes or a drain starts first."""
         closing = self.admission.closing if self.admission is not None else None
         if closing is not None and closing.is_set():
-            raise _BodyRefused(503, "draining", "the server is shutting down and reads no more request bodies; "
-                               "retry on another replica or after it restarts")
+            raise _BodyRefused(
+                503,
+                "draining",
+                "the server is shutting down and reads no more request bodies; "
+                "retry on another replica or after it restarts",
+            )
         receiving = asyncio.ensure_future(receive())
-        waits = {receiving} | ({asyncio.ensure_future(closing.wait())} if closing is not None else set())
+        waits = {receiving} | (
+            {asyncio.ensure_future(closing.wait())} if closing is not None else set()
+        )
         try:
-            await asyncio.wait(waits, timeout=max(0.0, deadline - time.monotonic()),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                waits,
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
         finally:
             for waiting in waits:
                 if not waiting.done():
@@ -118,9 +148,13 @@ class BodyCheckMiddleware:
         if receiving.done() and not receiving.cancelled():
             return receiving.result()
         if closing is not None and closing.is_set():
-            return await self._receive_before(receive, deadline)       # answers the 503
-        raise _BodyRefused(408, "body_timeout", f"the request body did not arrive within {self.timeout_s:g} s "
-                           "of its headers (--body-timeout); expected it sooner")
+            return await self._receive_before(receive, deadline)  # answers the 503
+        raise _BodyRefused(
+            408,
+            "body_timeout",
+            f"the request body did not arrive within {self.timeout_s:g} s "
+            "of its headers (--body-timeout); expected it sooner",
+        )
 
 
 class _BodyRefused(Exception):
@@ -133,8 +167,10 @@ def _utf8_problem(body: bytes) -> str | None:
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return (f"the body is not valid UTF-8: byte 0x{body[exc.start]:02x} at position {exc.start}; "
-                "expected UTF-8 encoded JSON")
+        return (
+            f"the body is not valid UTF-8: byte 0x{body[exc.start]:02x} at position {exc.start}; "
+            "expected UTF-8 encoded JSON"
+        )
     return None
 
 
@@ -147,6 +183,7 @@ def _replay(body: bytes, receive):
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
+
     return replayed_receive
 
 

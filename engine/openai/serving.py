@@ -5,6 +5,7 @@ A request that ends early for any reason (client gone, stop string, deadline, er
 the engine, so its KV blocks are freed at the next step; its admission lease is released once its
 whole answer has been sent, or when the answer is cut short, whichever way that happens.
 """
+
 import asyncio
 import json
 import time
@@ -14,7 +15,14 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from engine.async_engine import AsyncEngine, DeadlineExceeded, EngineStepError, EngineStopped, QueueFull, RequestStream
+from engine.async_engine import (
+    AsyncEngine,
+    DeadlineExceeded,
+    EngineStepError,
+    EngineStopped,
+    QueueFull,
+    RequestStream,
+)
 from engine.core.outputs import RequestOutput
 from engine.openai import protocol as api
 from engine.openai.limits import Admission, Lease
@@ -23,7 +31,7 @@ from engine.openai.server_config import DEFAULT_TENANT, ServerConfig
 from engine.openai.text_stream import TextStream, chat_prompt_token_ids
 
 __all__ = ["APIError", "ServingContext", "create_completion", "create_chat_completion"]
-TIMEOUT_HEADER = "x-request-timeout"     # seconds this request may take in all, queueing included
+TIMEOUT_HEADER = "x-request-timeout"  # seconds this request may take in all, queueing included
 
 
 @dataclass
@@ -46,7 +54,11 @@ class ServingContext:
 
     def check_model(self, model: str | None) -> str:
         if model is not None and model not in self.served_model_names:
-            raise APIError(404, f"The model `{model}` does not exist; expected one of {self.served_model_names}", "model")
+            raise APIError(
+                404,
+                f"The model `{model}` does not exist; expected one of {self.served_model_names}",
+                "model",
+            )
         return model or self.served_model_names[0]
 
 
@@ -54,7 +66,9 @@ class ServingContext:
 async def create_completion(ctx: ServingContext, body: api.CompletionRequest, request: Request):
     model = _check_request(ctx, body)
     if body.echo:
-        raise APIError(400, "echo is true; echoing the prompt is not supported, expected false", "echo")
+        raise APIError(
+            400, "echo is true; echoing the prompt is not supported, expected false", "echo"
+        )
     if isinstance(body.prompt, list):
         prompt_ids = body.prompt
     else:
@@ -63,14 +77,18 @@ async def create_completion(ctx: ServingContext, body: api.CompletionRequest, re
     return await _generate(ctx, body, request, model, prompt_ids, chat=False)
 
 
-async def create_chat_completion(ctx: ServingContext, body: api.ChatCompletionRequest, request: Request):
+async def create_chat_completion(
+    ctx: ServingContext, body: api.ChatCompletionRequest, request: Request
+):
     model = _check_request(ctx, body)
     messages = [(m.role, m.text()) for m in body.messages]
     _check_text_fits(ctx, sum(len(role) + len(text) for role, text in messages), "messages")
     try:
         prompt_ids = chat_prompt_token_ids(ctx.tokenizer, messages, body.add_generation_prompt)
     except Exception as exc:  # noqa: BLE001  (a user template can fail on odd roles or orders)
-        raise APIError(400, f"messages could not be formatted with the chat template: {exc}", "messages") from exc
+        raise APIError(
+            400, f"messages could not be formatted with the chat template: {exc}", "messages"
+        ) from exc
     return await _generate(ctx, body, request, model, prompt_ids, chat=True)
 
 
@@ -79,51 +97,79 @@ def _check_text_fits(ctx: ServingContext, num_chars: int, param: str) -> None:
     interpreter lock for as long as the text is long)."""
     limit = ctx.max_model_len * getattr(ctx.tokenizer, "max_chars_per_token", 1 << 30)
     if num_chars > limit:
-        raise APIError(400, f"{param} has {num_chars:,} characters, more than fit in max_model_len="
-                            f"{ctx.max_model_len} tokens (at most {limit:,} characters); expected a shorter text",
-                       param)
+        raise APIError(
+            400,
+            f"{param} has {num_chars:,} characters, more than fit in max_model_len="
+            f"{ctx.max_model_len} tokens (at most {limit:,} characters); expected a shorter text",
+            param,
+        )
 
 
 def _check_request(ctx: ServingContext, body: api.SamplingFields) -> str:
     model = ctx.check_model(body.model)
     config = ctx.config
-    refused = body.unsupported() or body.over_bounds(config.max_stop_sequences, config.max_stop_sequence_chars,
-                                                      config.max_stop_token_ids)
+    refused = body.unsupported() or body.over_bounds(
+        config.max_stop_sequences, config.max_stop_sequence_chars, config.max_stop_token_ids
+    )
     if refused is not None:
         raise APIError(400, refused[1], refused[0])
     return model
 
 
-async def _generate(ctx: ServingContext, body: api.SamplingFields, request: Request, model: str,
-                    prompt_ids: list[int], chat: bool):
+async def _generate(
+    ctx: ServingContext,
+    body: api.SamplingFields,
+    request: Request,
+    model: str,
+    prompt_ids: list[int],
+    chat: bool,
+):
     arrival_time = time.perf_counter()
     try:
         params = body.sampling_params(max(1, ctx.max_model_len - len(prompt_ids)), ctx.vocab_size)
     except ValueError as exc:
         raise APIError(400, str(exc)) from exc
     request_id = api.new_id("chatcmpl" if chat else "cmpl")
-    tenant = getattr(request.state, "tenant", DEFAULT_TENANT)       # set by AccessMiddleware
+    tenant = getattr(request.state, "tenant", DEFAULT_TENANT)  # set by AccessMiddleware
     timeout_s = _timeout_s(ctx, request)
     lease = ctx.admission.admit(tenant, len(prompt_ids))
     try:
         stream = await _submit(ctx, request_id, prompt_ids, params, arrival_time, tenant, timeout_s)
-        generation = _Generation(ctx, stream, TextStream(ctx.tokenizer, body.stop_strings), len(prompt_ids))
+        generation = _Generation(
+            ctx, stream, TextStream(ctx.tokenizer, body.stop_strings), len(prompt_ids)
+        )
         if body.stream:
-            events = (_chat_events if chat else _completion_events)(generation, model, body.include_usage)
-            response, lease = _EventStreamResponse(_sse(events), generation, lease), None   # it releases
+            events = (_chat_events if chat else _completion_events)(
+                generation, model, body.include_usage
+            )
+            response, lease = (
+                _EventStreamResponse(_sse(events), generation, lease),
+                None,
+            )  # it releases
             return response
         await _run_unless_disconnected(request, generation)
     finally:
         if lease is not None:
             lease.release()
     build = api.chat_response if chat else api.completion_response
-    return build(request_id, model, generation.text.text, generation.finish_reason, generation.usage())
+    return build(
+        request_id, model, generation.text.text, generation.finish_reason, generation.usage()
+    )
 
 
-async def _submit(ctx: ServingContext, request_id: str, prompt_ids: list[int], params, arrival_time: float,
-                  tenant: str, timeout_s: float | None) -> RequestStream:
+async def _submit(
+    ctx: ServingContext,
+    request_id: str,
+    prompt_ids: list[int],
+    params,
+    arrival_time: float,
+    tenant: str,
+    timeout_s: float | None,
+) -> RequestStream:
     try:
-        return await ctx.engine.generate(request_id, prompt_ids, params, tenant, arrival_time, timeout_s)
+        return await ctx.engine.generate(
+            request_id, prompt_ids, params, tenant, arrival_time, timeout_s
+        )
     except (QueueFull, EngineStopped) as exc:
         raise APIError(503, str(exc), headers={"Retry-After": str(ctx.retry_after_s)}) from exc
     except ValueError as exc:
@@ -140,7 +186,9 @@ def _timeout_s(ctx: ServingContext, request: Request) -> float | None:
     except ValueError:
         timeout_s = float("nan")
     if not timeout_s > 0 or timeout_s == float("inf"):
-        raise APIError(400, f"header X-Request-Timeout is {raw!r}; expected a positive number of seconds")
+        raise APIError(
+            400, f"header X-Request-Timeout is {raw!r}; expected a positive number of seconds"
+        )
     return timeout_s
 
 
@@ -148,7 +196,9 @@ def _timeout_s(ctx: ServingContext, request: Request) -> float | None:
 class _Generation:
     """Reads a request's outputs into text deltas; ends it in the engine if it stops early."""
 
-    def __init__(self, ctx: ServingContext, stream: RequestStream, text: TextStream, num_prompt_tokens: int):
+    def __init__(
+        self, ctx: ServingContext, stream: RequestStream, text: TextStream, num_prompt_tokens: int
+    ):
         self.ctx, self.stream, self.text = ctx, stream, text
         self.num_prompt_tokens = num_prompt_tokens
         self.num_output_tokens = 0
@@ -194,7 +244,7 @@ async def _run_unless_disconnected(request: Request, generation: _Generation) ->
     finally:
         watcher.cancel()
         if not work.done():
-            work.cancel()          # the client is gone: `run` aborts the request on its way out
+            work.cancel()  # the client is gone: `run` aborts the request on its way out
             await asyncio.wait({work})
     try:
         work.result()
@@ -237,10 +287,12 @@ async def _sse(events) -> AsyncIterator[str]:
             yield f"data: {json.dumps(event, separators=(',', ':'))}\n\n"
         yield "data: [DONE]\n\n"
     finally:
-        await events.aclose()      # a client that left: end the request now, not when GC finds it
+        await events.aclose()  # a client that left: end the request now, not when GC finds it
 
 
-async def _completion_events(gen: _Generation, model: str, include_usage: bool) -> AsyncIterator[dict]:
+async def _completion_events(
+    gen: _Generation, model: str, include_usage: bool
+) -> AsyncIterator[dict]:
     request_id = gen.stream.request_id
     try:
         while not gen.done:

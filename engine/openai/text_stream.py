@@ -5,15 +5,16 @@ the detokenizer: the text is cut before the first stop string and the request is
 request runs, a tail that could still grow into a stop string (or an incomplete UTF-8 character) is
 held back, so a client never receives text that is later taken back.
 """
+
 from dataclasses import dataclass
 
-REPLACEMENT_CHAR = "\ufffd"   # what a byte-level decode shows for an incomplete UTF-8 sequence
+REPLACEMENT_CHAR = "\ufffd"  # what a byte-level decode shows for an incomplete UTF-8 sequence
 
 
 @dataclass
 class TextDelta:
-    text: str                 # new text to send now
-    stopped: bool             # a stop string was found: the request should end with finish_reason "stop"
+    text: str  # new text to send now
+    stopped: bool  # a stop string was found: the request should end with finish_reason "stop"
 
 
 class TextStream:
@@ -36,7 +37,7 @@ class TextStream:
             return TextDelta(self._take(len(text)), stopped=False)
         ready = len(text) - self.hold_back
         while ready > self.num_sent_chars and text[ready - 1] == REPLACEMENT_CHAR:
-            ready -= 1                   # an incomplete character may still become a real one
+            ready -= 1  # an incomplete character may still become a real one
         return TextDelta(self._take(ready), stopped=False)
 
     def _first_stop(self, text: str) -> int | None:
@@ -48,18 +49,22 @@ class TextStream:
     def _take(self, end: int) -> str:
         if end <= self.num_sent_chars:
             return ""
-        delta = self.text[self.num_sent_chars:end]
+        delta = self.text[self.num_sent_chars : end]
         self.num_sent_chars = end
         return delta
 
 
 # ---- chat prompts ------------------------------------------------------------------------------------
-def chat_prompt_token_ids(tokenizer, messages: list[tuple[str, str]], add_generation_prompt: bool = True) -> list[int]:
+def chat_prompt_token_ids(
+    tokenizer, messages: list[tuple[str, str]], add_generation_prompt: bool = True
+) -> list[int]:
     """The tokenizer's own chat template when it has one, else a plain role-tagged transcript."""
     inner = getattr(tokenizer, "inner", None)
     if inner is not None and getattr(inner, "chat_template", None):
         conversation = [{"role": role, "content": content} for role, content in messages]
-        text = inner.apply_chat_template(conversation, tokenize=False, add_generation_prompt=add_generation_prompt)
+        text = inner.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
         # the template already writes the BOS token when the model wants one
         return list(inner.encode(text, add_special_tokens=False))
     return tokenizer.encode(default_chat_text(messages, add_generation_prompt))

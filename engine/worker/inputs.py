@@ -1,18 +1,19 @@
 """The flat batch of one step: token ids, positions, cache slots and attention metadata."""
+
 from dataclasses import dataclass
 
 import torch
 
-from engine.model.llama import AttentionMetadata
 from engine.core.request import Request
+from engine.model.llama import AttentionMetadata
 
 
 @dataclass
 class StepInputs:
-    input_ids: torch.Tensor        # [T] int64
-    positions: torch.Tensor        # [T] int64
+    input_ids: torch.Tensor  # [T] int64
+    positions: torch.Tensor  # [T] int64
     meta: AttentionMetadata
-    producing_entries: list[int]   # scheduled indices that get a token, in logits-row order
+    producing_entries: list[int]  # scheduled indices that get a token, in logits-row order
 
 
 def _is_decode(req: Request, num_new: int) -> bool:
@@ -36,11 +37,13 @@ def build_inputs(scheduled: list[tuple[Request, int]], block_size: int, device) 
         ids.extend(req.token_ids(start, end))
         positions.extend(range(start, end))
         table = req.block_table
-        slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, end))
+        slots.extend(
+            table[p // block_size] * block_size + p % block_size for p in range(start, end)
+        )
         lens.append(end)
         if k >= len(decode):
             cu_seqlens.append(cu_seqlens[-1] + num_new)
-        if end == req.num_tokens:                   # this step reaches its last token: sample
+        if end == req.num_tokens:  # this step reaches its last token: sample
             logits_indices.append(len(ids) - 1)
             producing.append(i)
     nd = len(decode)

@@ -11,7 +11,9 @@ import torch
 
 from kernels.kv_quant import PagedKVCache
 
-KVCaches = list[PagedKVCache]  # per layer: k, v [N, block_size, Hkv, D] and their scales (None unquantised)
+KVCaches = list[
+    PagedKVCache
+]  # per layer: k, v [N, block_size, Hkv, D] and their scales (None unquantised)
 
 
 def _block_tensors(layer: PagedKVCache) -> list[torch.Tensor]:
@@ -50,7 +52,10 @@ def copy_kv_blocks(
     src_index = torch.tensor(src_blocks, dtype=torch.long, device=src[0].k.device)
     dst_index = torch.tensor(dst_blocks, dtype=torch.long, device=dst[0].k.device)
     for src_layer, dst_layer in zip(src, dst):
-        assert src_layer.k.shape[1:] == dst_layer.k.shape[1:] and src_layer.k.dtype == dst_layer.k.dtype, (
+        assert (
+            src_layer.k.shape[1:] == dst_layer.k.shape[1:]
+            and src_layer.k.dtype == dst_layer.k.dtype
+        ), (
             f"cache layouts differ: {tuple(src_layer.k.shape)} {src_layer.k.dtype} vs "
             f"{tuple(dst_layer.k.shape)} {dst_layer.k.dtype}"
         )
@@ -74,8 +79,14 @@ def host_kv_cache(gpu: KVCaches, num_blocks: int) -> KVCaches:
     host = []
     for layer in gpu:
         per_block = layer.k_scale is not None and layer.k_scale.dim() == 2
-        host.append(PagedKVCache(like(layer.k), like(layer.v), like(layer.k_scale) if per_block else None,
-                                 like(layer.v_scale) if per_block else None))
+        host.append(
+            PagedKVCache(
+                like(layer.k),
+                like(layer.v),
+                like(layer.k_scale) if per_block else None,
+                like(layer.v_scale) if per_block else None,
+            )
+        )
     return host
 
 

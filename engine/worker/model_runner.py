@@ -3,17 +3,18 @@
 Decode tokens (one new token over a cached context) go first in the batch, prefill/extend chunks
 after, matching the split in `model.Attention`.
 """
+
 import time
 from dataclasses import dataclass
 
 import torch
 
 from engine.core.config import CacheConfig
-from engine.model.config import ModelConfig
-from engine.worker.inputs import build_inputs
 from engine.core.request import Request
-from engine.worker.sampler import Sampler
+from engine.model.config import ModelConfig
 from engine.model.loader import build_model
+from engine.worker.inputs import build_inputs
+from engine.worker.sampler import Sampler
 from kernels.kv_quant import PagedKVCache, allocate_layer
 
 
@@ -21,6 +22,7 @@ from kernels.kv_quant import PagedKVCache, allocate_layer
 class ModelRunnerOutput:
     """What one `execute` returns (as vLLM's `execute_model` returns a `ModelRunnerOutput`):
     sampled_token_ids[i] is scheduled[i]'s token, None where it was a mid-prompt chunk."""
+
     sampled_token_ids: list[int | None]
     prepare_s: float = 0.0
     forward_s: float = 0.0
@@ -32,8 +34,16 @@ class ModelRunnerOutput:
 
 
 class ModelRunner:
-    def __init__(self, model_config: ModelConfig, model: str, load_format: str, dtype: torch.dtype,
-                 device: torch.device, cache_config: CacheConfig, seed: int = 0):
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        model: str,
+        load_format: str,
+        dtype: torch.dtype,
+        device: torch.device,
+        cache_config: CacheConfig,
+        seed: int = 0,
+    ):
         self.config = model_config
         self.device = device
         self.dtype = dtype
@@ -45,13 +55,25 @@ class ModelRunner:
 
     def _allocate_kv_cache(self, num_blocks: int) -> list[PagedKVCache]:
         c = self.config
-        return [allocate_layer(num_blocks, self.block_size, c.num_kv_heads, c.head_dim, self.kv_cache_dtype,
-                               self.dtype, self.device) for _ in range(c.num_layers)]
+        return [
+            allocate_layer(
+                num_blocks,
+                self.block_size,
+                c.num_kv_heads,
+                c.head_dim,
+                self.kv_cache_dtype,
+                self.dtype,
+                self.device,
+            )
+            for _ in range(c.num_layers)
+        ]
 
     @property
     def kv_cache_bytes(self) -> int:
         """Bytes the pool holds: K and V of every layer, and their scales where quantised."""
-        return sum(t.numel() * t.element_size() for layer in self.kv_caches for t in layer if t is not None)
+        return sum(
+            t.numel() * t.element_size() for layer in self.kv_caches for t in layer if t is not None
+        )
 
     def execute(self, scheduled: list[tuple[Request, int]]) -> ModelRunnerOutput:
         """Runs one step; the output holds each scheduled entry's token and where the time went."""

@@ -1,4 +1,5 @@
 """Next-token choice per request: greedy, or temperature + top-k + top-p with an optional per-request seed."""
+
 import torch
 
 from engine.core.request import Request
@@ -27,7 +28,11 @@ class Sampler:
         logits = logits.clone()
         for i in rows:
             params = requests[i].params
-            banned = params.stop_token_ids if params.ignore_eos else params.stop_token_ids.union(self.eos_token_ids)
+            banned = (
+                params.stop_token_ids
+                if params.ignore_eos
+                else params.stop_token_ids.union(self.eos_token_ids)
+            )
             banned = [t for t in banned if 0 <= t < logits.shape[-1]]
             if banned:
                 logits[i, banned] = float("-inf")
@@ -38,10 +43,10 @@ class Sampler:
         params = req.params
         sorted_logits, order = (row / params.temperature).sort(descending=True)
         if params.top_k > 0:
-            sorted_logits[params.top_k:] = float("-inf")
+            sorted_logits[params.top_k :] = float("-inf")
         probs = sorted_logits.softmax(dim=-1)
         if params.top_p < 1:
-            outside = probs.cumsum(dim=-1) - probs > params.top_p   # keeps at least the top token
+            outside = probs.cumsum(dim=-1) - probs > params.top_p  # keeps at least the top token
             probs = probs.masked_fill(outside, 0.0)
         choice = torch.multinomial(probs, 1, generator=self._generator(req, row.device))
         return int(order[choice])

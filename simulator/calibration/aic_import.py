@@ -12,8 +12,8 @@ from simulator.calibration import aic_tables as tables
 from simulator.calibration.aic_fit import (
     fit_all_reduce,
     fit_decode_attention,
-    fit_lm_head,
     fit_linear_layers,
+    fit_lm_head,
     fit_prefill_attention,
 )
 from simulator.calibration.aic_step_check import step_error

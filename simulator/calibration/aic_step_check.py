@@ -15,8 +15,8 @@ from simulator.calibration.aic_fit import (
     MAX_STEP_TOKENS,
     _attention_design,
     fit_decode_attention,
-    fit_lm_head,
     fit_linear_layers,
+    fit_lm_head,
     fit_prefill_attention,
     linear_rows,
 )

@@ -80,8 +80,11 @@ def table_path(
     if not versions:
         raise ValueError(
             f"{folder}: no version folder holds {filename}; expected one of "
-            + (f"{sorted(d.name for d in folder.iterdir())}" if folder.is_dir()
-               else "none (no such folder)")
+            + (
+                f"{sorted(d.name for d in folder.iterdir())}"
+                if folder.is_dir()
+                else "none (no such folder)"
+            )
         )
     return folder / versions[-1] / filename, versions[-1]
 

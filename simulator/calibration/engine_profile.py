@@ -120,14 +120,14 @@ class EngineProfile(_Strict):
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "EngineProfile":
+    def load(cls, path: str | Path) -> EngineProfile:
         path = Path(path)
         try:
             return cls.model_validate(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError, ValidationError) as error:
             raise ValueError(f"{path}: not a valid engine profile ({error})") from error
 
-    def with_terms(self, seconds: dict[str, float], label: Label, source: str) -> "EngineProfile":
+    def with_terms(self, seconds: dict[str, float], label: Label, source: str) -> EngineProfile:
         """A copy with the named host terms set (others kept)."""
         terms = {term.feature: term for term in self.terms}
         for feature, value in seconds.items():

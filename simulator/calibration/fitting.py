@@ -2,6 +2,7 @@
 (Lawson–Hanson), a relative-error fit with a grid search over the few non-linear shape
 parameters (roofline knee, GEMM tile, cache-spill point), and k-fold cross-validation.
 Coefficients are physical times, so they must never go negative."""
+
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ def nnls(matrix: np.ndarray, target: np.ndarray, max_iterations: int | None = No
     matrix = np.asarray(matrix, dtype=float)  # [rows, cols]
     target = np.asarray(target, dtype=float)  # [rows]
     if matrix.ndim != 2 or target.shape != (matrix.shape[0],):
-        raise ValueError(f"nnls: matrix {matrix.shape} and target {target.shape} do not match; expected [m, n] and [m]")
+        raise ValueError(
+            f"nnls: matrix {matrix.shape} and target {target.shape} do not match; expected [m, n] and [m]"
+        )
     norms = np.linalg.norm(matrix, axis=0)
     norms[norms == 0] = 1.0
     scaled = matrix / norms
@@ -33,7 +36,9 @@ def _lawson_hanson(matrix: np.ndarray, target: np.ndarray, max_iterations: int) 
     num_cols = matrix.shape[1]
     passive = np.zeros(num_cols, dtype=bool)
     x = np.zeros(num_cols)
-    tolerance = 10 * np.finfo(float).eps * max(matrix.shape) * max(1.0, np.abs(matrix).sum(axis=0).max())
+    tolerance = (
+        10 * np.finfo(float).eps * max(matrix.shape) * max(1.0, np.abs(matrix).sum(axis=0).max())
+    )
     for _ in range(max_iterations):
         gradient = matrix.T @ (target - matrix @ x)
         gradient[passive] = -np.inf
@@ -76,8 +81,13 @@ class RelativeFit:
         return float(np.max(self.relative_errors))
 
 
-def fit_relative(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candidates: Candidates,
-                 objective: str = "relative") -> RelativeFit:
+def fit_relative(
+    design: DesignFn,
+    rows: np.ndarray,
+    measured: np.ndarray,
+    candidates: Candidates,
+    objective: str = "relative",
+) -> RelativeFit:
     """Minimise the squared error over non-negative coefficients, for each candidate parameter tuple,
     and keep the one with the lowest mean error. `objective` "relative" (every point counts alike: for
     profile grids whose points are medians of repeats) weights each residual by 1 / measured; "absolute"
@@ -102,12 +112,16 @@ def fit_relative(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candi
     return best
 
 
-def kfold_indices(num_rows: int, folds: int, seed: int, strata: Sequence[str] | None = None) -> list[np.ndarray]:
+def kfold_indices(
+    num_rows: int, folds: int, seed: int, strata: Sequence[str] | None = None
+) -> list[np.ndarray]:
     """Shuffled, near-equal folds; every row is held out exactly once. With `strata` (one label per
     row) each stratum is dealt round-robin across folds, so every training split still sees every
     kind of step and a rare regime is never held out whole."""
     if folds < 2 or folds > num_rows:
-        raise ValueError(f"kfold: {folds} folds over {num_rows} points; expected 2 ≤ folds ≤ points")
+        raise ValueError(
+            f"kfold: {folds} folds over {num_rows} points; expected 2 ≤ folds ≤ points"
+        )
     rng = np.random.default_rng(seed)
     labels = np.asarray(strata if strata is not None else [""] * num_rows)
     assignment = np.empty(num_rows, dtype=int)
@@ -119,9 +133,16 @@ def kfold_indices(num_rows: int, folds: int, seed: int, strata: Sequence[str] | 
     return [np.flatnonzero(assignment == fold) for fold in range(folds)]
 
 
-def cross_validated_errors(design: DesignFn, rows: np.ndarray, measured: np.ndarray, candidates: Candidates,
-                           folds: int = 5, seed: int = 0, strata: Sequence[str] | None = None,
-                           objective: str = "relative") -> np.ndarray:
+def cross_validated_errors(
+    design: DesignFn,
+    rows: np.ndarray,
+    measured: np.ndarray,
+    candidates: Candidates,
+    folds: int = 5,
+    seed: int = 0,
+    strata: Sequence[str] | None = None,
+    objective: str = "relative",
+) -> np.ndarray:
     """Relative error of each row when predicted by a fit (with `objective`) that never saw it."""
     measured = np.asarray(measured, dtype=float)
     errors = np.empty(len(measured))
@@ -138,12 +159,18 @@ def knee_candidates(max_tokens: float, count: int = 40) -> np.ndarray:
     return np.unique(np.round(np.geomspace(1, max(2.0, max_tokens), count)))
 
 
-def roofline_candidates(max_tokens: float, tiles: Sequence[int] = (1,), count: int = 40,
-                        spills: Sequence[float] = ()) -> list[Params]:
+def roofline_candidates(
+    max_tokens: float, tiles: Sequence[int] = (1,), count: int = 40, spills: Sequence[float] = ()
+) -> list[Params]:
     """(knee, tile, spill) triples: the knee at or above the tile, so that the weight-read floor,
     not a partial tile, explains the flat region at small batches; spill `inf` means no spill."""
-    return [(float(knee), float(tile), float(spill)) for tile in tiles for knee in knee_candidates(max_tokens, count)
-            if knee >= tile for spill in (math.inf, *spills)]
+    return [
+        (float(knee), float(tile), float(spill))
+        for tile in tiles
+        for knee in knee_candidates(max_tokens, count)
+        if knee >= tile
+        for spill in (math.inf, *spills)
+    ]
 
 
 def tile_rounded(tokens: np.ndarray, tile: float) -> np.ndarray:

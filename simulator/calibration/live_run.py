@@ -7,6 +7,7 @@ Requests enter at their arrival offsets from the start; a step's `busy_s` is the
 start to the next step's start while the engine stays busy, so the engine loop's own overhead between
 steps is in it (it is what the simulator's step must cost for its clock to keep the engine's pace).
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,28 +26,32 @@ from traces.replay import RequestRecord
 @dataclass(frozen=True)
 class LiveRequests:
     """What to send: arrival offsets (s), prompt and output lengths."""
+
     arrival_s: Sequence[float]
     prompt_tokens: Sequence[int]
     output_tokens: Sequence[int]
 
     def __post_init__(self) -> None:
         if not len(self.arrival_s) == len(self.prompt_tokens) == len(self.output_tokens):
-            raise ValueError(f"LiveRequests: {len(self.arrival_s)} arrivals, {len(self.prompt_tokens)} prompts, "
-                             f"{len(self.output_tokens)} outputs; expected equal counts")
+            raise ValueError(
+                f"LiveRequests: {len(self.arrival_s)} arrivals, {len(self.prompt_tokens)} prompts, "
+                f"{len(self.output_tokens)} outputs; expected equal counts"
+            )
 
 
 @dataclass
 class StepLog:
     """Every step of a live run: its shape, the engine's own `step()` time and the busy time."""
+
     shapes: list[ShapeRecord] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     busy_s: list[float | None] = field(default_factory=list)
-    start_s: list[float] = field(default_factory=list)    # when each step began, from the run's start
-    kv_weighted: float = 0.0     # Σ KV utilisation × step time, for the time-weighted mean
+    start_s: list[float] = field(default_factory=list)  # when each step began, from the run's start
+    kv_weighted: float = 0.0  # Σ KV utilisation × step time, for the time-weighted mean
     kv_time: float = 0.0
 
     @classmethod
-    def joined(cls, logs: Sequence["StepLog"]) -> "StepLog":
+    def joined(cls, logs: Sequence[StepLog]) -> StepLog:
         """The steps of several runs in one log (each run's last step ended in idleness)."""
         joined = cls()
         for log in logs:
@@ -58,12 +63,29 @@ class StepLog:
             joined.kv_time += log.kv_time
         return joined
 
-    def save(self, path: str | Path, model: str, settings: EngineSettings, num_kv_blocks: int, device: str) -> Path:
+    def save(
+        self,
+        path: str | Path,
+        model: str,
+        settings: EngineSettings,
+        num_kv_blocks: int,
+        device: str,
+    ) -> Path:
         path = Path(path)
-        path.write_text(json.dumps({"model": model, "engine": settings.model_dump(), "num_kv_blocks": num_kv_blocks,
-                                    "device": device, "steps": [
-                                        {"shape": shape.model_dump(), "step_s": step, "busy_s": busy}
-                                        for shape, step, busy in zip(self.shapes, self.step_s, self.busy_s)]}))
+        path.write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "engine": settings.model_dump(),
+                    "num_kv_blocks": num_kv_blocks,
+                    "device": device,
+                    "steps": [
+                        {"shape": shape.model_dump(), "step_s": step, "busy_s": busy}
+                        for shape, step, busy in zip(self.shapes, self.step_s, self.busy_s)
+                    ],
+                }
+            )
+        )
         return path
 
 
@@ -74,19 +96,30 @@ class LiveRun:
     duration_s: float
     kv_utilization: float | None
     num_preemptions: int
-    gc_s: float = 0.0            # wall time in Python's garbage collector during the run (engine path only)
+    gc_s: float = 0.0  # wall time in Python's garbage collector during the run (engine path only)
 
 
 class LiveEngine:
     """One engine (cpu-small by default, dummy weights), reused across runs."""
 
-    def __init__(self, model: str, settings: EngineSettings, num_kv_blocks: int, seed: int = 0,
-                 load_format: str = "dummy"):
+    def __init__(
+        self,
+        model: str,
+        settings: EngineSettings,
+        num_kv_blocks: int,
+        seed: int = 0,
+        load_format: str = "dummy",
+    ):
         from engine.llm import LLM  # torch loads here
 
         self.model, self.settings, self.num_kv_blocks = model, settings, num_kv_blocks
-        self.llm = LLM(model=model, load_format=load_format, seed=seed, num_kv_blocks=num_kv_blocks,
-                       **settings.model_dump(exclude={"load_format"}))
+        self.llm = LLM(
+            model=model,
+            load_format=load_format,
+            seed=seed,
+            num_kv_blocks=num_kv_blocks,
+            **settings.model_dump(exclude={"load_format"}),
+        )
         self.engine = self.llm.engine
         self.vocab_size = self.engine.model_config.vocab_size
         self._runs = 0
@@ -100,11 +133,21 @@ class LiveEngine:
         self._runs += 1
         rng = np.random.default_rng(seed)
         n = len(requests.arrival_s)
-        prompts = [rng.integers(3, self.vocab_size, int(p)).tolist() for p in requests.prompt_tokens]
+        prompts = [
+            rng.integers(3, self.vocab_size, int(p)).tolist() for p in requests.prompt_tokens
+        ]
         offsets = np.asarray(requests.arrival_s, dtype=float)
-        records = [RequestRecord(index=i, tenant="default", arrival_s=float(offsets[i]), sent_s=float(offsets[i]),
-                                 prompt_tokens=int(requests.prompt_tokens[i]),
-                                 expected_output_tokens=int(requests.output_tokens[i])) for i in range(n)]
+        records = [
+            RequestRecord(
+                index=i,
+                tenant="default",
+                arrival_s=float(offsets[i]),
+                sent_s=float(offsets[i]),
+                prompt_tokens=int(requests.prompt_tokens[i]),
+                expected_output_tokens=int(requests.output_tokens[i]),
+            )
+            for i in range(n)
+        ]
         log = StepLog()
         preempted_before = engine.scheduler.num_preemptions
         gc_timer = _GcTimer()
@@ -115,11 +158,25 @@ class LiveEngine:
         finally:
             gc.callbacks.remove(gc_timer)
         duration = max((r.arrival_s + r.e2e_s for r in records), default=0.0)
-        return LiveRun(records, log, duration, log.kv_weighted / log.kv_time if log.kv_time else 1.0,
-                       engine.scheduler.num_preemptions - preempted_before, gc_timer.total_s)
+        return LiveRun(
+            records,
+            log,
+            duration,
+            log.kv_weighted / log.kv_time if log.kv_time else 1.0,
+            engine.scheduler.num_preemptions - preempted_before,
+            gc_timer.total_s,
+        )
 
-    def _loop(self, requests: LiveRequests, prompts: list, offsets: np.ndarray, records: list, log: StepLog,
-              start: float, progress) -> None:
+    def _loop(
+        self,
+        requests: LiveRequests,
+        prompts: list,
+        offsets: np.ndarray,
+        records: list,
+        log: StepLog,
+        start: float,
+        progress,
+    ) -> None:
         from engine.core.sampling_params import SamplingParams
 
         engine, n = self.engine, len(offsets)
@@ -127,9 +184,16 @@ class LiveEngine:
         while done < n:
             now = time.perf_counter()
             while next_index < n and start + offsets[next_index] <= now:
-                engine.add_request(f"live{self._runs}-{next_index}", prompts[next_index],
-                                   SamplingParams(temperature=0, max_tokens=int(requests.output_tokens[next_index]),
-                                                  ignore_eos=True), arrival_time=start + offsets[next_index])
+                engine.add_request(
+                    f"live{self._runs}-{next_index}",
+                    prompts[next_index],
+                    SamplingParams(
+                        temperature=0,
+                        max_tokens=int(requests.output_tokens[next_index]),
+                        ignore_eos=True,
+                    ),
+                    arrival_time=start + offsets[next_index],
+                )
                 next_index += 1
             if not engine.has_unfinished_requests():
                 last_start = None

@@ -1,18 +1,19 @@
 """Cost terms from first principles (bytes over bandwidth, FLOPs over compute rate) with stated
 efficiency figures, for what no table measured: attention, the LM head, host overhead, and whole
 GPUs we have no measurement of. Also: carrying a calibration to other hardware by its ratios."""
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
 from simulator.hardware import HardwareSpec
 from simulator.model_spec import ModelSpec
 
-
 DECODE_BW_MEASURED = 0.82
 
 
 class Efficiencies(BaseModel):
     """Fractions of datasheet peaks that real kernels reach; each is a stated assumption."""
+
     model_config = ConfigDict(frozen=True)
 
     # Weight-streaming GEMV/GEMM at small batch: the public A100 table's Llama-2-7B projections at
@@ -57,105 +58,221 @@ def _compute_time(flops: float, hardware: HardwareSpec, dtype: str, efficiency: 
     return flops / (hardware.peak_flops(dtype) * efficiency)
 
 
-def attention_terms(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int,
-                    eff: Efficiencies = DEFAULT_EFFICIENCIES) -> list[CostTerm]:
+def attention_terms(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tensor_parallel: int,
+    eff: Efficiencies = DEFAULT_EFFICIENCIES,
+) -> list[CostTerm]:
     """Decode reads each context token's K and V once; prefill does 4·heads·head_dim FLOPs per
     causal query-key pair per layer (FlashAttention skips the masked half, so pairs are exact)."""
     kv_bytes = model.kv_bytes_per_token_per_gpu(tensor_parallel)
     pair_flops = model.attention_flops_per_pair / tensor_parallel
     return [
-        CostTerm(name="decode attention: per-layer floor", feature="decode_step", bound="latency", label="derived",
-                 seconds_per_unit=model.num_layers * DECODE_ATTENTION_FLOOR_PER_LAYER_S,
-                 note=f"{DECODE_ATTENTION_FLOOR_PER_LAYER_S * 1e6:.0f} µs per layer (aiconfigurator's measured "
-                      "decode kernels, median over ten GPUs)"),
-        CostTerm(name="decode attention (KV read)", feature="decode_context_token", bound="memory", label="derived",
-                 seconds_per_unit=_memory_time(kv_bytes, hardware, eff.decode_attention_bandwidth),
-                 note=f"{kv_bytes} KV bytes per token per GPU over {eff.decode_attention_bandwidth:.0%} of "
-                      f"{hardware.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s"),
-        CostTerm(name="prefill attention (FLOPs)", feature="prefill_attention_pair", bound="compute", label="derived",
-                 seconds_per_unit=_compute_time(pair_flops, hardware, model.dtype, eff.prefill_attention_compute),
-                 note=f"{pair_flops:.4g} FLOPs per pair per GPU at {eff.prefill_attention_compute:.0%} of "
-                      f"{hardware.peak_flops(model.dtype) / 1e12:.4g} TFLOP/s"),
+        CostTerm(
+            name="decode attention: per-layer floor",
+            feature="decode_step",
+            bound="latency",
+            label="derived",
+            seconds_per_unit=model.num_layers * DECODE_ATTENTION_FLOOR_PER_LAYER_S,
+            note=f"{DECODE_ATTENTION_FLOOR_PER_LAYER_S * 1e6:.0f} µs per layer (aiconfigurator's measured "
+            "decode kernels, median over ten GPUs)",
+        ),
+        CostTerm(
+            name="decode attention (KV read)",
+            feature="decode_context_token",
+            bound="memory",
+            label="derived",
+            seconds_per_unit=_memory_time(kv_bytes, hardware, eff.decode_attention_bandwidth),
+            note=f"{kv_bytes} KV bytes per token per GPU over {eff.decode_attention_bandwidth:.0%} of "
+            f"{hardware.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s",
+        ),
+        CostTerm(
+            name="prefill attention (FLOPs)",
+            feature="prefill_attention_pair",
+            bound="compute",
+            label="derived",
+            seconds_per_unit=_compute_time(
+                pair_flops, hardware, model.dtype, eff.prefill_attention_compute
+            ),
+            note=f"{pair_flops:.4g} FLOPs per pair per GPU at {eff.prefill_attention_compute:.0%} of "
+            f"{hardware.peak_flops(model.dtype) / 1e12:.4g} TFLOP/s",
+        ),
     ]
 
 
-def lm_head_terms(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int,
-                  eff: Efficiencies = DEFAULT_EFFICIENCIES) -> list[CostTerm]:
+def lm_head_terms(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tensor_parallel: int,
+    eff: Efficiencies = DEFAULT_EFFICIENCIES,
+) -> list[CostTerm]:
     """The LM head reads its weights once per step and multiplies only the sampled positions."""
     head_bytes = model.vocab_size * model.hidden_size * model.dtype_bytes / tensor_parallel
     return [
-        CostTerm(name="LM head", feature="step", bound="memory", label="derived",
-                 seconds_per_unit=_memory_time(head_bytes, hardware, eff.weight_read),
-                 note=f"{head_bytes / 1e6:.0f} MB of LM-head weights per GPU at {eff.weight_read:.0%} of bandwidth"),
-        CostTerm(name="LM head", feature="sequence", bound="compute", label="derived",
-                 seconds_per_unit=_compute_time(model.lm_head_flops_per_sequence / tensor_parallel, hardware,
-                                                model.dtype, eff.matmul),
-                 note=f"2·vocab·hidden FLOPs per sequence at {eff.matmul:.0%} of peak"),
+        CostTerm(
+            name="LM head",
+            feature="step",
+            bound="memory",
+            label="derived",
+            seconds_per_unit=_memory_time(head_bytes, hardware, eff.weight_read),
+            note=f"{head_bytes / 1e6:.0f} MB of LM-head weights per GPU at {eff.weight_read:.0%} of bandwidth",
+        ),
+        CostTerm(
+            name="LM head",
+            feature="sequence",
+            bound="compute",
+            label="derived",
+            seconds_per_unit=_compute_time(
+                model.lm_head_flops_per_sequence / tensor_parallel,
+                hardware,
+                model.dtype,
+                eff.matmul,
+            ),
+            note=f"2·vocab·hidden FLOPs per sequence at {eff.matmul:.0%} of peak",
+        ),
     ]
 
 
 def host_terms() -> list[CostTerm]:
     note = "assumed for a vLLM-v1-class engine with CUDA graphs; profile our engine on this GPU to replace"
-    return [CostTerm(name="host overhead", feature="step", bound="host", label="derived",
-                     seconds_per_unit=HOST_STEP_S, note=note),
-            CostTerm(name="host overhead", feature="sequence", bound="host", label="derived",
-                     seconds_per_unit=HOST_SEQUENCE_S, note=note)]
+    return [
+        CostTerm(
+            name="host overhead",
+            feature="step",
+            bound="host",
+            label="derived",
+            seconds_per_unit=HOST_STEP_S,
+            note=note,
+        ),
+        CostTerm(
+            name="host overhead",
+            feature="sequence",
+            bound="host",
+            label="derived",
+            seconds_per_unit=HOST_SEQUENCE_S,
+            note=note,
+        ),
+    ]
 
 
-def linear_roofline(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int,
-                    eff: Efficiencies = DEFAULT_EFFICIENCIES) -> tuple[float, list[CostTerm]]:
+def linear_roofline(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tensor_parallel: int,
+    eff: Efficiencies = DEFAULT_EFFICIENCIES,
+) -> tuple[float, list[CostTerm]]:
     """(knee tokens, terms) of the transformer layers: weights streamed once per step below the
     knee, FLOPs per token above it, plus per-layer kernel latency and elementwise traffic."""
     layer_bytes = model.linear_params_per_layer * model.dtype_bytes / tensor_parallel
     floor_s = model.num_layers * _memory_time(layer_bytes, hardware, eff.weight_read)
-    compute_per_token_s = _compute_time(model.linear_flops_per_token / tensor_parallel, hardware, model.dtype, eff.matmul)
+    compute_per_token_s = _compute_time(
+        model.linear_flops_per_token / tensor_parallel, hardware, model.dtype, eff.matmul
+    )
     # Per token per layer: two norms, RoPE, two residual adds (hidden-sized) and the gated
     # activation (reads 2·intermediate, writes intermediate), each read and written.
-    elementwise_bytes = (10 * model.hidden_size + 3 * model.intermediate_size / tensor_parallel) * model.dtype_bytes
+    elementwise_bytes = (
+        10 * model.hidden_size + 3 * model.intermediate_size / tensor_parallel
+    ) * model.dtype_bytes
     note = f"datasheet peaks × efficiencies {eff.model_dump()}"
     terms = [
-        CostTerm(name="linear layers: fixed latency", feature="step", bound="latency", label="derived",
-                 seconds_per_unit=model.num_layers * LAYER_LATENCY_S, note=f"{LAYER_LATENCY_S * 1e6:.0f} µs per layer"),
-        CostTerm(name="linear layers: elementwise per token", feature="token", bound="memory", label="derived",
-                 seconds_per_unit=model.num_layers * _memory_time(elementwise_bytes, hardware, eff.elementwise_bandwidth),
-                 note=note),
-        CostTerm(name="linear layers: max(tokens, knee) × compute", feature="token_above_knee", bound="compute",
-                 label="derived", seconds_per_unit=compute_per_token_s, note=note),
+        CostTerm(
+            name="linear layers: fixed latency",
+            feature="step",
+            bound="latency",
+            label="derived",
+            seconds_per_unit=model.num_layers * LAYER_LATENCY_S,
+            note=f"{LAYER_LATENCY_S * 1e6:.0f} µs per layer",
+        ),
+        CostTerm(
+            name="linear layers: elementwise per token",
+            feature="token",
+            bound="memory",
+            label="derived",
+            seconds_per_unit=model.num_layers
+            * _memory_time(elementwise_bytes, hardware, eff.elementwise_bandwidth),
+            note=note,
+        ),
+        CostTerm(
+            name="linear layers: max(tokens, knee) × compute",
+            feature="token_above_knee",
+            bound="compute",
+            label="derived",
+            seconds_per_unit=compute_per_token_s,
+            note=note,
+        ),
     ]
     return floor_s / compute_per_token_s, terms
 
 
-def all_reduce_roofline(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int) -> list[CostTerm]:
+def all_reduce_roofline(
+    model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int
+) -> list[CostTerm]:
     """Ring all-reduce of each layer's activations: 2·(N−1)/N of the bytes cross each link."""
     if tensor_parallel == 1:
         return []
     count = ALL_REDUCES_PER_LAYER * model.num_layers
-    bytes_per_token = model.hidden_size * model.dtype_bytes * 2 * (tensor_parallel - 1) / tensor_parallel
-    return [CostTerm(name="tensor-parallel all-reduce", feature="step", bound="latency", label="derived",
-                     seconds_per_unit=count * ALL_REDUCE_LATENCY_S, note=f"{count} all-reduces per step"),
-            CostTerm(name="tensor-parallel all-reduce", feature="token", bound="network", label="derived",
-                     seconds_per_unit=count * bytes_per_token / hardware.interconnect_bandwidth_bytes_per_s,
-                     note=f"ring all-reduce over {hardware.interconnect}")]
+    bytes_per_token = (
+        model.hidden_size * model.dtype_bytes * 2 * (tensor_parallel - 1) / tensor_parallel
+    )
+    return [
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="step",
+            bound="latency",
+            label="derived",
+            seconds_per_unit=count * ALL_REDUCE_LATENCY_S,
+            note=f"{count} all-reduces per step",
+        ),
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="token",
+            bound="network",
+            label="derived",
+            seconds_per_unit=count * bytes_per_token / hardware.interconnect_bandwidth_bytes_per_s,
+            note=f"ring all-reduce over {hardware.interconnect}",
+        ),
+    ]
 
 
-def roofline_calibration(model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int = 1,
-                         eff: Efficiencies = DEFAULT_EFFICIENCIES) -> Calibration:
+def roofline_calibration(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    tensor_parallel: int = 1,
+    eff: Efficiencies = DEFAULT_EFFICIENCIES,
+) -> Calibration:
     """A `derived` calibration for hardware without measurements: every term from datasheet peaks."""
     knee, linear = linear_roofline(model, hardware, tensor_parallel, eff)
-    terms = (linear + attention_terms(model, hardware, tensor_parallel, eff)
-             + lm_head_terms(model, hardware, tensor_parallel, eff)
-             + all_reduce_roofline(model, hardware, tensor_parallel) + host_terms())
+    terms = (
+        linear
+        + attention_terms(model, hardware, tensor_parallel, eff)
+        + lm_head_terms(model, hardware, tensor_parallel, eff)
+        + all_reduce_roofline(model, hardware, tensor_parallel)
+        + host_terms()
+    )
     return Calibration(
-        name=f"{model.name}@{hardware.name}-tp{tensor_parallel}-roofline", label="derived", model=model,
-        dtype=model.dtype, device=_device(hardware, tensor_parallel),
+        name=f"{model.name}@{hardware.name}-tp{tensor_parallel}-roofline",
+        label="derived",
+        model=model,
+        dtype=model.dtype,
+        device=_device(hardware, tensor_parallel),
         cost_model=CostModelFit(knee_tokens=knee, knee_label="derived", terms=terms),
-        provenance=Provenance(source=f"{hardware.spec_source}", method="roofline",
-                              notes=[f"efficiencies: {eff.model_dump()}", "no measurement of this GPU was used"]))
+        provenance=Provenance(
+            source=f"{hardware.spec_source}",
+            method="roofline",
+            notes=[f"efficiencies: {eff.model_dump()}", "no measurement of this GPU was used"],
+        ),
+    )
 
 
 def _device(hardware: HardwareSpec, tensor_parallel: int) -> DeviceInfo:
-    return DeviceInfo(name=hardware.name, kind="cpu" if hardware.kind == "cpu" else "gpu",
-                      memory_bytes=hardware.memory_bytes, hardware=hardware.name, tensor_parallel=tensor_parallel)
+    return DeviceInfo(
+        name=hardware.name,
+        kind="cpu" if hardware.kind == "cpu" else "gpu",
+        memory_bytes=hardware.memory_bytes,
+        hardware=hardware.name,
+        tensor_parallel=tensor_parallel,
+    )
 
 
 def scale_factor(bound: str, source: HardwareSpec, target: HardwareSpec, dtype: str) -> float:
@@ -169,7 +286,9 @@ def scale_factor(bound: str, source: HardwareSpec, target: HardwareSpec, dtype: 
     return 1.0  # host and latency terms do not follow the datasheet
 
 
-def derive_for_hardware(calibration: Calibration, source: HardwareSpec, target: HardwareSpec) -> Calibration:
+def derive_for_hardware(
+    calibration: Calibration, source: HardwareSpec, target: HardwareSpec
+) -> Calibration:
     """Carry a calibration to other hardware: memory-bound terms by the bandwidth ratio,
     compute-bound ones by the compute ratio; the knee moves so the weight-read floor follows
     bandwidth. Every carried number becomes `derived`."""
@@ -177,32 +296,55 @@ def derive_for_hardware(calibration: Calibration, source: HardwareSpec, target: 
     dtype = calibration.dtype
     memory_ratio = scale_factor("memory", source, target, dtype)
     compute_ratio = scale_factor("compute", source, target, dtype)
-    terms = [_carried(term, source, scale_factor(term.bound, source, target, dtype)) for term in fit.terms]
+    terms = [
+        _carried(term, source, scale_factor(term.bound, source, target, dtype))
+        for term in fit.terms
+    ]
     # The weight-read floor (compute time per token × knee) must follow bandwidth, not compute;
     # the tile shrinks with it so that, as in the fit, the floor and not a partial tile rules small batches.
     knee = fit.knee_tokens * memory_ratio / compute_ratio
     tile = fit.tile_tokens
     while tile > max(1.0, knee):
         tile //= 2
-    return calibration.model_copy(update={
-        "name": calibration.name.replace(source.name, target.name), "label": "derived",
-        "device": _device(target, calibration.device.tensor_parallel),
-        "cost_model": CostModelFit(knee_tokens=knee, knee_label="derived", tile_tokens=tile, terms=terms,
-                                   spill_tokens=fit.spill_tokens, gemm_switch_tokens=fit.gemm_switch_tokens,
-                                   fit_errors=fit.fit_errors),
-        "provenance": Provenance(source=f"{calibration.provenance.source}; {target.spec_source}",
-                                 method=f"derived from {source.name} by datasheet ratios",
-                                 notes=[f"memory-bound terms × {memory_ratio:.3f} (bandwidth ratio)",
-                                        f"compute-bound terms × {compute_ratio:.3f} (dense {dtype} peak ratio)",
-                                        "fit errors are those of the source calibration on its public table",
-                                        *calibration.provenance.notes]),
-        "points": []})
+    return calibration.model_copy(
+        update={
+            "name": calibration.name.replace(source.name, target.name),
+            "label": "derived",
+            "device": _device(target, calibration.device.tensor_parallel),
+            "cost_model": CostModelFit(
+                knee_tokens=knee,
+                knee_label="derived",
+                tile_tokens=tile,
+                terms=terms,
+                spill_tokens=fit.spill_tokens,
+                gemm_switch_tokens=fit.gemm_switch_tokens,
+                fit_errors=fit.fit_errors,
+            ),
+            "provenance": Provenance(
+                source=f"{calibration.provenance.source}; {target.spec_source}",
+                method=f"derived from {source.name} by datasheet ratios",
+                notes=[
+                    f"memory-bound terms × {memory_ratio:.3f} (bandwidth ratio)",
+                    f"compute-bound terms × {compute_ratio:.3f} (dense {dtype} peak ratio)",
+                    "fit errors are those of the source calibration on its public table",
+                    *calibration.provenance.notes,
+                ],
+            ),
+            "points": [],
+        }
+    )
 
 
 def _carried(term: CostTerm, source: HardwareSpec, factor: float) -> CostTerm:
-    return term.model_copy(update={
-        "seconds_per_unit": term.seconds_per_unit * factor, "label": "derived",
-        "note": f"{term.label} on {source.name} × {factor:.3f} ({term.bound}-bound); {term.note}".rstrip("; ")})
+    return term.model_copy(
+        update={
+            "seconds_per_unit": term.seconds_per_unit * factor,
+            "label": "derived",
+            "note": f"{term.label} on {source.name} × {factor:.3f} ({term.bound}-bound); {term.note}".rstrip(
+                "; "
+            ),
+        }
+    )
 
 
 def _require_fit(calibration: Calibration) -> CostModelFit:

@@ -1,5 +1,6 @@
 """The calibration file: what was timed (or fitted, or derived), on what, and the cost-model terms
 that came out of it. Every number carries its label: `measured`, `fitted` or `derived`."""
+
 import datetime as dt
 import json
 import platform
@@ -20,9 +21,20 @@ Label = Literal["measured", "fitted", "derived"]
 # What limits a term: tells a derivation for other hardware which ratio to scale it by.
 Bound = Literal["host", "memory", "compute", "latency", "network"]
 # What a term's `seconds_per_unit` multiplies (see simulator.calibration.cost_model.feature_value).
-Feature = Literal["step", "gemm_step", "gemv_extra_token", "sequence", "token", "token_above_knee",
-                  "token_above_spill", "prefill_attention_pair", "decode_context_token", "decode_step",
-                  "decode_sequence", "prefill_step"]
+Feature = Literal[
+    "step",
+    "gemm_step",
+    "gemv_extra_token",
+    "sequence",
+    "token",
+    "token_above_knee",
+    "token_above_spill",
+    "prefill_attention_pair",
+    "decode_context_token",
+    "decode_step",
+    "decode_sequence",
+    "prefill_step",
+]
 PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
 
 
@@ -41,6 +53,7 @@ class CostTerm(_Strict):
 
 class FitError(_Strict):
     """How well the terms reproduce what they were fitted on (fractions, not percent)."""
+
     target: str = Field(description="the quantity fitted, e.g. 'engine step time'")
     num_points: int = Field(ge=0)
     mape_train: float = Field(ge=0)
@@ -52,13 +65,24 @@ class FitError(_Strict):
 
 class CostModelFit(_Strict):
     """The terms of the step-time model and the token count where linear layers turn compute-bound."""
+
     knee_tokens: float = Field(ge=0)
     knee_label: Label
-    tile_tokens: int = Field(default=1, ge=1, description="GEMM tile: above the knee, tokens count in whole tiles")
-    spill_tokens: float | None = Field(default=None, ge=0, description="tokens beyond which activations spill "
-                                       "out of cache and each token costs more; None: never")
-    gemm_switch_tokens: int = Field(default=2, ge=2, description="from this many tokens on, linear layers run "
-                                    "matrix-matrix kernels; below it, one matrix-vector pass per token")
+    tile_tokens: int = Field(
+        default=1, ge=1, description="GEMM tile: above the knee, tokens count in whole tiles"
+    )
+    spill_tokens: float | None = Field(
+        default=None,
+        ge=0,
+        description="tokens beyond which activations spill "
+        "out of cache and each token costs more; None: never",
+    )
+    gemm_switch_tokens: int = Field(
+        default=2,
+        ge=2,
+        description="from this many tokens on, linear layers run "
+        "matrix-matrix kernels; below it, one matrix-vector pass per token",
+    )
     terms: list[CostTerm]
     fit_errors: list[FitError] = []
 
@@ -69,22 +93,30 @@ class ShapeRecord(_Strict):
 
     @classmethod
     def of(cls, shape: StepShape) -> "ShapeRecord":
-        return cls(prefill_chunks=list(shape.prefill_chunks), decode_context_lens=list(shape.decode_context_lens))
+        return cls(
+            prefill_chunks=list(shape.prefill_chunks),
+            decode_context_lens=list(shape.decode_context_lens),
+        )
 
     def to_shape(self) -> StepShape:
-        return StepShape(prefill_chunks=tuple(tuple(chunk) for chunk in self.prefill_chunks),
-                         decode_context_lens=tuple(self.decode_context_lens))
+        return StepShape(
+            prefill_chunks=tuple(tuple(chunk) for chunk in self.prefill_chunks),
+            decode_context_lens=tuple(self.decode_context_lens),
+        )
 
 
 class StepSample(_Strict):
     """One timed `engine.step()`: its shape and where its wall time went."""
+
     shape: ShapeRecord
     total_s: float = Field(ge=0)
     schedule_s: float = Field(ge=0)
     prepare_s: float = Field(ge=0)
     forward_s: float = Field(ge=0)
     sample_s: float = Field(ge=0)
-    cpu_s: float | None = Field(default=None, ge=0, description="process CPU time of the step, all threads")
+    cpu_s: float | None = Field(
+        default=None, ge=0, description="process CPU time of the step, all threads"
+    )
 
     @property
     def host_s(self) -> float:
@@ -93,6 +125,7 @@ class StepSample(_Strict):
 
 class ProfilePoint(_Strict):
     """Repeats of one grid point; the representative shape is that of the median repeat."""
+
     kind: PointKind
     label: Label = "measured"
     shape: ShapeRecord
@@ -120,7 +153,9 @@ class ProfilePoint(_Strict):
             return self.min_total_s
         if statistic == "cpu" and all(sample.cpu_s is not None for sample in self.samples):
             return _median([sample.cpu_s for sample in self.samples])
-        raise ValueError(f"statistic {statistic!r} is unknown or unrecorded; expected 'median', 'min' or 'cpu'")
+        raise ValueError(
+            f"statistic {statistic!r} is unknown or unrecorded; expected 'median', 'min' or 'cpu'"
+        )
 
     @property
     def median_forward_s(self) -> float:
@@ -147,7 +182,9 @@ class DeviceInfo(_Strict):
     name: str
     kind: Literal["cpu", "cuda", "gpu"]
     memory_bytes: float = Field(ge=0)
-    hardware: str | None = Field(default=None, description="catalog name, when it is a catalog device")
+    hardware: str | None = Field(
+        default=None, description="catalog name, when it is a catalog device"
+    )
     tensor_parallel: int = Field(default=1, ge=1)
 
 
@@ -161,12 +198,19 @@ class SoftwareInfo(_Strict):
 
     @classmethod
     def current(cls) -> "SoftwareInfo":
-        return cls(python=platform.python_version(), platform=platform.platform(), torch=_version("torch"),
-                   triton=_version("triton"), cuda=_cuda_version(), surgeplan=_version("surgeplan"))
+        return cls(
+            python=platform.python_version(),
+            platform=platform.platform(),
+            torch=_version("torch"),
+            triton=_version("triton"),
+            cuda=_cuda_version(),
+            surgeplan=_version("surgeplan"),
+        )
 
 
 def _version(package: str) -> str | None:
     from importlib import metadata
+
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -183,9 +227,12 @@ def _cuda_version() -> str | None:
 
 class EngineSettings(_Strict):
     """The engine settings the points were measured under (definitions from `engine.core.config`)."""
+
     block_size: int = setting(CacheConfig, "block_size", default=PydanticUndefined)
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs", default=PydanticUndefined)
-    max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens", default=PydanticUndefined)
+    max_num_batched_tokens: int = setting(
+        SchedulerConfig, "max_num_batched_tokens", default=PydanticUndefined
+    )
     max_model_len: int = setting(SchedulerConfig, "max_model_len", default=PydanticUndefined)
     enable_prefix_caching: bool = setting(CacheConfig, "enable_prefix_caching", default=False)
     load_format: str = "dummy"
@@ -206,7 +253,9 @@ class Calibration(_Strict):
     schema_version: int = SCHEMA_VERSION
     name: str
     label: Label
-    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = Field(
+        default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    )
     device: DeviceInfo
     software: SoftwareInfo | None = None
     model: ModelSpec
@@ -231,7 +280,9 @@ class Calibration(_Strict):
         except (OSError, json.JSONDecodeError) as error:
             raise ValueError(f"{path}: cannot read calibration JSON ({error})") from error
         if data.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"{path}: schema_version is {data.get('schema_version')!r}; expected {SCHEMA_VERSION}")
+            raise ValueError(
+                f"{path}: schema_version is {data.get('schema_version')!r}; expected {SCHEMA_VERSION}"
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as error:
@@ -252,7 +303,9 @@ def load_shipped(name: str) -> Calibration:
         if calibration.name == name:
             return calibration
     names = [path.stem for path in shipped_calibration_paths()]
-    raise ValueError(f"calibration {name!r} is not shipped; expected one of {names} or a path to a JSON file")
+    raise ValueError(
+        f"calibration {name!r} is not shipped; expected one of {names} or a path to a JSON file"
+    )
 
 
 def resolve_calibration(name_or_path: str | Path) -> Calibration:

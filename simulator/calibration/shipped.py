@@ -1,40 +1,72 @@
 """The calibrations shipped in simulator/calibration/calibrations/: which ones, how they are rebuilt from the
 public tables, and how the simulator picks the best one for a (model, GPU, TP) — measured first,
 then fitted, then derived, and a roofline estimate when nothing else exists."""
+
 from pathlib import Path
 
 from rich.progress import track
 
+from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
 from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
+from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
 from simulator.hardware import get_hardware
 from simulator.model_spec import ModelSpec
-from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
-from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
 
 # (model, GPU, tensor parallel, backend) fitted on aiconfigurator's measured kernel tables: every GPU
 # it measured, vLLM (the default engine profile's stack); SGLang and TRT-LLM where the planner's
 # main GPUs are concerned. Llama-3-70B at the TP its weights need (TP8 on the 24 GB B60).
-_AIC_GPUS = ("A100-80GB", "H100-80GB", "H200-141GB", "L40S", "B200-180GB", "B300-288GB", "GB200-186GB",
-             "GB300-288GB", "RTX-PRO-6000-96GB", "Arc-Pro-B60-24GB")
-AIC_FITTED = tuple((model, gpu, 1, "vllm") for gpu in _AIC_GPUS for model in ("llama-2-7b", "llama-3-8b"))
-AIC_FITTED += tuple(("llama-3-70b", gpu, 8 if gpu == "Arc-Pro-B60-24GB" else 4, "vllm") for gpu in _AIC_GPUS)
-AIC_FITTED += tuple(("llama-3-70b", gpu, 8, "vllm") for gpu in ("A100-80GB", "H100-80GB", "H200-141GB", "B200-180GB"))
-AIC_FITTED += tuple((model, gpu, tp, backend) for backend in ("sglang", "trtllm") for gpu in ("H100-80GB", "H200-141GB", "B200-180GB")
-                    for model, tp in (("llama-2-7b", 1), ("llama-3-8b", 1), ("llama-3-70b", 4)))
+_AIC_GPUS = (
+    "A100-80GB",
+    "H100-80GB",
+    "H200-141GB",
+    "L40S",
+    "B200-180GB",
+    "B300-288GB",
+    "GB200-186GB",
+    "GB300-288GB",
+    "RTX-PRO-6000-96GB",
+    "Arc-Pro-B60-24GB",
+)
+AIC_FITTED = tuple(
+    (model, gpu, 1, "vllm") for gpu in _AIC_GPUS for model in ("llama-2-7b", "llama-3-8b")
+)
+AIC_FITTED += tuple(
+    ("llama-3-70b", gpu, 8 if gpu == "Arc-Pro-B60-24GB" else 4, "vllm") for gpu in _AIC_GPUS
+)
+AIC_FITTED += tuple(
+    ("llama-3-70b", gpu, 8, "vllm")
+    for gpu in ("A100-80GB", "H100-80GB", "H200-141GB", "B200-180GB")
+)
+AIC_FITTED += tuple(
+    (model, gpu, tp, backend)
+    for backend in ("sglang", "trtllm")
+    for gpu in ("H100-80GB", "H200-141GB", "B200-180GB")
+    for model, tp in (("llama-2-7b", 1), ("llama-3-8b", 1), ("llama-3-70b", 4))
+)
 
 # (model, GPU, tensor parallel) fitted on the public tables.
 FITTED = (
-    ("llama-2-7b", "A100-80GB", 1), ("llama-2-7b", "H100-80GB", 1), ("llama-2-7b", "A40", 1),
-    ("codellama-34b", "A100-80GB", 2), ("codellama-34b", "H100-80GB", 2),
-    ("llama-2-70b", "A100-80GB", 4), ("llama-2-70b", "A100-80GB", 8),
-    ("llama-2-70b", "H100-80GB", 4), ("llama-2-70b", "H100-80GB", 8),
-    ("llama-3-8b", "A100-80GB", 1), ("llama-3-70b", "A100-80GB", 4), ("llama-3-70b", "A100-80GB", 8),
+    ("llama-2-7b", "A100-80GB", 1),
+    ("llama-2-7b", "H100-80GB", 1),
+    ("llama-2-7b", "A40", 1),
+    ("codellama-34b", "A100-80GB", 2),
+    ("codellama-34b", "H100-80GB", 2),
+    ("llama-2-70b", "A100-80GB", 4),
+    ("llama-2-70b", "A100-80GB", 8),
+    ("llama-2-70b", "H100-80GB", 4),
+    ("llama-2-70b", "H100-80GB", 8),
+    ("llama-3-8b", "A100-80GB", 1),
+    ("llama-3-70b", "A100-80GB", 4),
+    ("llama-3-70b", "A100-80GB", 8),
 )
 # Every H100 fit is carried to the H200 by datasheet ratios.
 DERIVED = (("H100-80GB", "H200-141GB"),)
 # Catalog GPUs without any public table, plus the H200 for the model we would profile there.
-ROOFLINE = tuple((model, gpu, 1) for gpu in ("A100-40GB", "L40S", "L4", "A10G")
-                 for model in ("llama-2-7b", "llama-3-8b"))
+ROOFLINE = tuple(
+    (model, gpu, 1)
+    for gpu in ("A100-40GB", "L40S", "L4", "A10G")
+    for model in ("llama-2-7b", "llama-3-8b")
+)
 ROOFLINE += (("llama-3-8b", "H200-141GB", 1), ("llama-3-8b", "H100-80GB", 1))
 
 _RANK = {"measured": 0, "fitted": 1, "derived": 2}
@@ -51,21 +83,31 @@ def build_shipped(out_dir: Path = SHIPPED_DIR, vidur_dir: Path = VIDUR_DIR) -> l
     for model, gpu, tensor_parallel in track(FITTED, description="fitting public tables"):
         built.append(vidur_calibration(model, gpu, tensor_parallel, vidur_dir))
     for source, target in DERIVED:
-        built += [derive_for_hardware(calibration, get_hardware(source), get_hardware(target))
-                  for calibration in list(built) if calibration.device.hardware == source]
+        built += [
+            derive_for_hardware(calibration, get_hardware(source), get_hardware(target))
+            for calibration in list(built)
+            if calibration.device.hardware == source
+        ]
     for model, gpu, tensor_parallel in ROOFLINE:
-        built.append(roofline_calibration(_any_model_spec(model), get_hardware(gpu), tensor_parallel))
-    return [calibration.save(Path(out_dir) / f"{file_stem(calibration)}.json") for calibration in built]
+        built.append(
+            roofline_calibration(_any_model_spec(model), get_hardware(gpu), tensor_parallel)
+        )
+    return [
+        calibration.save(Path(out_dir) / f"{file_stem(calibration)}.json") for calibration in built
+    ]
 
 
-def build_aic(out_dir: Path = SHIPPED_DIR, root: Path | None = None,
-              combos: tuple = AIC_FITTED) -> list[Path]:
+def build_aic(
+    out_dir: Path = SHIPPED_DIR, root: Path | None = None, combos: tuple = AIC_FITTED
+) -> list[Path]:
     """Rebuild the calibrations fitted on aiconfigurator's installed database (or a folder laid
     out like it): needs `pip install 'surgeplan[aic]'`, no network."""
     from simulator.calibration.aic_import import aic_calibration
 
     paths = []
-    for model, gpu, tensor_parallel, backend in track(combos, description="fitting aiconfigurator tables"):
+    for model, gpu, tensor_parallel, backend in track(
+        combos, description="fitting aiconfigurator tables"
+    ):
         calibration = aic_calibration(model, gpu, tensor_parallel, backend, root)
         paths.append(calibration.save(Path(out_dir) / f"{file_stem(calibration)}.json"))
     return paths
@@ -93,19 +135,33 @@ def calibration_rank(calibration: Calibration, backend: str = "vllm") -> tuple:
     """Sort key, best first: measured, then fitted, then derived; roofline last; the requested
     serving backend (a calibration that names none, e.g. Vidur's, is not passed over for it); the
     most terms fitted on measurements."""
-    return (_RANK[calibration.label], calibration.provenance.method == "roofline",
-            (calibration.provenance.backend or backend) != backend, -measured_support(calibration))
+    return (
+        _RANK[calibration.label],
+        calibration.provenance.method == "roofline",
+        (calibration.provenance.backend or backend) != backend,
+        -measured_support(calibration),
+    )
 
 
-def calibration_for(model: str, hardware: str, tensor_parallel: int = 1,
-                    candidates: list[Calibration] | None = None, backend: str = "vllm") -> Calibration:
+def calibration_for(
+    model: str,
+    hardware: str,
+    tensor_parallel: int = 1,
+    candidates: list[Calibration] | None = None,
+    backend: str = "vllm",
+) -> Calibration:
     """The most trustworthy calibration for this model on this hardware at this TP degree (see
     `calibration_rank`); a roofline estimate from the catalog when none is shipped."""
     gpu = get_hardware(hardware)
     candidates = load_all_shipped() if candidates is None else candidates
-    matching = [calibration for calibration in candidates
-                if calibration.model.name == model and calibration.device.hardware == gpu.name
-                and calibration.device.tensor_parallel == tensor_parallel and calibration.cost_model is not None]
+    matching = [
+        calibration
+        for calibration in candidates
+        if calibration.model.name == model
+        and calibration.device.hardware == gpu.name
+        and calibration.device.tensor_parallel == tensor_parallel
+        and calibration.cost_model is not None
+    ]
     if matching:
         return min(matching, key=lambda calibration: calibration_rank(calibration, backend))
     return roofline_calibration(_any_model_spec(model), gpu, tensor_parallel)

@@ -1,28 +1,66 @@
 """Fit our cost model's linear-layer and all-reduce terms on the public Vidur operator tables
 (`../shared/calibration/vidur/`, see its SOURCES.md), and complete them with first-principles
 attention, LM-head and host terms. Only the fitted figures are shipped, never the tables."""
+
 import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, FitError, Provenance
-from simulator.calibration.fitting import cross_validated_errors, fit_relative, roofline_candidates, tile_rounded
+from simulator.calibration.fitting import (
+    cross_validated_errors,
+    fit_relative,
+    roofline_candidates,
+    tile_rounded,
+)
+from simulator.calibration.roofline import (
+    ALL_REDUCES_PER_LAYER,
+    attention_terms,
+    host_terms,
+    lm_head_terms,
+)
+from simulator.calibration.schema import (
+    Calibration,
+    CostModelFit,
+    CostTerm,
+    DeviceInfo,
+    FitError,
+    Provenance,
+)
 from simulator.hardware import HardwareSpec, get_hardware
 from simulator.model_spec import ModelSpec
-from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, attention_terms, host_terms, lm_head_terms
 
 VIDUR_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "calibration" / "vidur"
-VIDUR_SOURCE = "microsoft/vidur data/profiling @ 7d47513363ec447a741ac5e47241580b47724fbf (MIT), MLSys 2024"
+VIDUR_SOURCE = (
+    "microsoft/vidur data/profiling @ 7d47513363ec447a741ac5e47241580b47724fbf (MIT), MLSys 2024"
+)
 # Per-layer operators of mlp.csv (times are for ONE layer); `emb` runs once per step.
-PER_LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
-                 "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+PER_LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 GPU_DIRS = {"A100-80GB": "a100", "H100-80GB": "h100", "A40": "a40"}
 NETWORK_DIRS = {"A100-80GB": "a100_dgx", "H100-80GB": "h100_dgx"}
-_CODELLAMA_34B = {"hidden_size": 8192, "intermediate_size": 22016, "num_hidden_layers": 48, "num_attention_heads": 64,
-                  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32000, "max_position_embeddings": 16384,
-                  "dtype": "float16", "model_type": "llama"}
+_CODELLAMA_34B = {
+    "hidden_size": 8192,
+    "intermediate_size": 22016,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 32000,
+    "max_position_embeddings": 16384,
+    "dtype": "float16",
+    "model_type": "llama",
+}
 # our model name -> (table folder, preset name or HF config dict)
 VIDUR_MODELS: dict[str, tuple[str, str | dict]] = {
     "llama-2-7b": ("meta-llama/Llama-2-7b-hf", "llama-2-7b"),
@@ -33,17 +71,27 @@ VIDUR_MODELS: dict[str, tuple[str, str | dict]] = {
 }
 # The constant part of a layer's time is its weight read (memory-bound); the parts that grow with
 # tokens are GEMM FLOPs (compute-bound). These bounds decide how a derivation for other GPUs scales them.
-_LINEAR_TERMS = (("linear layers: weight-read floor", "step", "memory"),
-                 ("linear layers: per token", "token", "compute"),
-                 ("linear layers: max(tokens, knee) × compute", "token_above_knee", "compute"))
+_LINEAR_TERMS = (
+    ("linear layers: weight-read floor", "step", "memory"),
+    ("linear layers: per token", "token", "compute"),
+    ("linear layers: max(tokens, knee) × compute", "token_above_knee", "compute"),
+)
 _MIN_CHECKED_TOKENS = 64
 # Token-dimension tile sizes tried: cuBLAS tiles and SM waves make GEMM time a staircase in tokens.
-GEMM_TILES = (1, 32, 64, 128, 256, 512)  # below this, wave quantisation and launch jitter dominate the table
+GEMM_TILES = (
+    1,
+    32,
+    64,
+    128,
+    256,
+    512,
+)  # below this, wave quantisation and launch jitter dominate the table
 
 
 @dataclass(frozen=True)
 class OpTable:
     """One mlp.csv restricted to one tensor-parallel degree, medians in seconds."""
+
     path: Path
     num_tokens: np.ndarray  # [rows]
     per_layer_s: np.ndarray  # [rows]: sum of PER_LAYER_OPS present in the table
@@ -53,7 +101,9 @@ class OpTable:
 
 def model_spec(name: str) -> ModelSpec:
     if name not in VIDUR_MODELS:
-        raise ValueError(f"model {name!r} has no public table; expected one of {sorted(VIDUR_MODELS)}")
+        raise ValueError(
+            f"model {name!r} has no public table; expected one of {sorted(VIDUR_MODELS)}"
+        )
     source = VIDUR_MODELS[name][1]
     if isinstance(source, str):
         return ModelSpec.from_preset(source, dtype="float16")  # the tables were measured in fp16
@@ -69,16 +119,30 @@ def mlp_table_path(model: str, gpu: str, vidur_dir: Path = VIDUR_DIR) -> Path:
 def read_mlp_table(path: Path, tensor_parallel: int) -> OpTable:
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"{path}: no such table; expected the Vidur profiling copy described in SOURCES.md")
+        raise ValueError(
+            f"{path}: no such table; expected the Vidur profiling copy described in SOURCES.md"
+        )
     with path.open() as handle:
-        rows = [row for row in csv.DictReader(handle) if int(row["num_tensor_parallel_workers"]) == tensor_parallel]
+        rows = [
+            row
+            for row in csv.DictReader(handle)
+            if int(row["num_tensor_parallel_workers"]) == tensor_parallel
+        ]
     if not rows:
-        raise ValueError(f"{path}: no rows with num_tensor_parallel_workers={tensor_parallel}; expected 1, 2, 4 or 8")
+        raise ValueError(
+            f"{path}: no rows with num_tensor_parallel_workers={tensor_parallel}; expected 1, 2, 4 or 8"
+        )
     ops = [op for op in PER_LAYER_OPS if f"time_stats.{op}.median" in rows[0]]
     per_layer = [sum(_ms(row, op) for op in ops) for row in rows]
-    return OpTable(path=path, num_tokens=np.array([int(row["num_tokens"]) for row in rows], dtype=float),
-                   per_layer_s=np.array(per_layer), embedding_s=np.array([_ms(row, "emb") for row in rows]),
-                   attributes={key: rows[0][key] for key in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd")})
+    return OpTable(
+        path=path,
+        num_tokens=np.array([int(row["num_tokens"]) for row in rows], dtype=float),
+        per_layer_s=np.array(per_layer),
+        embedding_s=np.array([_ms(row, "emb") for row in rows]),
+        attributes={
+            key: rows[0][key] for key in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd")
+        },
+    )
 
 
 def _ms(row: dict, op: str) -> float:
@@ -86,9 +150,17 @@ def _ms(row: dict, op: str) -> float:
 
 
 def _check_model_matches(table: OpTable, model: ModelSpec) -> None:
-    expected = {"n_head": model.num_attention_heads, "n_kv_head": model.num_kv_heads, "n_embd": model.hidden_size,
-                "n_expanded_embd": model.intermediate_size}
-    wrong = {key: table.attributes[key] for key, value in expected.items() if int(table.attributes[key]) != value}
+    expected = {
+        "n_head": model.num_attention_heads,
+        "n_kv_head": model.num_kv_heads,
+        "n_embd": model.hidden_size,
+        "n_expanded_embd": model.intermediate_size,
+    }
+    wrong = {
+        key: table.attributes[key]
+        for key, value in expected.items()
+        if int(table.attributes[key]) != value
+    }
     if wrong:
         raise ValueError(f"{table.path}: {wrong} do not match {model.name} ({expected})")
 
@@ -98,7 +170,9 @@ def linear_design(params: tuple, tokens: np.ndarray) -> np.ndarray:
     linear-layer features as the profile model (simulator.calibration.cost_model.PROFILE_TERMS)."""
     knee, tile = params[0], params[1]
     tokens = np.asarray(tokens, dtype=float).reshape(-1)
-    return np.stack([np.ones_like(tokens), tokens, np.maximum(tile_rounded(tokens, tile), knee)], axis=1)
+    return np.stack(
+        [np.ones_like(tokens), tokens, np.maximum(tile_rounded(tokens, tile), knee)], axis=1
+    )
 
 
 def affine_design(_params: tuple, sizes: np.ndarray) -> np.ndarray:
@@ -121,34 +195,55 @@ class LinearFit:
 def fit_linear_table(table: OpTable, folds: int = 5, seed: int = 0) -> LinearFit:
     candidates = roofline_candidates(table.num_tokens.max(), GEMM_TILES, count=60)
     fit = fit_relative(linear_design, table.num_tokens, table.per_layer_s, candidates)
-    held_out = cross_validated_errors(linear_design, table.num_tokens, table.per_layer_s, candidates, folds, seed)
+    held_out = cross_validated_errors(
+        linear_design, table.num_tokens, table.per_layer_s, candidates, folds, seed
+    )
     embedding = fit_relative(affine_design, table.num_tokens, table.embedding_s, [(0.0,)])
     checked = table.num_tokens >= _MIN_CHECKED_TOKENS
     error = FitError(
-        target=f"per-layer operator time (public table, ≥{_MIN_CHECKED_TOKENS} tokens)", num_points=int(checked.sum()),
-        mape_train=float(fit.relative_errors[checked].mean()), max_ape=float(fit.relative_errors[checked].max()),
-        mape_cross_validated=float(held_out[checked].mean()), folds=folds,
+        target=f"per-layer operator time (public table, ≥{_MIN_CHECKED_TOKENS} tokens)",
+        num_points=int(checked.sum()),
+        mape_train=float(fit.relative_errors[checked].mean()),
+        max_ape=float(fit.relative_errors[checked].max()),
+        mape_cross_validated=float(held_out[checked].mean()),
+        folds=folds,
         note=f"{table.path.relative_to(table.path.parents[4])}; all {len(table.num_tokens)} rows: "
-             f"train MAPE {fit.mape:.3f}; max error sits at wave-quantisation steps")
-    return LinearFit(fit.params[0], int(fit.params[1]), fit.coefficients, embedding.coefficients, error)
+        f"train MAPE {fit.mape:.3f}; max error sits at wave-quantisation steps",
+    )
+    return LinearFit(
+        fit.params[0], int(fit.params[1]), fit.coefficients, embedding.coefficients, error
+    )
 
 
-def read_all_reduce(gpu: str, num_workers: int, vidur_dir: Path = VIDUR_DIR) -> tuple[np.ndarray, np.ndarray]:
+def read_all_reduce(
+    gpu: str, num_workers: int, vidur_dir: Path = VIDUR_DIR
+) -> tuple[np.ndarray, np.ndarray]:
     """(sizes in elements, median seconds) of single-node all-reduces over `num_workers` GPUs."""
     if gpu not in NETWORK_DIRS:
-        raise ValueError(f"GPU {gpu!r} has no public all-reduce table; expected one of {sorted(NETWORK_DIRS)}")
+        raise ValueError(
+            f"GPU {gpu!r} has no public all-reduce table; expected one of {sorted(NETWORK_DIRS)}"
+        )
     path = Path(vidur_dir) / "network" / NETWORK_DIRS[gpu] / "all_reduce.csv"
     with path.open() as handle:
-        rows = [row for row in csv.DictReader(handle)
-                if int(row["num_workers"]) == num_workers and int(row["devices_per_node"]) == num_workers]
+        rows = [
+            row
+            for row in csv.DictReader(handle)
+            if int(row["num_workers"]) == num_workers
+            and int(row["devices_per_node"]) == num_workers
+        ]
     if not rows:
-        raise ValueError(f"{path}: no single-node rows for {num_workers} workers; expected 2, 4 or 8")
-    return (np.array([float(row["size"]) for row in rows]),
-            np.array([float(row["time_stats.all_reduce.median"]) / 1e3 for row in rows]))
+        raise ValueError(
+            f"{path}: no single-node rows for {num_workers} workers; expected 2, 4 or 8"
+        )
+    return (
+        np.array([float(row["size"]) for row in rows]),
+        np.array([float(row["time_stats.all_reduce.median"]) / 1e3 for row in rows]),
+    )
 
 
-def all_reduce_terms(model: ModelSpec, gpu: str, tensor_parallel: int, max_tokens: int,
-                     vidur_dir: Path = VIDUR_DIR) -> tuple[list[CostTerm], FitError]:
+def all_reduce_terms(
+    model: ModelSpec, gpu: str, tensor_parallel: int, max_tokens: int, vidur_dir: Path = VIDUR_DIR
+) -> tuple[list[CostTerm], FitError]:
     """Fit time = latency + size × per-element on the sizes a step of ≤ `max_tokens` produces."""
     sizes, times = read_all_reduce(gpu, tensor_parallel, vidur_dir)
     relevant = sizes <= max_tokens * model.hidden_size
@@ -156,28 +251,71 @@ def all_reduce_terms(model: ModelSpec, gpu: str, tensor_parallel: int, max_token
     latency_s, per_element_s = fit.coefficients
     count = ALL_REDUCES_PER_LAYER * model.num_layers
     note = f"fitted on {NETWORK_DIRS[gpu]}/all_reduce.csv ({tensor_parallel} GPUs, NCCL); {count} per step"
-    terms = [CostTerm(name="tensor-parallel all-reduce", feature="step", bound="latency", label="fitted",
-                      seconds_per_unit=count * latency_s, note=note),
-             CostTerm(name="tensor-parallel all-reduce", feature="token", bound="network", label="fitted",
-                      seconds_per_unit=count * per_element_s * model.hidden_size, note=note)]
-    error = FitError(target="all-reduce time (public table)", num_points=int(relevant.sum()), mape_train=fit.mape,
-                     max_ape=fit.max_ape, note="latency + per-element fit; small sizes are latency-noisy")
+    terms = [
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="step",
+            bound="latency",
+            label="fitted",
+            seconds_per_unit=count * latency_s,
+            note=note,
+        ),
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="token",
+            bound="network",
+            label="fitted",
+            seconds_per_unit=count * per_element_s * model.hidden_size,
+            note=note,
+        ),
+    ]
+    error = FitError(
+        target="all-reduce time (public table)",
+        num_points=int(relevant.sum()),
+        mape_train=fit.mape,
+        max_ape=fit.max_ape,
+        note="latency + per-element fit; small sizes are latency-noisy",
+    )
     return terms, error
 
 
 def linear_terms(model: ModelSpec, fit: LinearFit, source: str) -> list[CostTerm]:
-    terms = [CostTerm(name=name, feature=feature, bound=bound, label="fitted", note=f"{source} × {model.num_layers} layers",
-                      seconds_per_unit=float(value) * model.num_layers)
-             for (name, feature, bound), value in zip(_LINEAR_TERMS, fit.per_layer_coefficients)]
+    terms = [
+        CostTerm(
+            name=name,
+            feature=feature,
+            bound=bound,
+            label="fitted",
+            note=f"{source} × {model.num_layers} layers",
+            seconds_per_unit=float(value) * model.num_layers,
+        )
+        for (name, feature, bound), value in zip(_LINEAR_TERMS, fit.per_layer_coefficients)
+    ]
     fixed, per_token = fit.embedding_coefficients
-    terms += [CostTerm(name="embedding lookup", feature="step", bound="latency", label="fitted",
-                       seconds_per_unit=float(fixed), note=source),
-              CostTerm(name="embedding lookup", feature="token", bound="memory", label="fitted",
-                       seconds_per_unit=float(per_token), note=source)]
+    terms += [
+        CostTerm(
+            name="embedding lookup",
+            feature="step",
+            bound="latency",
+            label="fitted",
+            seconds_per_unit=float(fixed),
+            note=source,
+        ),
+        CostTerm(
+            name="embedding lookup",
+            feature="token",
+            bound="memory",
+            label="fitted",
+            seconds_per_unit=float(per_token),
+            note=source,
+        ),
+    ]
     return terms
 
 
-def vidur_calibration(model_name: str, gpu: str, tensor_parallel: int, vidur_dir: Path = VIDUR_DIR) -> Calibration:
+def vidur_calibration(
+    model_name: str, gpu: str, tensor_parallel: int, vidur_dir: Path = VIDUR_DIR
+) -> Calibration:
     """A `fitted` calibration: linear layers and all-reduce fitted on the public tables, attention,
     LM head and host overhead derived from first principles (see simulator.calibration.roofline)."""
     model = model_spec(model_name)
@@ -185,20 +323,46 @@ def vidur_calibration(model_name: str, gpu: str, tensor_parallel: int, vidur_dir
     table = read_mlp_table(mlp_table_path(model_name, gpu, vidur_dir), tensor_parallel)
     _check_model_matches(table, model)
     fit = fit_linear_table(table)
-    terms = linear_terms(model, fit, source=f"fitted on {GPU_DIRS[gpu]}/{VIDUR_MODELS[model_name][0]}/mlp.csv")
+    terms = linear_terms(
+        model, fit, source=f"fitted on {GPU_DIRS[gpu]}/{VIDUR_MODELS[model_name][0]}/mlp.csv"
+    )
     errors = [fit.error]
     if tensor_parallel > 1:
-        reduce_terms, reduce_error = all_reduce_terms(model, gpu, tensor_parallel, int(table.num_tokens.max()), vidur_dir)
+        reduce_terms, reduce_error = all_reduce_terms(
+            model, gpu, tensor_parallel, int(table.num_tokens.max()), vidur_dir
+        )
         terms += reduce_terms
         errors.append(reduce_error)
-    terms += attention_terms(model, hardware, tensor_parallel) + lm_head_terms(model, hardware, tensor_parallel)
+    terms += attention_terms(model, hardware, tensor_parallel) + lm_head_terms(
+        model, hardware, tensor_parallel
+    )
     terms += host_terms()
     return Calibration(
-        name=f"{model_name}@{gpu}-tp{tensor_parallel}", label="fitted", model=model, dtype=model.dtype,
-        device=DeviceInfo(name=gpu, kind="gpu", memory_bytes=hardware.memory_bytes, hardware=gpu,
-                          tensor_parallel=tensor_parallel),
-        cost_model=CostModelFit(knee_tokens=fit.knee, knee_label="fitted", tile_tokens=fit.tile, terms=terms,
-                                fit_errors=errors),
-        provenance=Provenance(source=VIDUR_SOURCE, method="vidur operator tables + first-principles attention",
-                              notes=["linear layers, embedding and all-reduce: fitted (non-negative least squares, "
-                                     "relative error)", "attention, LM head, host overhead: derived (see term notes)"]))
+        name=f"{model_name}@{gpu}-tp{tensor_parallel}",
+        label="fitted",
+        model=model,
+        dtype=model.dtype,
+        device=DeviceInfo(
+            name=gpu,
+            kind="gpu",
+            memory_bytes=hardware.memory_bytes,
+            hardware=gpu,
+            tensor_parallel=tensor_parallel,
+        ),
+        cost_model=CostModelFit(
+            knee_tokens=fit.knee,
+            knee_label="fitted",
+            tile_tokens=fit.tile,
+            terms=terms,
+            fit_errors=errors,
+        ),
+        provenance=Provenance(
+            source=VIDUR_SOURCE,
+            method="vidur operator tables + first-principles attention",
+            notes=[
+                "linear layers, embedding and all-reduce: fitted (non-negative least squares, "
+                "relative error)",
+                "attention, LM head, host overhead: derived (see term notes)",
+            ],
+        ),
+    )

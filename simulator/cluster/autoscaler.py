@@ -8,6 +8,7 @@ starting, so one surge does not order new replicas every scrape while the first 
 newest replica) after the fleet has been calm for the stabilisation window. No action within the
 cooldown of the last one. A new replica serves only after its cold start.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class Autoscaler:
-    def __init__(self, cluster: "Cluster", spec: AutoscalerSpec, cold_start_s: float):
+    def __init__(self, cluster: Cluster, spec: AutoscalerSpec, cold_start_s: float):
         self.cluster = cluster
         self.spec = spec
         self.cold_start_s = cold_start_s
@@ -47,13 +48,24 @@ class Autoscaler:
         waiting = sum(r.snapshot[0] for r in serving) / len(serving)
         ttft_p99 = float(np.percentile(ttfts, 99)) if ttfts else None
         starting = cluster.num_starting
-        pressure = [name for name, hot in (
-            ("kv_usage", kv_usage >= spec.kv_usage_threshold),
-            ("waiting", waiting >= spec.waiting_per_replica_threshold),
-            ("ttft_p99", spec.ttft_p99_threshold_s is not None and ttft_p99 is not None
-             and ttft_p99 > spec.ttft_p99_threshold_s)) if hot]
+        pressure = [
+            name
+            for name, hot in (
+                ("kv_usage", kv_usage >= spec.kv_usage_threshold),
+                ("waiting", waiting >= spec.waiting_per_replica_threshold),
+                (
+                    "ttft_p99",
+                    spec.ttft_p99_threshold_s is not None
+                    and ttft_p99 is not None
+                    and ttft_p99 > spec.ttft_p99_threshold_s,
+                ),
+            )
+            if hot
+        ]
         calm = kv_usage < spec.scale_in_kv_usage and waiting == 0
-        self.calm_since_s = (self.calm_since_s if self.calm_since_s is not None else now) if calm else None
+        self.calm_since_s = (
+            (self.calm_since_s if self.calm_since_s is not None else now) if calm else None
+        )
         cooled = now - self.last_action_s >= spec.cooldown_s
         total = len(serving) + starting
         ratios = [kv_usage / spec.kv_usage_threshold, waiting / spec.waiting_per_replica_threshold]
@@ -65,14 +77,35 @@ class Autoscaler:
             for _ in range(added):
                 cluster.add_replica(self.cold_start_s)
             self._record(now, "scale_out", added, pressure, kv_usage, waiting, ttft_p99)
-        elif (calm and cooled and len(serving) > spec.min_replicas
-              and now - self.calm_since_s >= spec.scale_in_stabilization_s):
+        elif (
+            calm
+            and cooled
+            and len(serving) > spec.min_replicas
+            and now - self.calm_since_s >= spec.scale_in_stabilization_s
+        ):
             cluster.drain_replica(serving[-1])
             self.calm_since_s = now
             self._record(now, "scale_in", 1, ["calm"], kv_usage, waiting, ttft_p99)
 
-    def _record(self, now: float, action: str, count: int, reasons: list[str], kv_usage: float,
-                waiting: float, ttft_p99: float | None) -> None:
+    def _record(
+        self,
+        now: float,
+        action: str,
+        count: int,
+        reasons: list[str],
+        kv_usage: float,
+        waiting: float,
+        ttft_p99: float | None,
+    ) -> None:
         self.last_action_s = now
-        self.decisions.append({"time_s": now, "action": action, "replicas": count, "reasons": reasons,
-                               "kv_usage": kv_usage, "waiting_per_replica": waiting, "ttft_p99_s": ttft_p99})
+        self.decisions.append(
+            {
+                "time_s": now,
+                "action": action,
+                "replicas": count,
+                "reasons": reasons,
+                "kv_usage": kv_usage,
+                "waiting_per_replica": waiting,
+                "ttft_p99_s": ttft_p99,
+            }
+        )

@@ -6,6 +6,7 @@ with no first token within its timeout (its KV blocks are freed at once) and may
 back-off that doubles each time. Every request ends as one `RequestRecord`, the record type the
 replay client writes, so one summary serves live and simulated runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,6 +29,7 @@ from traces.replay import RequestRecord
 @dataclass(frozen=True)
 class ClusterConfig:
     """What the cluster needs beyond the scenario's plain settings (resolved by `simulate`)."""
+
     scheduler_config: SchedulerConfig
     cache_config: CacheConfig
     cost_model: CostModel
@@ -43,30 +45,52 @@ class ClusterConfig:
     scrape_interval_s: float | None
     seed: int
     max_stretch_steps: int = 256
-    host_tier_costs: tuple[float, float] | None = None   # (load, recompute) seconds per block, host KV tier
+    host_tier_costs: tuple[float, float] | None = (
+        None  # (load, recompute) seconds per block, host KV tier
+    )
 
 
 class Cluster:
-    def __init__(self, config: ClusterConfig, arrival_s: list[float], prompt_tokens: list[int],
-                 output_tokens: list[int], tenants: list[str],
-                 prompt_ids: Callable[[int], list[int]] | None = None,
-                 prompt_hashes: Callable[[int], list[int]] | None = None):
+    def __init__(
+        self,
+        config: ClusterConfig,
+        arrival_s: list[float],
+        prompt_tokens: list[int],
+        output_tokens: list[int],
+        tenants: list[str],
+        prompt_ids: Callable[[int], list[int]] | None = None,
+        prompt_hashes: Callable[[int], list[int]] | None = None,
+    ):
         """`prompt_ids(i)`: request i's prompt tokens (default: the sampled token, repeated);
         `prompt_hashes(i)`: the prefix cache's hashes of its leading blocks, where the trace names them
         (hash ids), set on each of its requests so those blocks are never hashed from tokens."""
         self.config = config
         self.env = simpy.Environment()
         self.router = Router(config.router_policy, config.seed)
-        self.arrival_s, self.prompt_tokens, self.output_tokens, self.tenants = (arrival_s, prompt_tokens,
-                                                                                output_tokens, tenants)
+        self.arrival_s, self.prompt_tokens, self.output_tokens, self.tenants = (
+            arrival_s,
+            prompt_tokens,
+            output_tokens,
+            tenants,
+        )
         self.prompt_ids = prompt_ids or (lambda index: [SIM_TOKEN_ID] * prompt_tokens[index])
         self.prompt_hashes = prompt_hashes
-        self.records = [RequestRecord(index=i, tenant=tenants[i], arrival_s=arrival_s[i], prompt_tokens=prompt_tokens[i],
-                                      expected_output_tokens=output_tokens[i]) for i in range(len(arrival_s))]
+        self.records = [
+            RequestRecord(
+                index=i,
+                tenant=tenants[i],
+                arrival_s=arrival_s[i],
+                prompt_tokens=prompt_tokens[i],
+                expected_output_tokens=output_tokens[i],
+            )
+            for i in range(len(arrival_s))
+        ]
         self.replicas: list[Replica] = []
-        self.autoscaler = None                                       # set by `simulate` when enabled
+        self.autoscaler = None  # set by `simulate` when enabled
         self.serving: list[Replica] = []
-        self._attempts: dict[str, tuple[int, int, Replica]] = {}   # request id -> (index, attempt, replica)
+        self._attempts: dict[
+            str, tuple[int, int, Replica]
+        ] = {}  # request id -> (index, attempt, replica)
         self._open = len(arrival_s)
         self.done = self.env.event()
         self.monitor = Monitor(self)
@@ -82,10 +106,18 @@ class Cluster:
         scheduler = Scheduler(config.scheduler_config, config.cache_config)
         if scheduler.block_manager.host_tier is not None and config.host_tier_costs is not None:
             scheduler.block_manager.host_tier.set_costs(*config.host_tier_costs)
-        replica = Replica(self.env, len(self.replicas), scheduler, config.cost_model, self.env.now + cold_start_s,
-                          self._on_progress, self.next_observation_s, config.max_stretch_steps,
-                          on_stopped=self.monitor.on_replica_stopped,
-                          on_load_change=self.router.observe if self.router.index is not None else None)
+        replica = Replica(
+            self.env,
+            len(self.replicas),
+            scheduler,
+            config.cost_model,
+            self.env.now + cold_start_s,
+            self._on_progress,
+            self.next_observation_s,
+            config.max_stretch_steps,
+            on_stopped=self.monitor.on_replica_stopped,
+            on_load_change=self.router.observe if self.router.index is not None else None,
+        )
         self.replicas.append(replica)
         if replica.state == SERVING:
             self._enlist(replica)
@@ -130,18 +162,27 @@ class Cluster:
         config, record = self.config, self.records[index]
         replica = self.router.choose(self.serving, self._probe(index))
         record.sent_s, record.retries, record.replica = self.env.now, attempt, replica.replica_id
-        if config.max_waiting_per_replica is not None and len(replica.scheduler.waiting) >= config.max_waiting_per_replica:
+        if (
+            config.max_waiting_per_replica is not None
+            and len(replica.scheduler.waiting) >= config.max_waiting_per_replica
+        ):
             self._give_up(index, attempt, "rejected")
             return
-        request = Request(f"{index}.{attempt}", self.prompt_ids(index),
-                          SamplingParams(temperature=0.0, max_tokens=self.output_tokens[index], ignore_eos=True),
-                          self.env.now, self.tenants[index])
+        request = Request(
+            f"{index}.{attempt}",
+            self.prompt_ids(index),
+            SamplingParams(temperature=0.0, max_tokens=self.output_tokens[index], ignore_eos=True),
+            self.env.now,
+            self.tenants[index],
+        )
         if self.prompt_hashes is not None:
             request.block_hashes = self.prompt_hashes(index)
         self._attempts[request.request_id] = (index, attempt, replica)
         replica.add_request(request)
         if config.ttft_timeout_s is not None:
-            self.env.timeout(config.ttft_timeout_s).callbacks.append(lambda _event: self._check_timeout(request))
+            self.env.timeout(config.ttft_timeout_s).callbacks.append(
+                lambda _event: self._check_timeout(request)
+            )
 
     def _probe(self, index: int) -> Request:
         """What the router looks at: the request as it will be sent (prefix affinity hashes its prompt)."""
@@ -162,15 +203,19 @@ class Cluster:
 
     def _give_up(self, index: int, attempt: int, status: str) -> None:
         if attempt < self.config.max_retries:
-            backoff = self.config.retry_backoff_s * 2 ** attempt
-            self.env.timeout(backoff).callbacks.append(lambda _event: self._attempt(index, attempt + 1))
+            backoff = self.config.retry_backoff_s * 2**attempt
+            self.env.timeout(backoff).callbacks.append(
+                lambda _event: self._attempt(index, attempt + 1)
+            )
             return
         self.records[index].status = status
         self._close()
 
     def _on_progress(self, request: Request) -> None:
         if request.first_token_time == self.env.now:
-            self.monitor.on_first_token(request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])])
+            self.monitor.on_first_token(
+                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+            )
         if not request.is_finished or request.status is RequestStatus.FINISHED_ABORTED:
             return
         index, _attempt, replica = self._attempts.pop(request.request_id)
@@ -191,7 +236,9 @@ class Cluster:
             self.done.succeed()
 
     # ---- running -------------------------------------------------------------------------------
-    def run(self, horizon_s: float | None = None, progress: Callable[[float], None] | None = None) -> float:
+    def run(
+        self, horizon_s: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> float:
         """Runs until every request has ended (or the horizon); returns the end time."""
         env = self.env
         if progress is not None:
@@ -211,10 +258,14 @@ class Cluster:
             yield self.env.timeout(self.config.window_s)
 
     def gpu_hours(self, end_s: float) -> float:
-        seconds = sum((min(r.stopped_at_s, end_s) if r.stopped_at_s is not None else end_s) - r.requested_at_s
-                      for r in self.replicas)
+        seconds = sum(
+            (min(r.stopped_at_s, end_s) if r.stopped_at_s is not None else end_s) - r.requested_at_s
+            for r in self.replicas
+        )
         return seconds * self.config.tensor_parallel / 3600.0
 
     @property
     def num_starting(self) -> int:
-        return sum(r.state not in (STOPPED, DRAINING) and r not in self.serving for r in self.replicas)
+        return sum(
+            r.state not in (STOPPED, DRAINING) and r not in self.serving for r in self.replicas
+        )

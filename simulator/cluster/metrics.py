@@ -2,6 +2,7 @@
 KV usage and utilisation, block allocations per second, preemptions, P99 TTFT of the window, replicas
 serving and starting, GPU-hours and cost so far. Read at window boundaries from each replica's state
 as of its last completed step (what a Prometheus scrape of the engine would show)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class Monitor:
-    def __init__(self, cluster: "Cluster"):
+    def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.rows: list[dict] = []
         self.ttfts_since_scrape: list[float] = []
@@ -39,7 +40,7 @@ class Monitor:
         self._finishes += 1
         self._tokens += output_tokens
 
-    def on_replica_stopped(self, replica: "Replica") -> None:
+    def on_replica_stopped(self, replica: Replica) -> None:
         scheduler = replica.scheduler
         self._retired_allocations += scheduler.block_manager.num_allocations
         self._retired_preemptions += scheduler.num_preemptions
@@ -53,8 +54,11 @@ class Monitor:
 
     def _totals(self) -> tuple[int, int]:
         live = [r for r in self.cluster.replicas if r.state != STOPPED]
-        return (self._retired_allocations + sum(r.scheduler.block_manager.num_allocations for r in live),
-                self._retired_preemptions + sum(r.scheduler.num_preemptions for r in live))
+        return (
+            self._retired_allocations
+            + sum(r.scheduler.block_manager.num_allocations for r in live),
+            self._retired_preemptions + sum(r.scheduler.num_preemptions for r in live),
+        )
 
     def _row(self, now: float, window: float) -> None:
         cluster = self.cluster
@@ -68,17 +72,31 @@ class Monitor:
             stored, reserved = stored + stats.tokens_stored, reserved + stats.slots_reserved
         allocations, preemptions = self._totals()
         gpu_hours = cluster.gpu_hours(now)
-        self.rows.append({
-            "time_s": now, "offered_rps": self._arrivals / window, "served_rps": self._finishes / window,
-            "output_tokens_per_s": self._tokens / window, "waiting": waiting, "running": running,
-            "kv_usage": usage, "kv_utilization": stored / reserved if reserved else None,
-            "block_allocations_per_s": (allocations - self._last_allocations) / window,
-            "preemptions": preemptions - self._last_preemptions,
-            "ttft_p99_s": float(np.percentile(self._window_ttfts, 99)) if self._window_ttfts else None,
-            "replicas_serving": sum(r.state == SERVING and r.ready_at_s <= now for r in cluster.replicas),
-            "replicas_starting": sum(r.state != STOPPED and r.ready_at_s > now for r in cluster.replicas),
-            "gpu_hours": gpu_hours, "cost_usd": gpu_hours * self.price_usd_per_gpu_hour,
-        })
+        self.rows.append(
+            {
+                "time_s": now,
+                "offered_rps": self._arrivals / window,
+                "served_rps": self._finishes / window,
+                "output_tokens_per_s": self._tokens / window,
+                "waiting": waiting,
+                "running": running,
+                "kv_usage": usage,
+                "kv_utilization": stored / reserved if reserved else None,
+                "block_allocations_per_s": (allocations - self._last_allocations) / window,
+                "preemptions": preemptions - self._last_preemptions,
+                "ttft_p99_s": float(np.percentile(self._window_ttfts, 99))
+                if self._window_ttfts
+                else None,
+                "replicas_serving": sum(
+                    r.state == SERVING and r.ready_at_s <= now for r in cluster.replicas
+                ),
+                "replicas_starting": sum(
+                    r.state != STOPPED and r.ready_at_s > now for r in cluster.replicas
+                ),
+                "gpu_hours": gpu_hours,
+                "cost_usd": gpu_hours * self.price_usd_per_gpu_hour,
+            }
+        )
         self._arrivals = self._finishes = self._tokens = 0
         self._window_ttfts = []
         self._last_allocations, self._last_preemptions = allocations, preemptions

@@ -9,6 +9,7 @@ the per-request results of stepping. A stretch ends before the next observation 
 autoscaler scrape); an arrival or an abort in the middle of one cuts it after the step in progress,
 as the engine would see the change only at its next `schedule()`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,16 +24,24 @@ from simulator.calibration.cost_model import CostModel
 if TYPE_CHECKING:
     from engine.core.scheduler import SchedulerOutput
 
-SIM_TOKEN_ID = 0           # every simulated sampled token (requests stop on max_tokens, ignore_eos)
+SIM_TOKEN_ID = 0  # every simulated sampled token (requests stop on max_tokens, ignore_eos)
 STARTING, SERVING, DRAINING, STOPPED = "starting", "serving", "draining", "stopped"
 
 
 class Replica:
-    def __init__(self, env: simpy.Environment, replica_id: int, scheduler: Scheduler, cost_model: CostModel,
-                 ready_at_s: float, on_progress: Callable[[Request], None],
-                 next_observation_s: Callable[[float], float], max_stretch_steps: int = 256,
-                 on_stopped: Callable[["Replica"], None] | None = None,
-                 on_load_change: Callable[["Replica"], None] | None = None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        replica_id: int,
+        scheduler: Scheduler,
+        cost_model: CostModel,
+        ready_at_s: float,
+        on_progress: Callable[[Request], None],
+        next_observation_s: Callable[[float], float],
+        max_stretch_steps: int = 256,
+        on_stopped: Callable[[Replica], None] | None = None,
+        on_load_change: Callable[[Replica], None] | None = None,
+    ):
         self.env = env
         self.replica_id = replica_id
         self.scheduler = scheduler
@@ -45,17 +54,21 @@ class Replica:
         self.next_observation_s = next_observation_s
         self.max_stretch_steps = max_stretch_steps
         self.on_stopped = on_stopped
-        self.on_load_change = on_load_change    # after anything that may change what a router reads
+        self.on_load_change = on_load_change  # after anything that may change what a router reads
         self.num_steps = 0
         self.busy_s = 0.0
-        self.kv_utilization_busy_s = 0.0      # Σ KV utilisation after a step × its time: the live engine's measure
-        self.step_shapes: list | None = None     # set to [] to record every step's shape (fidelity tests)
-        self._wake: simpy.Event | None = None      # set while idle or inside a stretch
+        self.kv_utilization_busy_s = (
+            0.0  # Σ KV utilisation after a step × its time: the live engine's measure
+        )
+        self.step_shapes: list | None = (
+            None  # set to [] to record every step's shape (fidelity tests)
+        )
+        self._wake: simpy.Event | None = None  # set while idle or inside a stretch
         # the engine profile's wake-up cost, paid by the first step after idleness (0 for a bare cost model)
         self.wake_s = getattr(cost_model, "wake_s", 0.0)
         self._woke = False
         # the state as of the last completed step, which observers (metrics, autoscaler) read
-        self.snapshot = (0, 0, 0)                  # (waiting, running, used blocks)
+        self.snapshot = (0, 0, 0)  # (waiting, running, used blocks)
         self.process = env.process(self.run())
 
     # ---- what the router and the clients call --------------------------------------------------
@@ -96,7 +109,7 @@ class Replica:
         """The replica's life: cold start, then steps while there is work, idle waits while there is
         none, and a stop once draining has emptied it. It only waits; each step is `step()`."""
         if self.ready_at_s > self.env.now:
-            yield self.env.timeout(self.ready_at_s - self.env.now)       # cold start
+            yield self.env.timeout(self.ready_at_s - self.env.now)  # cold start
             if self.state == STARTING:
                 self.state = SERVING
         while True:
@@ -106,7 +119,7 @@ class Replica:
                 yield from self._idle()
                 continue
             stepped = yield from self.step()
-            if not stepped:                      # nothing admissible until something changes
+            if not stepped:  # nothing admissible until something changes
                 yield from self._idle()
         self.state = STOPPED
         self.stopped_at_s = self.env.now
@@ -127,10 +140,14 @@ class Replica:
             return True
         shape = out.shape
         step_s = self.cost_model.step_time(shape) + self._wake_up()
-        if out.host_loaded_blocks:               # KV brought back from host memory before the step
-            step_s += out.host_loaded_blocks * self.scheduler.block_manager.host_tier.load_s_per_block
+        if out.host_loaded_blocks:  # KV brought back from host memory before the step
+            step_s += (
+                out.host_loaded_blocks * self.scheduler.block_manager.host_tier.load_s_per_block
+            )
         yield self.env.timeout(step_s)
-        progressed = self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
+        progressed = self.scheduler.update(
+            out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now
+        )
         self._after_steps(1, step_s, progressed, shape)
         return True
 
@@ -147,7 +164,7 @@ class Replica:
         self._woke = False
         return self.wake_s
 
-    def _stretch(self, out: "SchedulerOutput", num_steps: int):
+    def _stretch(self, out: SchedulerOutput, num_steps: int):
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
         arrives or is aborted meanwhile, after the step in progress."""
         start = self.env.now
@@ -165,7 +182,7 @@ class Replica:
         yield self.env.timeout(elapsed) | self._wake
         self._wake = None
         now = self.env.now
-        if now < ends[-1]:                       # interrupted: finish the step in progress
+        if now < ends[-1]:  # interrupted: finish the step in progress
             done = next(i for i, end in enumerate(ends) if end >= now) + 1
             ends = ends[:done]
             if ends[-1] > now:
@@ -176,23 +193,37 @@ class Replica:
             self.step_shapes.extend(_decode_shapes(shape, len(ends)))
         self._after_steps(len(ends), ends[-1] - start, progressed, None, start_utilization)
 
-    def _after_steps(self, num_steps: int, busy_s: float, progressed: list[Request], shape,
-                     start_utilization: float | None = None) -> None:
+    def _after_steps(
+        self,
+        num_steps: int,
+        busy_s: float,
+        progressed: list[Request],
+        shape,
+        start_utilization: float | None = None,
+    ) -> None:
         """`start_utilization`: a stretch's KV utilisation before its first step; its steps are weighed
         by the mean of that and the end state (one step: the end state, as the live engine measures)."""
         self.num_steps += num_steps
         self.busy_s += busy_s
         end_utilization = self.scheduler.kv_utilization()
-        mean = end_utilization if start_utilization is None else (start_utilization + end_utilization) / 2
+        mean = (
+            end_utilization
+            if start_utilization is None
+            else (start_utilization + end_utilization) / 2
+        )
         self.kv_utilization_busy_s += mean * busy_s
         if shape is not None and self.step_shapes is not None:
             self.step_shapes.append(shape)
         scheduler = self.scheduler
-        self.snapshot = (len(scheduler.waiting), len(scheduler.running), scheduler.block_manager.num_used_blocks)
+        self.snapshot = (
+            len(scheduler.waiting),
+            len(scheduler.running),
+            scheduler.block_manager.num_used_blocks,
+        )
         self._load_changed()
         now = self.env.now
-        for request in progressed:                 # a first token or a finish is news to the client
-            if request.first_token_time == now or request.finish_time is not None:   # set on finish
+        for request in progressed:  # a first token or a finish is news to the client
+            if request.first_token_time == now or request.finish_time is not None:  # set on finish
                 self.on_progress(request)
 
 
@@ -200,4 +231,7 @@ def _decode_shapes(first, num_steps: int) -> list:
     """The shapes of a decode stretch: every context one token longer each step."""
     from engine.core.step_shape import StepShape
 
-    return [StepShape((), tuple(length + k for length in first.decode_context_lens)) for k in range(num_steps)]
+    return [
+        StepShape((), tuple(length + k for length in first.decode_context_lens))
+        for k in range(num_steps)
+    ]

@@ -11,6 +11,7 @@ replica when its load changes, so a choice costs O(log replicas) amortised. It p
 `min` over the serving list would: the lowest load, ties to the replica that started serving first
 (the serving list's order).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -24,18 +25,21 @@ if TYPE_CHECKING:
     from simulator.cluster.replica import Replica
 
 
-def _outstanding(replica: "Replica") -> int:
+def _outstanding(replica: Replica) -> int:
     """least_outstanding's load: requests waiting or running."""
     return replica.num_outstanding
 
 
-def _kv_then_outstanding(replica: "Replica") -> tuple[float, int]:
+def _kv_then_outstanding(replica: Replica) -> tuple[float, int]:
     """least_kv's load: KV usage as of the last step, then requests waiting or running."""
     return replica.kv_usage, replica.num_outstanding
 
 
 # the policies that route by a load, with it
-LOADS: dict[str, Callable[["Replica"], Any]] = {"least_outstanding": _outstanding, "least_kv": _kv_then_outstanding}
+LOADS: dict[str, Callable[[Replica], Any]] = {
+    "least_outstanding": _outstanding,
+    "least_kv": _kv_then_outstanding,
+}
 
 
 class LoadIndex:
@@ -43,36 +47,36 @@ class LoadIndex:
     returns. A lazy heap: a change of load pushes a fresh entry, and entries no longer current are
     dropped when they reach the top; the heap is rebuilt when they outnumber the current ones."""
 
-    def __init__(self, load: Callable[["Replica"], Any]):
+    def __init__(self, load: Callable[[Replica], Any]):
         self._load = load
-        self._heap: list[tuple[Any, int]] = []            # (load, order)
-        self._current: dict[int, tuple[Any, int]] = {}    # order -> its replica's current entry
-        self._replicas: dict[int, "Replica"] = {}         # order -> replica
-        self._order: dict["Replica", int] = {}            # replica -> order
+        self._heap: list[tuple[Any, int]] = []  # (load, order)
+        self._current: dict[int, tuple[Any, int]] = {}  # order -> its replica's current entry
+        self._replicas: dict[int, Replica] = {}  # order -> replica
+        self._order: dict[Replica, int] = {}  # replica -> order
         self._joined = 0
 
     def __len__(self) -> int:
         return len(self._order)
 
-    def join(self, replica: "Replica") -> None:
+    def join(self, replica: Replica) -> None:
         order = self._joined
         self._joined += 1
         self._order[replica], self._replicas[order] = order, replica
         self._push((self._load(replica), order))
 
-    def leave(self, replica: "Replica") -> None:
+    def leave(self, replica: Replica) -> None:
         order = self._order.pop(replica)
         del self._replicas[order], self._current[order]
 
-    def update(self, replica: "Replica") -> None:
+    def update(self, replica: Replica) -> None:
         order = self._order.get(replica)
-        if order is None:                                   # starting or draining: read when it joins
+        if order is None:  # starting or draining: read when it joins
             return
         load = self._load(replica)
         if load != self._current[order][0]:
             self._push((load, order))
 
-    def first(self) -> "Replica":
+    def first(self) -> Replica:
         heap, current = self._heap, self._current
         while heap and current.get(heap[0][1]) is not heap[0]:
             heapq.heappop(heap)
@@ -90,11 +94,17 @@ class LoadIndex:
 
 class Router:
     def __init__(self, policy: str, seed: int = 0):
-        choosers = {"round_robin": self._round_robin, "least_outstanding": self._least_loaded,
-                    "least_kv": self._least_loaded, "power_of_two": self._power_of_two,
-                    "prefix_affinity": self._prefix_affinity}
+        choosers = {
+            "round_robin": self._round_robin,
+            "least_outstanding": self._least_loaded,
+            "least_kv": self._least_loaded,
+            "power_of_two": self._power_of_two,
+            "prefix_affinity": self._prefix_affinity,
+        }
         if policy not in choosers:
-            raise ValueError(f"router policy {policy!r} is unknown; expected one of {sorted(choosers)}")
+            raise ValueError(
+                f"router policy {policy!r} is unknown; expected one of {sorted(choosers)}"
+            )
         self.policy = policy
         self.choose = choosers[policy]
         self._next = 0
@@ -102,31 +112,31 @@ class Router:
         self.index = LoadIndex(LOADS[policy]) if policy in LOADS else None
 
     # ---- what the cluster and the replicas tell a router that keeps an index --------------------------
-    def enlist(self, replica: "Replica") -> None:
+    def enlist(self, replica: Replica) -> None:
         """`replica` was appended to the serving list."""
         if self.index is not None:
             self.index.join(replica)
 
-    def retire(self, replica: "Replica") -> None:
+    def retire(self, replica: Replica) -> None:
         """`replica` was removed from the serving list."""
         if self.index is not None:
             self.index.leave(replica)
 
-    def observe(self, replica: "Replica") -> None:
+    def observe(self, replica: Replica) -> None:
         """`replica`'s load may have changed (a request added, aborted or finished; a step done)."""
         if self.index is not None:
             self.index.update(replica)
 
-    def _round_robin(self, replicas: Sequence["Replica"], request: Request) -> "Replica":
+    def _round_robin(self, replicas: Sequence[Replica], request: Request) -> Replica:
         chosen = replicas[self._next % len(replicas)]
         self._next += 1
         return chosen
 
-    def _least_loaded(self, replicas: Sequence["Replica"], request: Request) -> "Replica":
+    def _least_loaded(self, replicas: Sequence[Replica], request: Request) -> Replica:
         assert len(replicas) == len(self.index), "the serving list changed without enlist / retire"
         return self.index.first()
 
-    def _power_of_two(self, replicas: Sequence["Replica"], request: Request) -> "Replica":
+    def _power_of_two(self, replicas: Sequence[Replica], request: Request) -> Replica:
         if len(replicas) == 1:
             return replicas[0]
         first, second = self._rng.sample(range(len(replicas)), 2)
@@ -134,8 +144,9 @@ class Router:
         return a if a.num_outstanding <= b.num_outstanding else b
 
     @staticmethod
-    def _prefix_affinity(replicas: Sequence["Replica"], request: Request) -> "Replica":
-        def score(replica: "Replica") -> tuple[int, int]:
+    def _prefix_affinity(replicas: Sequence[Replica], request: Request) -> Replica:
+        def score(replica: Replica) -> tuple[int, int]:
             cached = len(replica.scheduler.block_manager.get_computed_blocks(request))
             return -cached, replica.num_outstanding
+
         return min(replicas, key=score)

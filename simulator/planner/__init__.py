@@ -9,14 +9,17 @@ cost per request, error bars from the calibration, and the baselines it beats.
 
 Exports load on first use (`plan` pulls in SimPy and the cluster).
 """
+
 __all__ = ["plan", "PlanResult", "PlanSettings", "PlanError", "load_plan"]
 
 
 def __getattr__(name: str):
     if name in ("plan", "PlanResult"):
         from simulator.planner import recommend as module
+
         return getattr(module, name)
     if name in ("PlanSettings", "PlanError", "load_plan"):
         from simulator.planner import spec
+
         return getattr(spec, name)
     raise AttributeError(f"module 'simulator.planner' has no attribute {name!r}")

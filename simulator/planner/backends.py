@@ -5,6 +5,7 @@ depend only on outcomes, so a plan's answer and ledger are the same on every bac
 `Runner` sits in front of a backend: it answers from the cache what it can, runs each distinct job
 once, and shows a progress bar only when stderr is a terminal.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,8 +60,10 @@ class RayBackend:
         try:
             import ray
         except ImportError:
-            raise ValueError("backend 'ray' needs Ray, which is not installed; expected `pip install "
-                             "surgeplan[ray]`, or --backend local") from None
+            raise ValueError(
+                "backend 'ray' needs Ray, which is not installed; expected `pip install "
+                "surgeplan[ray]`, or --backend local"
+            ) from None
         self._ray = ray
         self._owned = not ray.is_initialized()
         if self._owned:
@@ -110,11 +113,12 @@ class Runner:
     def __init__(self, backend, cache: OutcomeCache | None = None, progress: bool | None = None):
         self.backend = backend
         self.cache = cache or OutcomeCache()
-        self._running: dict[str, object] = {}        # job key -> backend handle
+        self._running: dict[str, object] = {}  # job key -> backend handle
         show = sys.stderr.isatty() if progress is None else progress
         self._bar = None
         if show:
             from tqdm import tqdm
+
             self._bar = tqdm(total=0, unit="sim", desc="planning", leave=False, file=sys.stderr)
         self.simulated = 0
 

@@ -4,6 +4,7 @@ re-planning after a change re-simulates only the scenarios that changed.
 The key is the sha256 of the job's canonical JSON (scenario, share, step scale, goodput, early stop)
 and the outcome format's version (`outcome.OUTCOME_VERSION`); one JSON file per outcome on disk.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,10 @@ class OutcomeCache:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as error:
-                raise ValueError(f"cache dir {self.directory}: cannot create it ({error.strerror}); "
-                                 "expected a writable folder") from None
+                raise ValueError(
+                    f"cache dir {self.directory}: cannot create it ({error.strerror}); "
+                    "expected a writable folder"
+                ) from None
         self.hits = self.misses = 0
 
     def get(self, key: str) -> Outcome | None:
@@ -31,7 +34,7 @@ class OutcomeCache:
             try:
                 outcome = Outcome.from_json(json.loads(path.read_text()))
             except (OSError, json.JSONDecodeError, TypeError):
-                outcome = None                      # absent or half-written: simulate again
+                outcome = None  # absent or half-written: simulate again
             if outcome is not None:
                 self.memory[key] = outcome
         if outcome is None:
@@ -46,4 +49,4 @@ class OutcomeCache:
             path = self.directory / f"{key}.json"
             temporary = path.with_suffix(".tmp")
             temporary.write_text(json.dumps(outcome.to_json()))
-            temporary.replace(path)                # atomic: a reader never sees half a file
+            temporary.replace(path)  # atomic: a reader never sees half a file

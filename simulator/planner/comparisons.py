@@ -10,6 +10,7 @@
 - KV cache dtypes: the fewest replicas with the answer's batch settings and the KV cache in another dtype
   (auto vs fp8 vs int8: "does FP8 KV help?").
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -55,7 +56,9 @@ def static_baseline(fleet: Fleet, answer: Answer, fast_pass: bool):
 def autoscaler_spec(fleet: Fleet) -> AutoscalerSpec:
     """The scenario's autoscaler (its thresholds, cooldowns, cold start), or the default one."""
     spec = fleet.base.cluster.autoscaler
-    return spec.model_copy(update={"enabled": True}) if spec.enabled else AutoscalerSpec(enabled=True)
+    return (
+        spec.model_copy(update={"enabled": True}) if spec.enabled else AutoscalerSpec(enabled=True)
+    )
 
 
 def warm_pool(fleet: Fleet, answer: Answer):
@@ -67,14 +70,21 @@ def warm_pool(fleet: Fleet, answer: Answer):
     def probe(pool: int):
         scaler = spec.model_copy(update={"min_replicas": pool, "max_replicas": max(top, pool)})
         return fleet.probe(pool, answer.batch, False, "autoscaled", autoscaler=scaler)
+
     found, seen = yield from bisect(probe, 1, answer.replicas)
     return found, seen[found] if found is not None else seen[answer.replicas]
 
 
-def dynamic_batch(fleet: Fleet, answer: Answer, grid: list[Batch], target_tpot_s: float, fast_pass: bool):
+def dynamic_batch(
+    fleet: Fleet, answer: Answer, grid: list[Batch], target_tpot_s: float, fast_pass: bool
+):
     """Fewest replicas with the SLO-aware controller, its caps the largest of the grid."""
-    batch = Batch(max(b.max_num_seqs for b in grid), max(b.max_num_batched_tokens for b in grid),
-                  batch_controller="slo", batch_target_tpot_s=target_tpot_s)
+    batch = Batch(
+        max(b.max_num_seqs for b in grid),
+        max(b.max_num_batched_tokens for b in grid),
+        batch_controller="slo",
+        batch_target_tpot_s=target_tpot_s,
+    )
     dynamic = replace(fleet, label="dynamic ")
     return (yield from fewest_replicas(dynamic, [batch], fast_pass=fast_pass, check_below=True))
 
@@ -82,5 +92,11 @@ def dynamic_batch(fleet: Fleet, answer: Answer, grid: list[Batch], target_tpot_s
 def kv_cache(fleet: Fleet, answer: Answer, kv_cache_dtype: str, fast_pass: bool):
     """Fewest replicas with the answer's batch settings and the KV cache stored in `kv_cache_dtype`."""
     batch = replace(answer.batch, kv_cache_dtype=kv_cache_dtype)
-    return (yield from fewest_replicas(replace(fleet, label=f"kv {kv_cache_dtype} "), [batch], fast_pass=fast_pass,
-                                       check_below=True))
+    return (
+        yield from fewest_replicas(
+            replace(fleet, label=f"kv {kv_cache_dtype} "),
+            [batch],
+            fast_pass=fast_pass,
+            check_below=True,
+        )
+    )

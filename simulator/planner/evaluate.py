@@ -14,6 +14,7 @@ requests already past the TTFT or TPOT target, or more abandoned than the SLO al
 overloaded probes cheap.
 The outcome is the same for the same job whoever runs it, so results are cached by the job's hash.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,30 +29,51 @@ from simulator.scenario import Scenario
 from simulator.slo import SLO, ratio
 
 
-def make_job(scenario: Scenario, share: int | None = None, step_scale: float = 1.0,
-             goodput_share: float | None = None, early_stop: bool = True, share_replicas: int = 1) -> dict:
+def make_job(
+    scenario: Scenario,
+    share: int | None = None,
+    step_scale: float = 1.0,
+    goodput_share: float | None = None,
+    early_stop: bool = True,
+    share_replicas: int = 1,
+) -> dict:
     if share is not None and share < 1:
-        raise ValueError(f"share={share}; expected None (the whole fleet) or N ≥ 1 (one replica's 1/N share)")
+        raise ValueError(
+            f"share={share}; expected None (the whole fleet) or N ≥ 1 (one replica's 1/N share)"
+        )
     if share_replicas < 1 or (share_replicas > 1 and (share is None or share_replicas > share)):
-        raise ValueError(f"share_replicas={share_replicas} with share={share}; expected 1, or k ≤ N with a share N")
-    if share is not None:      # k replicas, no autoscaler: the share is what k of N fixed replicas see
-        cluster = scenario.cluster.model_copy(update={
-            "replicas": share_replicas,
-            "autoscaler": scenario.cluster.autoscaler.model_copy(update={"enabled": False})})
+        raise ValueError(
+            f"share_replicas={share_replicas} with share={share}; expected 1, or k ≤ N with a share N"
+        )
+    if share is not None:  # k replicas, no autoscaler: the share is what k of N fixed replicas see
+        cluster = scenario.cluster.model_copy(
+            update={
+                "replicas": share_replicas,
+                "autoscaler": scenario.cluster.autoscaler.model_copy(update={"enabled": False}),
+            }
+        )
         scenario = scenario.model_copy(update={"cluster": cluster})
-    return {"scenario": scenario.model_dump(mode="json"), "share": share, "share_replicas": share_replicas,
-            "step_scale": float(step_scale), "goodput_share": goodput_share, "early_stop": bool(early_stop)}
+    return {
+        "scenario": scenario.model_dump(mode="json"),
+        "share": share,
+        "share_replicas": share_replicas,
+        "step_scale": float(step_scale),
+        "goodput_share": goodput_share,
+        "early_stop": bool(early_stop),
+    }
 
 
 def job_key(job: dict) -> str:
     """sha256 of the job's canonical JSON (and the outcome format's version)."""
-    text = json.dumps({"job": job, "version": OUTCOME_VERSION}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        {"job": job, "version": OUTCOME_VERSION}, sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 class _Doomed(Exception):
     def __init__(self, reasons: list[str], at_s: float):
-        super().__init__(reasons, at_s)              # SimPy re-raises a copy built from the args
+        super().__init__(reasons, at_s)  # SimPy re-raises a copy built from the args
         self.reasons, self.at_s = reasons, at_s
 
 
@@ -64,42 +86,87 @@ def evaluate_job(job: dict) -> Outcome:
     started = time.process_time()
     scenario = Scenario.model_validate(job["scenario"])
     share, share_replicas, slo = job["share"], job["share_replicas"], scenario.slo
-    about = {"key": job_key(job), "share": share, "share_replicas": share_replicas, "step_scale": job["step_scale"]}
+    about = {
+        "key": job_key(job),
+        "share": share,
+        "share_replicas": share_replicas,
+        "step_scale": job["step_scale"],
+    }
     try:
         trace = load_traffic(scenario)
         if share is not None and share > 1:
             keep = np.arange(len(trace)) % share < share_replicas
-            trace = trace.select(keep, step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
-                                 f"replicas' share of {share}")
+            trace = trace.select(
+                keep,
+                step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
+                f"replicas' share of {share}",
+            )
         calibration: Calibration = resolve_calibration_for(scenario)
         # the error band scales whole steps: GPU kernels and the serving stack's host time alike
         cluster, facts = build_cluster(scenario, trace, calibration, step_scale=job["step_scale"])
     except ValueError as error:
         reason = invalid_reason(error)
-        return Outcome(**about, status="invalid", meets=False, reasons=[reason], binding=reason, error=str(error),
-                       cpu_s=time.process_time() - started)
+        return Outcome(
+            **about,
+            status="invalid",
+            meets=False,
+            reasons=[reason],
+            binding=reason,
+            error=str(error),
+            cpu_s=time.process_time() - started,
+        )
     watch = _Watch(cluster, slo, job["goodput_share"]) if job["early_stop"] else None
     try:
         end_s = cluster.run(scenario.horizon_s, watch)
     except _Doomed as doomed:
         ratios = watch.partial_ratios()
-        return Outcome(**about, early_stop_s=doomed.at_s, status="misses", meets=False, reasons=doomed.reasons,
-                       binding=SLO.binding(ratios, among=doomed.reasons), ratios=ratios,
-                       summary=OutcomeSummary(requests=len(cluster.records)), facts=_facts(facts),
-                       cpu_s=time.process_time() - started)
+        return Outcome(
+            **about,
+            early_stop_s=doomed.at_s,
+            status="misses",
+            meets=False,
+            reasons=doomed.reasons,
+            binding=SLO.binding(ratios, among=doomed.reasons),
+            ratios=ratios,
+            summary=OutcomeSummary(requests=len(cluster.records)),
+            facts=_facts(facts),
+            cpu_s=time.process_time() - started,
+        )
     result = summarize(scenario, cluster, end_s, facts)
     ratios = slo.ratios(result.summary, job["goodput_share"])
     reasons = SLO.missed(ratios)
-    tenants = {tenant: OutcomeSummary.of(row) for tenant, row in result.tenants.items()} \
-        if len(result.tenants) > 1 else {}
-    return Outcome(**about, status="misses" if reasons else "meets", meets=not reasons, reasons=reasons,
-                   binding=SLO.binding(ratios), ratios=ratios, summary=OutcomeSummary.of(result.summary),
-                   tenants=tenants, facts=_facts(facts), cpu_s=time.process_time() - started)
+    tenants = (
+        {tenant: OutcomeSummary.of(row) for tenant, row in result.tenants.items()}
+        if len(result.tenants) > 1
+        else {}
+    )
+    return Outcome(
+        **about,
+        status="misses" if reasons else "meets",
+        meets=not reasons,
+        reasons=reasons,
+        binding=SLO.binding(ratios),
+        ratios=ratios,
+        summary=OutcomeSummary.of(result.summary),
+        tenants=tenants,
+        facts=_facts(facts),
+        cpu_s=time.process_time() - started,
+    )
 
 
 def _facts(facts: dict) -> dict:
-    return {key: facts[key] for key in ("calibration", "kv_blocks_per_replica", "kv_cache_dtype",
-                                        "price_usd_per_gpu_hour", "cold_start_s", "max_model_len") if key in facts}
+    return {
+        key: facts[key]
+        for key in (
+            "calibration",
+            "kv_blocks_per_replica",
+            "kv_cache_dtype",
+            "price_usd_per_gpu_hour",
+            "cold_start_s",
+            "max_model_len",
+        )
+        if key in facts
+    }
 
 
 def invalid_reason(error: ValueError) -> str:
@@ -122,8 +189,8 @@ class _Watch:
         self.total = len(cluster.records)
         self.limits = slo.miss_limits(self.total, goodput_share)
         self.counts = {"slo_ttft": 0, "slo_tpot": 0, "timeouts": 0, "goodput": 0}
-        self._arrived = 0                 # records before this index have arrived
-        self._open: list[int] = []        # arrived, not ended yet
+        self._arrived = 0  # records before this index have arrived
+        self._open: list[int] = []  # arrived, not ended yet
 
     def __call__(self, fraction: float) -> None:
         slo, records, counts = self.slo, self.cluster.records, self.counts

@@ -3,6 +3,7 @@ reason it was rejected (`slo_ttft`, `slo_tpot`, `timeouts`, `goodput`, `kv_capac
 written as CSV and JSON so any answer can be traced back to the simulations behind it. `share` and
 `share_replicas` say what each simulated: the whole fleet (empty), one replica's 1/N share, or a sample
 of k replicas with their share (large fleets' confirmations)."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,37 @@ from pathlib import Path
 from simulator.planner.outcome import Outcome
 from simulator.result import write_csv
 
-COLUMNS = ("search", "phase", "gpu", "tensor_parallel", "replicas", "share", "share_replicas", "max_num_seqs",
-           "max_num_batched_tokens", "policy", "batch_controller", "warm_pool", "step_scale", "status", "reason", "reasons",
-           "ttft_p99_s", "tpot_p99_s", "abandon_rate", "slo_attainment", "cost_per_hour_usd",
-           "cost_per_request_usd", "gpu_hours", "requests", "early_stop_s", "cpu_s", "cached", "error", "key")
+COLUMNS = (
+    "search",
+    "phase",
+    "gpu",
+    "tensor_parallel",
+    "replicas",
+    "share",
+    "share_replicas",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "policy",
+    "batch_controller",
+    "warm_pool",
+    "step_scale",
+    "status",
+    "reason",
+    "reasons",
+    "ttft_p99_s",
+    "tpot_p99_s",
+    "abandon_rate",
+    "slo_attainment",
+    "cost_per_hour_usd",
+    "cost_per_request_usd",
+    "gpu_hours",
+    "requests",
+    "early_stop_s",
+    "cpu_s",
+    "cached",
+    "error",
+    "key",
+)
 
 
 class Ledger:
@@ -26,18 +54,35 @@ class Ledger:
         summary = outcome.summary
         row = dict.fromkeys(COLUMNS)
         row.update({key: value for key, value in context.items() if key in row})
-        row.update({
-            "share": outcome.share, "share_replicas": outcome.share_replicas if outcome.share else None,
-            "step_scale": outcome.step_scale, "status": outcome.status,
-            "reason": "" if outcome.status == "meets" else (outcome.binding or ""),
-            "reasons": " ".join(outcome.reasons),
-            "ttft_p99_s": summary.ttft_p99_s, "tpot_p99_s": summary.tpot_p99_s,
-            "abandon_rate": summary.abandon_rate, "slo_attainment": summary.slo_attainment,
-            "cost_per_request_usd": summary.cost_per_request_usd, "gpu_hours": summary.gpu_hours,
-            "requests": summary.requests, "early_stop_s": outcome.early_stop_s,
-            "cpu_s": outcome.cpu_s, "cached": cached, "error": outcome.error or "", "key": outcome.key})
+        row.update(
+            {
+                "share": outcome.share,
+                "share_replicas": outcome.share_replicas if outcome.share else None,
+                "step_scale": outcome.step_scale,
+                "status": outcome.status,
+                "reason": "" if outcome.status == "meets" else (outcome.binding or ""),
+                "reasons": " ".join(outcome.reasons),
+                "ttft_p99_s": summary.ttft_p99_s,
+                "tpot_p99_s": summary.tpot_p99_s,
+                "abandon_rate": summary.abandon_rate,
+                "slo_attainment": summary.slo_attainment,
+                "cost_per_request_usd": summary.cost_per_request_usd,
+                "gpu_hours": summary.gpu_hours,
+                "requests": summary.requests,
+                "early_stop_s": outcome.early_stop_s,
+                "cpu_s": outcome.cpu_s,
+                "cached": cached,
+                "error": outcome.error or "",
+                "key": outcome.key,
+            }
+        )
         price = outcome.facts.get("price_usd_per_gpu_hour")
-        if price is not None and row["replicas"] and row["tensor_parallel"] and not row["warm_pool"]:
+        if (
+            price is not None
+            and row["replicas"]
+            and row["tensor_parallel"]
+            and not row["warm_pool"]
+        ):
             row["cost_per_hour_usd"] = price * row["replicas"] * row["tensor_parallel"]
         self.rows.append(row)
         return row

@@ -7,6 +7,7 @@ ledger and the claims report read. To carry another summary figure, add it to `O
 a None default, as an outcome cut short by early stop knows only `requests`) and bump
 `OUTCOME_VERSION`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,6 +28,7 @@ Status = Literal["meets", "misses", "invalid"]
 class OutcomeSummary:
     """The summary figures an outcome keeps; None where the run did not produce them (a tenant's row
     has no fleet or cost figures; a run stopped early knows only `requests`)."""
+
     requests: int | None = None
     completed: int | None = None
     timed_out: int | None = None
@@ -58,8 +60,9 @@ class OutcomeSummary:
     @classmethod
     def of(cls, summary: RequestSummary) -> OutcomeSummary:
         """The kept figures of a simulation's (or a tenant's) summary."""
-        return cls(**{name: getattr(summary, name) for name in SUMMARY_KEYS if hasattr(summary, name)})
-
+        return cls(
+            **{name: getattr(summary, name) for name in SUMMARY_KEYS if hasattr(summary, name)}
+        )
 
     def as_dict(self, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The JSON object: every field, or those in `keys` (a tenant's row: `TENANT_KEYS`)."""
@@ -67,7 +70,9 @@ class OutcomeSummary:
 
 
 SUMMARY_KEYS = tuple(f.name for f in dataclasses.fields(OutcomeSummary))
-TENANT_KEYS = tuple(name for name in SUMMARY_KEYS if name in RequestSummary.keys())     # what a tenant's row has
+TENANT_KEYS = tuple(
+    name for name in SUMMARY_KEYS if name in RequestSummary.keys()
+)  # what a tenant's row has
 
 
 @dataclass(kw_only=True)
@@ -77,6 +82,7 @@ class Outcome:
     one, every term's observed / allowed `ratios`), the summary, per-tenant summaries (runs with
     several tenants), resolved facts, and the CPU seconds it took. `error` says why an invalid
     candidate cannot run."""
+
     key: str
     share: int | None
     share_replicas: int
@@ -88,8 +94,12 @@ class Outcome:
     binding: str | None
     error: str | None = None
     ratios: dict[str, float] = field(default_factory=dict)
-    summary: OutcomeSummary = field(default_factory=OutcomeSummary)    # all None: the candidate could not run
-    tenants: dict[str, OutcomeSummary] | None = None     # None: not a full run (invalid, or stopped early)
+    summary: OutcomeSummary = field(
+        default_factory=OutcomeSummary
+    )  # all None: the candidate could not run
+    tenants: dict[str, OutcomeSummary] | None = (
+        None  # None: not a full run (invalid, or stopped early)
+    )
     facts: dict = field(default_factory=dict)
     cpu_s: float = 0.0
 
@@ -109,8 +119,13 @@ class Outcome:
         values = dict(data)
         summary = values.pop("summary", None)
         tenants = values.pop("tenants", None)
-        return cls(**values, summary=OutcomeSummary(**(summary or {})),
-                   tenants=None if tenants is None else {name: OutcomeSummary(**row) for name, row in tenants.items()})
+        return cls(
+            **values,
+            summary=OutcomeSummary(**(summary or {})),
+            tenants=None
+            if tenants is None
+            else {name: OutcomeSummary(**row) for name, row in tenants.items()},
+        )
 
     @property
     def worst_ratio(self) -> float | None:

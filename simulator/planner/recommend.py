@@ -9,6 +9,7 @@ Fleets of more than 256 replicas (the article's 10,000 requests/s needs ~1,500 A
 a representative sample of 256 of their replicas with those replicas' share of the traffic, as the
 search module's docstring argues and measures; each answer says what checked it (`checked_by`).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,17 @@ from simulator.planner.backends import Runner, make_backend
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.ledger import Ledger
 from simulator.planner.outcome import Outcome
-from simulator.planner.search import (Answer, Batch, Fleet, checked_by, confirm_answer, drive, fewest_replicas,
-                                      fleet_scenario, simulated_replicas)
+from simulator.planner.search import (
+    Answer,
+    Batch,
+    Fleet,
+    checked_by,
+    confirm_answer,
+    drive,
+    fewest_replicas,
+    fleet_scenario,
+    simulated_replicas,
+)
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
@@ -40,7 +50,7 @@ TP_DEGREES = (1, 2, 4, 8)
 
 @dataclass
 class PlanResult:
-    data: dict                   # the JSON answer (`surgeplan plan --json`)
+    data: dict  # the JSON answer (`surgeplan plan --json`)
     ledger: Ledger
 
     def write(self, out_dir: str | Path) -> list[Path]:
@@ -59,9 +69,16 @@ class PlanResult:
         return written
 
 
-def plan(scenario: Scenario, settings: PlanSettings | None = None, backend: str = "local", workers: int | None = None,
-         ray_address: str | None = None, cache_dir: str | Path | None = None, progress: bool | None = None,
-         cache: OutcomeCache | None = None) -> PlanResult:
+def plan(
+    scenario: Scenario,
+    settings: PlanSettings | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool | None = None,
+    cache: OutcomeCache | None = None,
+) -> PlanResult:
     started = time.perf_counter()
     settings = settings or PlanSettings()
     low, high = settings.replica_range(scenario)
@@ -69,47 +86,85 @@ def plan(scenario: Scenario, settings: PlanSettings | None = None, backend: str 
     ledger = Ledger()
     fleets, unfit = _fleets(scenario, settings, low, high, ledger)
     grid = _grid(settings)
-    runner = Runner(make_backend(backend, workers, ray_address), cache or OutcomeCache(cache_dir), progress)
+    runner = Runner(
+        make_backend(backend, workers, ray_address), cache or OutcomeCache(cache_dir), progress
+    )
     try:
         confirm_all = settings.confirm == "all"
-        answers = drive(runner, {name: fewest_replicas(fleet, grid, settings.fast_pass, confirm_all, confirm_all)
-                                 for name, fleet in fleets.items()}, ledger)
+        answers = drive(
+            runner,
+            {
+                name: fewest_replicas(fleet, grid, settings.fast_pass, confirm_all, confirm_all)
+                for name, fleet in fleets.items()
+            },
+            ledger,
+        )
         if not confirm_all:
             _confirm_cheapest(runner, ledger, fleets, answers)
         per_gpu = [_gpu_row(fleets[name], answers[name]) for name in fleets] + unfit
-        found = [name for name in fleets if answers[name].replicas is not None and answers[name].confirmed]
+        found = [
+            name
+            for name in fleets
+            if answers[name].replicas is not None and answers[name].confirmed
+        ]
         if not found:
             explain_failure(scenario, fleets, answers, unfit, traffic, runner, ledger)
-        best = min(found, key=lambda name: (_row(per_gpu, name)["cost_per_hour_usd"],
-                                            _row(per_gpu, name)["cost_per_request_usd"] or 0.0))
+        best = min(
+            found,
+            key=lambda name: (
+                _row(per_gpu, name)["cost_per_hour_usd"],
+                _row(per_gpu, name)["cost_per_request_usd"] or 0.0,
+            ),
+        )
         fleet, answer = fleets[best], answers[best]
         extras = _comparisons(fleet, answer, grid, settings, scenario)
         results = drive(runner, extras, ledger)
     finally:
         runner.close()
-    data = assemble(scenario, settings, fleet, answer, _row(per_gpu, best), per_gpu, results, traffic)
+    data = assemble(
+        scenario, settings, fleet, answer, _row(per_gpu, best), per_gpu, results, traffic
+    )
     evaluated = sum(row["phase"] != "fit check" for row in ledger.rows)
-    data["simulations"] = {"evaluated": evaluated, "simulated": runner.simulated,
-                           "from_cache": evaluated - runner.simulated, "backend": runner.backend.name}
+    data["simulations"] = {
+        "evaluated": evaluated,
+        "simulated": runner.simulated,
+        "from_cache": evaluated - runner.simulated,
+        "backend": runner.backend.name,
+    }
     data["elapsed_s"] = time.perf_counter() - started
     return PlanResult(data, ledger)
 
 
-def _confirm_cheapest(runner, ledger: Ledger, fleets: dict[str, Fleet], answers: dict[str, Answer]) -> None:
+def _confirm_cheapest(
+    runner, ledger: Ledger, fleets: dict[str, Fleet], answers: dict[str, Answer]
+) -> None:
     """Confirm (full fleet, one fewer) the cheapest share-pass answer, then the next cheapest as long as a
     confirmation made the winner dearer than an unconfirmed estimate."""
+
     def estimate(name: str) -> float:
         answer = answers[name]
         price = answer.outcome.facts.get("price_usd_per_gpu_hour") or 0.0
         return answer.replicas * fleets[name].tensor_parallel * price
 
     while True:
-        pending = [name for name, answer in answers.items() if answer.replicas is not None and not answer.confirmed]
-        confirmed = [name for name, answer in answers.items() if answer.replicas is not None and answer.confirmed]
-        if not pending or (confirmed and min(map(estimate, confirmed)) <= min(map(estimate, pending))):
+        pending = [
+            name
+            for name, answer in answers.items()
+            if answer.replicas is not None and not answer.confirmed
+        ]
+        confirmed = [
+            name
+            for name, answer in answers.items()
+            if answer.replicas is not None and answer.confirmed
+        ]
+        if not pending or (
+            confirmed and min(map(estimate, confirmed)) <= min(map(estimate, pending))
+        ):
             return
         name = min(pending, key=estimate)
-        answers[name] = drive(runner, {name: confirm_answer(fleets[name], answers[name])}, ledger)[name]
+        answers[name] = drive(runner, {name: confirm_answer(fleets[name], answers[name])}, ledger)[
+            name
+        ]
 
 
 def _traffic_facts(scenario: Scenario) -> dict:
@@ -120,17 +175,27 @@ def _traffic_facts(scenario: Scenario) -> dict:
     arrivals = np.asarray(trace.arrival_s)
     window_s = 10.0
     counts = np.bincount((arrivals // window_s).astype(int)) if len(arrivals) else np.zeros(1)
-    return {"requests": len(trace), "duration_s": float(trace.duration_s),
-            "mean_rate_per_s": len(trace) / max(float(trace.duration_s), 1e-9),
-            "peak_rate_per_s": float(counts.max()) / window_s, "peak_window_s": window_s}
+    return {
+        "requests": len(trace),
+        "duration_s": float(trace.duration_s),
+        "mean_rate_per_s": len(trace) / max(float(trace.duration_s), 1e-9),
+        "peak_rate_per_s": float(counts.max()) / window_s,
+        "peak_window_s": window_s,
+    }
 
 
 def _grid(settings: PlanSettings) -> list[Batch]:
     """The largest setting first (it anchors the share pass), then the rest of the grid."""
-    seqs, tokens = sorted(settings.batch.max_num_seqs, reverse=True), sorted(settings.batch.max_num_batched_tokens,
-                                                                                reverse=True)
-    return [Batch(s, t, kv_cache_dtype=kv) for s, t, kv in product(dict.fromkeys(seqs), dict.fromkeys(tokens),
-                                                                    dict.fromkeys(settings.batch.kv_cache_dtype))]
+    seqs, tokens = (
+        sorted(settings.batch.max_num_seqs, reverse=True),
+        sorted(settings.batch.max_num_batched_tokens, reverse=True),
+    )
+    return [
+        Batch(s, t, kv_cache_dtype=kv)
+        for s, t, kv in product(
+            dict.fromkeys(seqs), dict.fromkeys(tokens), dict.fromkeys(settings.batch.kv_cache_dtype)
+        )
+    ]
 
 
 def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, ledger: Ledger):
@@ -149,21 +214,48 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
         reasons = []
         for tp in degrees:
             try:
-                probe = fleet_scenario(scenario, gpu, tp, 1, Batch(scenario.scheduler.max_num_seqs,
-                                                                   scenario.scheduler.max_num_batched_tokens))
+                probe = fleet_scenario(
+                    scenario,
+                    gpu,
+                    tp,
+                    1,
+                    Batch(
+                        scenario.scheduler.max_num_seqs, scenario.scheduler.max_num_batched_tokens
+                    ),
+                )
                 resolve_pool(probe, model)
             except ValueError as error:
                 reasons.append(str(error))
                 continue
-            fleets[f"{gpu} TP{tp}"] = Fleet(scenario, gpu, tp, low, high, settings.goodput_share, settings.early_stop)
+            fleets[f"{gpu} TP{tp}"] = Fleet(
+                scenario, gpu, tp, low, high, settings.goodput_share, settings.early_stop
+            )
             break
         else:
             message = reasons[-1] if reasons else "no tensor-parallel degree tried"
-            outcome = Outcome(key="", share=None, share_replicas=1, step_scale=1.0, status="invalid", meets=False,
-                              reasons=["does_not_fit"], binding="does_not_fit", error=message)
-            ledger.add({"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome)
-            unfit.append({"gpu": gpu, "tensor_parallel": degrees[-1], "status": "does_not_fit", "replicas": None,
-                          "reason": message})
+            outcome = Outcome(
+                key="",
+                share=None,
+                share_replicas=1,
+                step_scale=1.0,
+                status="invalid",
+                meets=False,
+                reasons=["does_not_fit"],
+                binding="does_not_fit",
+                error=message,
+            )
+            ledger.add(
+                {"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome
+            )
+            unfit.append(
+                {
+                    "gpu": gpu,
+                    "tensor_parallel": degrees[-1],
+                    "status": "does_not_fit",
+                    "replicas": None,
+                    "reason": message,
+                }
+            )
     return fleets, unfit
 
 
@@ -174,31 +266,50 @@ def _row(rows: list[dict], name: str) -> dict:
 def _gpu_row(fleet: Fleet, answer: Answer) -> dict:
     outcome, summary = answer.outcome, answer.outcome.summary
     facts = outcome.facts
-    row = {"gpu": fleet.gpu, "tensor_parallel": fleet.tensor_parallel, "replicas": answer.replicas,
-           "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
-           "max_num_seqs": answer.batch.max_num_seqs, "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
-           "kv_cache_dtype": answer.batch.kv_cache_dtype, "calibration": facts.get("calibration"),
-           "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
-           "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"), "batch_grid": answer.grid}
+    row = {
+        "gpu": fleet.gpu,
+        "tensor_parallel": fleet.tensor_parallel,
+        "replicas": answer.replicas,
+        "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
+        "max_num_seqs": answer.batch.max_num_seqs,
+        "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
+        "kv_cache_dtype": answer.batch.kv_cache_dtype,
+        "calibration": facts.get("calibration"),
+        "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
+        "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"),
+        "batch_grid": answer.grid,
+    }
     if answer.replicas is None:
         reason = outcome.binding or "slo"
         status = reason if outcome.status == "invalid" else "exceeds_max_fleet"
-        return row | {"status": status, "reason": outcome.error or
-                      f"misses {' and '.join(outcome.reasons)} with {fleet.high} replicas (the most searched)",
-                      "cost_per_hour_usd": None, "cost_per_request_usd": None}
+        return row | {
+            "status": status,
+            "reason": outcome.error
+            or f"misses {' and '.join(outcome.reasons)} with {fleet.high} replicas (the most searched)",
+            "cost_per_hour_usd": None,
+            "cost_per_request_usd": None,
+        }
     ratios = outcome.ratios
     headroom_term = SLO.binding(ratios)
     below = answer.below
     return row | {
-        "status": "meets", "cost_per_hour_usd": row["gpus"] * row["price_usd_per_gpu_hour"],
+        "status": "meets",
+        "cost_per_hour_usd": row["gpus"] * row["price_usd_per_gpu_hour"],
         "cost_per_request_usd": summary.cost_per_request_usd,
         "cost_per_million_output_tokens_usd": summary.cost_per_million_output_tokens_usd,
-        "gpu_hours": _fleet_gpu_hours(outcome, answer.replicas), "ttft_p99_s": summary.ttft_p99_s,
-        "tpot_p99_s": summary.tpot_p99_s, "abandon_rate": summary.abandon_rate,
+        "gpu_hours": _fleet_gpu_hours(outcome, answer.replicas),
+        "ttft_p99_s": summary.ttft_p99_s,
+        "tpot_p99_s": summary.tpot_p99_s,
+        "abandon_rate": summary.abandon_rate,
         "checked_by": checked_by(outcome),
-        "binding_constraint": below.binding if below is not None else f"none: {fleet.low} is the smallest fleet searched",
+        "binding_constraint": below.binding
+        if below is not None
+        else f"none: {fleet.low} is the smallest fleet searched",
         "binding_checked_by": None if below is None else checked_by(below),
-        "headroom": 1.0 - ratios[headroom_term], "headroom_term": headroom_term, "slo_ratios": ratios}
+        "headroom": 1.0 - ratios[headroom_term],
+        "headroom_term": headroom_term,
+        "slo_ratios": ratios,
+    }
 
 
 def _fleet_gpu_hours(outcome: Outcome, replicas: int) -> float | None:
@@ -207,7 +318,9 @@ def _fleet_gpu_hours(outcome: Outcome, replicas: int) -> float | None:
     return None if hours is None else hours * replicas / simulated_replicas(outcome, replicas)
 
 
-def _comparisons(fleet: Fleet, answer: Answer, grid: list[Batch], settings: PlanSettings, scenario: Scenario) -> dict:
+def _comparisons(
+    fleet: Fleet, answer: Answer, grid: list[Batch], settings: PlanSettings, scenario: Scenario
+) -> dict:
     extras = {"one_fewer": comparisons.one_fewer(fleet, answer)}
     if settings.uncertainty:
         error, _ = error_of(answer.outcome.facts["calibration"], settings.assumed_error)
@@ -219,7 +332,11 @@ def _comparisons(fleet: Fleet, answer: Answer, grid: list[Batch], settings: Plan
         extras["autoscaled"] = comparisons.warm_pool(fleet, answer)
     if settings.dynamic_batch:
         target = settings.batch_target_tpot_s or 0.8 * scenario.slo.tpot_p99_s
-        extras["dynamic"] = comparisons.dynamic_batch(fleet, answer, grid, target, settings.fast_pass)
+        extras["dynamic"] = comparisons.dynamic_batch(
+            fleet, answer, grid, target, settings.fast_pass
+        )
     for kv_cache_dtype in dict.fromkeys(settings.kv_cache_dtypes):
-        extras[f"kv_cache {kv_cache_dtype}"] = comparisons.kv_cache(fleet, answer, kv_cache_dtype, settings.fast_pass)
+        extras[f"kv_cache {kv_cache_dtype}"] = comparisons.kv_cache(
+            fleet, answer, kv_cache_dtype, settings.fast_pass
+        )
     return extras

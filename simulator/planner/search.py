@@ -30,6 +30,7 @@ Searches are generators: they yield a list of (job, ledger context) pairs and re
 searches (GPU types, ± error, baselines) fill the worker processes. Each search's path depends only
 on outcomes, never on timing, so any backend gives the same answer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
@@ -40,13 +41,14 @@ from simulator.planner.evaluate import make_job
 from simulator.planner.outcome import Outcome
 from simulator.scenario import AutoscalerSpec, Scenario
 
-Pair = tuple[dict, dict]                       # (job, ledger context)
+Pair = tuple[dict, dict]  # (job, ledger context)
 Search = Generator[list[Pair], list[dict], Any]
 
 
 @dataclass(frozen=True)
 class Batch:
     """The scheduler settings a fleet runs with."""
+
     max_num_seqs: int
     max_num_batched_tokens: int
     policy: str = "continuous"
@@ -55,9 +57,13 @@ class Batch:
     kv_cache_dtype: str = "auto"
 
     def scheduler_updates(self) -> dict:
-        updates = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
-                   "policy": self.policy, "batch_controller": self.batch_controller,
-                   "kv_cache_dtype": self.kv_cache_dtype}
+        updates = {
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "policy": self.policy,
+            "batch_controller": self.batch_controller,
+            "kv_cache_dtype": self.kv_cache_dtype,
+        }
         if self.batch_target_tpot_s is not None:
             updates["batch_target_tpot_s"] = self.batch_target_tpot_s
         return updates
@@ -66,6 +72,7 @@ class Batch:
 @dataclass
 class Fleet:
     """One GPU type's search: what to vary, and the shared job options."""
+
     base: Scenario
     gpu: str
     tensor_parallel: int
@@ -74,48 +81,86 @@ class Fleet:
     goodput_share: float | None = None
     early_stop: bool = True
     step_scale: float = 1.0
-    label: str = ""                            # ledger phase prefix ("", "static ", "dynamic ")
-    sample_replicas: int | None = 256          # larger fixed fleets are confirmed on this many (None: whole)
+    label: str = ""  # ledger phase prefix ("", "static ", "dynamic ")
+    sample_replicas: int | None = (
+        256  # larger fixed fleets are confirmed on this many (None: whole)
+    )
 
-    def scenario(self, replicas: int, batch: Batch, autoscaler: AutoscalerSpec | None = None) -> Scenario:
-        return fleet_scenario(self.base, self.gpu, self.tensor_parallel, replicas, batch, autoscaler)
+    def scenario(
+        self, replicas: int, batch: Batch, autoscaler: AutoscalerSpec | None = None
+    ) -> Scenario:
+        return fleet_scenario(
+            self.base, self.gpu, self.tensor_parallel, replicas, batch, autoscaler
+        )
 
-    def probe(self, replicas: int, batch: Batch, share: bool, phase: str,
-              autoscaler: AutoscalerSpec | None = None) -> Pair:
+    def probe(
+        self,
+        replicas: int,
+        batch: Batch,
+        share: bool,
+        phase: str,
+        autoscaler: AutoscalerSpec | None = None,
+    ) -> Pair:
         scenario = self.scenario(replicas, batch, autoscaler)
-        sampled = (not share and autoscaler is None and self.sample_replicas is not None
-                   and replicas > self.sample_replicas)
-        job = make_job(scenario, share=replicas if share or sampled else None, step_scale=self.step_scale,
-                       goodput_share=self.goodput_share, early_stop=self.early_stop,
-                       share_replicas=self.sample_replicas if sampled else 1)
-        context = {"phase": self.label + phase, "gpu": self.gpu, "tensor_parallel": self.tensor_parallel,
-                   "replicas": replicas, "max_num_seqs": batch.max_num_seqs,
-                   "max_num_batched_tokens": batch.max_num_batched_tokens, "policy": batch.policy,
-                   "batch_controller": batch.batch_controller, "kv_cache_dtype": batch.kv_cache_dtype,
-                   "warm_pool": autoscaler.min_replicas if autoscaler is not None else None}
+        sampled = (
+            not share
+            and autoscaler is None
+            and self.sample_replicas is not None
+            and replicas > self.sample_replicas
+        )
+        job = make_job(
+            scenario,
+            share=replicas if share or sampled else None,
+            step_scale=self.step_scale,
+            goodput_share=self.goodput_share,
+            early_stop=self.early_stop,
+            share_replicas=self.sample_replicas if sampled else 1,
+        )
+        context = {
+            "phase": self.label + phase,
+            "gpu": self.gpu,
+            "tensor_parallel": self.tensor_parallel,
+            "replicas": replicas,
+            "max_num_seqs": batch.max_num_seqs,
+            "max_num_batched_tokens": batch.max_num_batched_tokens,
+            "policy": batch.policy,
+            "batch_controller": batch.batch_controller,
+            "kv_cache_dtype": batch.kv_cache_dtype,
+            "warm_pool": autoscaler.min_replicas if autoscaler is not None else None,
+        }
         return job, context
 
 
 @dataclass
 class Answer:
     """The fewest replicas found (None: none up to `high`), with the outcomes that show it."""
+
     replicas: int | None
     batch: Batch
-    outcome: Outcome                           # at `replicas` (full fleet), or at `high` when none meets
-    below: Outcome | None = None               # one replica less (full fleet when checked, else the share pass)
+    outcome: Outcome  # at `replicas` (full fleet), or at `high` when none meets
+    below: Outcome | None = None  # one replica less (full fleet when checked, else the share pass)
     below_is_full: bool = False
-    grid: list[dict] = field(default_factory=list)   # per batch setting: the share pass's verdicts
-    high: int = 0                              # the largest fleet the search tried
-    confirmed: bool = True                     # False: `outcome` is the share pass's, not a full fleet's
+    grid: list[dict] = field(default_factory=list)  # per batch setting: the share pass's verdicts
+    high: int = 0  # the largest fleet the search tried
+    confirmed: bool = True  # False: `outcome` is the share pass's, not a full fleet's
 
 
-def fleet_scenario(base: Scenario, gpu: str, tensor_parallel: int, replicas: int, batch: Batch,
-                   autoscaler: AutoscalerSpec | None = None) -> Scenario:
+def fleet_scenario(
+    base: Scenario,
+    gpu: str,
+    tensor_parallel: int,
+    replicas: int,
+    batch: Batch,
+    autoscaler: AutoscalerSpec | None = None,
+) -> Scenario:
     """`base` on `replicas` x `gpu` (TP `tensor_parallel`) with `batch`; a fixed fleet unless `autoscaler`."""
     data = base.model_dump(mode="json")
     same_hardware = (base.hardware.gpu, base.hardware.tensor_parallel) == (gpu, tensor_parallel)
-    data["hardware"] = {"gpu": gpu, "tensor_parallel": tensor_parallel,
-                        "calibration": base.hardware.calibration if same_hardware else None}
+    data["hardware"] = {
+        "gpu": gpu,
+        "tensor_parallel": tensor_parallel,
+        "calibration": base.hardware.calibration if same_hardware else None,
+    }
     if autoscaler is None:
         data["cluster"]["autoscaler"]["enabled"] = False
         data["cluster"]["replicas"] = replicas
@@ -144,15 +189,19 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     for name in list(searches):
         advance(name, None)
     while waiting:
-        ready = [name for name, (_, keys) in waiting.items() if all(runner.ready(key) for key, _ in keys)]
+        ready = [
+            name for name, (_, keys) in waiting.items() if all(runner.ready(key) for key, _ in keys)
+        ]
         if not ready:
             runner.wait([key for _, keys in waiting.values() for key, _ in keys])
             continue
         for name in ready:
             pairs, keys = waiting.pop(name)
             outcomes = [runner.outcome(key) for key, _ in keys]
-            rows[name] += [(context, job, outcome, not started)
-                           for (job, context), (_, started), outcome in zip(pairs, keys, outcomes)]
+            rows[name] += [
+                (context, job, outcome, not started)
+                for (job, context), (_, started), outcome in zip(pairs, keys, outcomes)
+            ]
             advance(name, outcomes)
     if ledger is not None:
         for name in searches:
@@ -180,48 +229,86 @@ def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: Outcom
     return meeting, seen
 
 
-def fewest_replicas(fleet: Fleet, grid: list[Batch], fast_pass: bool = True, check_below: bool = True,
-                    confirm: bool = True):
+def fewest_replicas(
+    fleet: Fleet,
+    grid: list[Batch],
+    fast_pass: bool = True,
+    check_below: bool = True,
+    confirm: bool = True,
+):
     """The search described above, for one GPU type; returns an `Answer` (with `confirm=False`, the share
     pass's answer, to be confirmed later by `confirm_answer`)."""
     share = fast_pass
     first = grid[0]
-    found, seen = yield from bisect(lambda n: fleet.probe(n, first, share, "share pass" if share else "bisect"),
-                                    fleet.low, fleet.high)
-    if found is None and share:   # the share pass can be pessimistic: ask the whole fleet before giving up
+    found, seen = yield from bisect(
+        lambda n: fleet.probe(n, first, share, "share pass" if share else "bisect"),
+        fleet.low,
+        fleet.high,
+    )
+    if (
+        found is None and share
+    ):  # the share pass can be pessimistic: ask the whole fleet before giving up
         top = (yield [fleet.probe(fleet.high, first, False, "confirm")])[0]
         if not top.meets:
-            return Answer(None, first, top, grid=[_grid_row(first, fleet.high, top)], high=fleet.high)
+            return Answer(
+                None, first, top, grid=[_grid_row(first, fleet.high, top)], high=fleet.high
+            )
         found, seen = fleet.high, {fleet.high: top}
         share = False
     best, best_batch, best_seen = found, first, seen
     rows = [_grid_row(first, found, seen[found])]
     others = grid[1:] if found > fleet.low else []
-    if others:                     # can another setting do with one replica less? (misses end early: cheap)
+    if others:  # can another setting do with one replica less? (misses end early: cheap)
         below = yield [fleet.probe(found - 1, batch, share, "batch grid") for batch in others]
         for batch, outcome in zip(others, below):
             rows.append(_grid_row(batch, found - 1, outcome))
             if outcome.meets:
-                n, more = yield from bisect(lambda k, b=batch: fleet.probe(k, b, share, "batch grid"),
-                                            fleet.low, found - 1, high_known=outcome)
+                n, more = yield from bisect(
+                    lambda k, b=batch: fleet.probe(k, b, share, "batch grid"),
+                    fleet.low,
+                    found - 1,
+                    high_known=outcome,
+                )
                 if n < best:
                     best, best_batch, best_seen = n, batch, more
-    if not share:                                          # the search ran on full fleets already
+    if not share:  # the search ran on full fleets already
         below = best_seen.get(best - 1)
         return Answer(best, best_batch, best_seen[best], below, below is not None, rows, fleet.high)
     if not confirm:
-        return Answer(best, best_batch, best_seen[best], best_seen.get(best - 1), False, rows, fleet.high, False)
-    return (yield from _confirm(fleet, best, best_batch, best_seen.get(best - 1), check_below, rows))
+        return Answer(
+            best,
+            best_batch,
+            best_seen[best],
+            best_seen.get(best - 1),
+            False,
+            rows,
+            fleet.high,
+            False,
+        )
+    return (
+        yield from _confirm(fleet, best, best_batch, best_seen.get(best - 1), check_below, rows)
+    )
 
 
 def confirm_answer(fleet: Fleet, answer: Answer, check_below: bool = True):
     """A share-pass answer confirmed on full fleets (see `_confirm`)."""
     if answer.confirmed or answer.replicas is None:
         return answer
-    return (yield from _confirm(fleet, answer.replicas, answer.batch, answer.below, check_below, answer.grid))
+    return (
+        yield from _confirm(
+            fleet, answer.replicas, answer.batch, answer.below, check_below, answer.grid
+        )
+    )
 
 
-def _confirm(fleet: Fleet, n: int, batch: Batch, share_below: Outcome | None, check_below: bool, rows: list[dict]):
+def _confirm(
+    fleet: Fleet,
+    n: int,
+    batch: Batch,
+    share_below: Outcome | None,
+    check_below: bool,
+    rows: list[dict],
+):
     """Full-fleet confirmation of the share pass's `n`: while it misses, gallop up (+1, +2, +4, ...) and bisect
     back; then, if asked, step down while one replica less still meets."""
     probe = lambda k: fleet.probe(k, batch, False, "confirm")  # noqa: E731
@@ -270,6 +357,12 @@ def checked_by(outcome: Outcome) -> str:
 
 def _grid_row(batch: Batch, replicas: int | None, outcome: Outcome) -> dict:
     """`worst_ratio`: the largest SLO ratio (observed / allowed): the smaller, the more headroom."""
-    return {"max_num_seqs": batch.max_num_seqs, "max_num_batched_tokens": batch.max_num_batched_tokens,
-            "kv_cache_dtype": batch.kv_cache_dtype, "replicas": replicas, "status": outcome.status,
-            "reasons": outcome.reasons, "worst_ratio": outcome.worst_ratio}
+    return {
+        "max_num_seqs": batch.max_num_seqs,
+        "max_num_batched_tokens": batch.max_num_batched_tokens,
+        "kv_cache_dtype": batch.kv_cache_dtype,
+        "replicas": replicas,
+        "status": outcome.status,
+        "reasons": outcome.reasons,
+        "worst_ratio": outcome.worst_ratio,
+    }

@@ -14,13 +14,14 @@
   speed drifts too: the same ratio over successive windows of `WINDOW_S` seconds gives its range, which
   a single speed per run cannot capture.
 """
+
 from __future__ import annotations
 
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.live_run import LiveRun
 
-WINDOW_S = 10.0         # wall-time windows for the speed's range within a run
-MIN_WINDOW_STEPS = 20   # windows with fewer steps say little
+WINDOW_S = 10.0  # wall-time windows for the speed's range within a run
+MIN_WINDOW_STEPS = 20  # windows with fewer steps say little
 
 
 def error_sources(runs: list[LiveRun], cost_model: CostModel) -> dict | None:
@@ -40,12 +41,18 @@ def error_sources(runs: list[LiveRun], cost_model: CostModel) -> dict | None:
         speed.append(busy_s / predicted_s if predicted_s else None)
         ranges.append(window_speed_range(steps.start_s, busy, predicted))
     known = [value for value in speed if value]
-    return {"host_overhead_share": host, "gc_share": collector, "live_over_model_step_time": speed,
-            "cpu_variance": max(known) / min(known) - 1 if len(known) > 1 else None,
-            "window_speed_range": ranges}
+    return {
+        "host_overhead_share": host,
+        "gc_share": collector,
+        "live_over_model_step_time": speed,
+        "cpu_variance": max(known) / min(known) - 1 if len(known) > 1 else None,
+        "window_speed_range": ranges,
+    }
 
 
-def window_speed_range(start_s: list[float], busy_s: list[float], predicted_s) -> list[float] | None:
+def window_speed_range(
+    start_s: list[float], busy_s: list[float], predicted_s
+) -> list[float] | None:
     """[slowest-window low, high] of live over modelled time in `WINDOW_S` windows of a run (windows with
     at least `MIN_WINDOW_STEPS` steps); None when the run has fewer than two such windows."""
     if len(start_s) != len(busy_s):
@@ -54,7 +61,11 @@ def window_speed_range(start_s: list[float], busy_s: list[float], predicted_s) -
     for start, busy, predicted in zip(start_s, busy_s, predicted_s):
         entry = sums.setdefault(int(start // WINDOW_S), [0.0, 0.0, 0])
         entry[0], entry[1], entry[2] = entry[0] + busy, entry[1] + float(predicted), entry[2] + 1
-    ratios = [live / model for live, model, count in sums.values() if count >= MIN_WINDOW_STEPS and model > 0]
+    ratios = [
+        live / model
+        for live, model, count in sums.values()
+        if count >= MIN_WINDOW_STEPS and model > 0
+    ]
     return [min(ratios), max(ratios)] if len(ratios) > 1 else None
 
 
@@ -65,9 +76,20 @@ def describe(sources: dict | None) -> str:
     ratios = " / ".join(f"{value:.2f}x" for value in sources["live_over_model_step_time"] if value)
     variance = sources["cpu_variance"]
     ranges = [r for r in sources.get("window_speed_range") or [] if r]
-    within = (f"; {WINDOW_S:.0f}-s windows within a run ranged {min(r[0] for r in ranges):.2f}x to "
-              f"{max(r[1] for r in ranges):.2f}x" if ranges else "")
-    return (f"error sources: host overhead {max(sources['host_overhead_share']):.1%} of busy time, garbage "
-            f"collection {max(sources['gc_share']):.1%}; live steps took {ratios} the model's time for the same "
-            "shapes" + (f" (repeats differ by {variance:.1%}: the CPU's own variance)" if variance is not None else "")
-            + within)
+    within = (
+        f"; {WINDOW_S:.0f}-s windows within a run ranged {min(r[0] for r in ranges):.2f}x to "
+        f"{max(r[1] for r in ranges):.2f}x"
+        if ranges
+        else ""
+    )
+    return (
+        f"error sources: host overhead {max(sources['host_overhead_share']):.1%} of busy time, garbage "
+        f"collection {max(sources['gc_share']):.1%}; live steps took {ratios} the model's time for the same "
+        "shapes"
+        + (
+            f" (repeats differ by {variance:.1%}: the CPU's own variance)"
+            if variance is not None
+            else ""
+        )
+        + within
+    )

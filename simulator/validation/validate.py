@@ -19,6 +19,7 @@ simulator's error and the live engine's noise floor side by side.
    run speed", what remains of the simulator's own error (scheduling, queueing, how step time depends
    on the shape) once the machine's speed of the moment is known.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,17 +36,30 @@ from simulator.calibration.from_steps import calibration_from_steps
 from simulator.calibration.live_run import LiveEngine, LiveRequests, StepLog
 from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
 from simulator.cluster.cluster import Cluster, ClusterConfig
-from simulator.validation.compare import (absolute_errors_ms, latencies, mean_by_key, noise_floor, relative_errors,
-                                          summary_of, verdicts)
+from simulator.validation.compare import (
+    absolute_errors_ms,
+    latencies,
+    mean_by_key,
+    noise_floor,
+    relative_errors,
+    summary_of,
+    verdicts,
+)
 from simulator.validation.error_sources import error_sources
 from simulator.validation.live_gap import measure_gap, own_profile
 from traces import load_trace
 
-LADDER = (1, 2, 4, 8, 16)      # group sizes of the calibration runs after the capacity run
+LADDER = (1, 2, 4, 8, 16)  # group sizes of the calibration runs after the capacity run
 
 
-def prepare_requests(trace_path: str | Path, num_requests: int, max_prompt_tokens: int, max_output_tokens: int,
-                     length_scale: float | None, max_model_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def prepare_requests(
+    trace_path: str | Path,
+    num_requests: int,
+    max_prompt_tokens: int,
+    max_output_tokens: int,
+    length_scale: float | None,
+    max_model_len: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """(arrival offsets, prompt lengths, output lengths, trace name) of the first requests with output."""
     try:
         trace = load_trace(trace_path)
@@ -53,9 +67,14 @@ def prepare_requests(trace_path: str | Path, num_requests: int, max_prompt_token
         raise ValueError(f"--trace {trace_path}: cannot read it as a trace ({error})") from None
     keep = np.flatnonzero(trace.output_tokens >= 1)[:num_requests]
     if len(keep) == 0:
-        raise ValueError(f"--trace {trace_path}: no request with output tokens; expected a trace of served requests")
+        raise ValueError(
+            f"--trace {trace_path}: no request with output tokens; expected a trace of served requests"
+        )
     arrival = trace.arrival_s[keep] - trace.arrival_s[keep[0]]
-    prompt, output = trace.prompt_tokens[keep].astype(float), trace.output_tokens[keep].astype(float)
+    prompt, output = (
+        trace.prompt_tokens[keep].astype(float),
+        trace.output_tokens[keep].astype(float),
+    )
     if length_scale is not None:
         prompt, output = prompt * length_scale, output * length_scale
     prompt = np.clip(np.rint(prompt), 1, max_prompt_tokens).astype(int)
@@ -85,51 +104,97 @@ def ladder_requests(prompt: np.ndarray, output: np.ndarray, sizes=LADDER) -> lis
     return groups
 
 
-def simulate_like(live: LiveEngine, calibration: Calibration, requests: LiveRequests,
-                  profile: EngineProfile | None = None) -> tuple[list, float, float | None]:
+def simulate_like(
+    live: LiveEngine,
+    calibration: Calibration,
+    requests: LiveRequests,
+    profile: EngineProfile | None = None,
+) -> tuple[list, float, float | None]:
     """The same requests on one simulated replica with the live engine's settings and KV pool (and our
     engine's profile: the measured live-vs-calibrated gap, when given)."""
-    cache_config, scheduler_config = engine_configs(live.settings, num_kv_blocks=live.num_kv_blocks,
-                                                    max_model_len=live.settings.max_model_len,
-                                                    enable_prefix_caching=False)
+    cache_config, scheduler_config = engine_configs(
+        live.settings,
+        num_kv_blocks=live.num_kv_blocks,
+        max_model_len=live.settings.max_model_len,
+        enable_prefix_caching=False,
+    )
     step_model = CostModel.from_calibration(calibration)
     if profile is not None:
         step_model = ProfiledCostModel(step_model, profile)
     config = ClusterConfig(
-        scheduler_config=scheduler_config, cache_config=cache_config,
-        cost_model=step_model, tensor_parallel=1, initial_replicas=1,
-        router_policy="round_robin", max_waiting_per_replica=None, ttft_timeout_s=None, max_retries=0,
-        retry_backoff_s=1.0, cold_start_s=0.0, window_s=1.0, scrape_interval_s=None, seed=0)
+        scheduler_config=scheduler_config,
+        cache_config=cache_config,
+        cost_model=step_model,
+        tensor_parallel=1,
+        initial_replicas=1,
+        router_policy="round_robin",
+        max_waiting_per_replica=None,
+        ttft_timeout_s=None,
+        max_retries=0,
+        retry_backoff_s=1.0,
+        cold_start_s=0.0,
+        window_s=1.0,
+        scrape_interval_s=None,
+        seed=0,
+    )
     n = len(requests.arrival_s)
-    cluster = Cluster(config, [float(a) for a in requests.arrival_s], [int(p) for p in requests.prompt_tokens],
-                      [int(o) for o in requests.output_tokens], ["default"] * n)
+    cluster = Cluster(
+        config,
+        [float(a) for a in requests.arrival_s],
+        [int(p) for p in requests.prompt_tokens],
+        [int(o) for o in requests.output_tokens],
+        ["default"] * n,
+    )
     end = cluster.run()
     return cluster.records, end, cluster.monitor.kv_utilization
 
 
-def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int = 64, max_prompt_tokens: int = 256,
-             max_output_tokens: int = 64, length_scale: float | None = None,
-             load_levels: tuple[float, ...] = (0.5, 0.8, 1.1), calibration: str | Path | None = None,
-             profile: str = "quick", repeats: int = 2, seed: int = 0, settings: EngineSettings | None = None,
-             num_kv_blocks: int = 512, save_steps: str | Path | None = None, via: str = "engine",
-             progress=None, own: str = "shipped") -> dict:
+def validate(
+    model: str = "cpu-small",
+    trace: str | Path = "",
+    num_requests: int = 64,
+    max_prompt_tokens: int = 256,
+    max_output_tokens: int = 64,
+    length_scale: float | None = None,
+    load_levels: tuple[float, ...] = (0.5, 0.8, 1.1),
+    calibration: str | Path | None = None,
+    profile: str = "quick",
+    repeats: int = 2,
+    seed: int = 0,
+    settings: EngineSettings | None = None,
+    num_kv_blocks: int = 512,
+    save_steps: str | Path | None = None,
+    via: str = "engine",
+    progress=None,
+    own: str = "shipped",
+) -> dict:
     """Runs everything and returns the JSON-ready result (see the module docstring). `own`: our engine's
     profile on top of the calibration: `shipped` (profiles/surgeplan.json, measured on a quiet machine),
     `probe` (measured now on a live run at 65% load over the next requests of the trace, disjoint from
     the validated ones, before them) or `none`."""
     if own not in ("shipped", "probe", "none"):
         raise ValueError(f"--own-profile {own!r}; expected shipped, probe or none")
-    settings = settings or EngineSettings(block_size=16, max_num_seqs=32, max_num_batched_tokens=512,
-                                          max_model_len=512, enable_prefix_caching=False)
+    settings = settings or EngineSettings(
+        block_size=16,
+        max_num_seqs=32,
+        max_num_batched_tokens=512,
+        max_model_len=512,
+        enable_prefix_caching=False,
+    )
     if repeats < 1:
         raise ValueError(f"--repeats {repeats}; expected ≥ 1")
     for load in load_levels:
-        at_load(np.zeros(2), 1.0, load)          # a bad level fails now, not after the live runs
-    arrival, prompt, output, trace_name = prepare_requests(trace, num_requests * (2 if own == "probe" else 1),
-                                                           max_prompt_tokens, max_output_tokens, length_scale,
-                                                           settings.max_model_len)
+        at_load(np.zeros(2), 1.0, load)  # a bad level fails now, not after the live runs
+    arrival, prompt, output, trace_name = prepare_requests(
+        trace,
+        num_requests * (2 if own == "probe" else 1),
+        max_prompt_tokens,
+        max_output_tokens,
+        length_scale,
+        settings.max_model_len,
+    )
     probe = None
-    if own == "probe":            # the second half probes the gap; the first half is validated
+    if own == "probe":  # the second half probes the gap; the first half is validated
         half = len(arrival) // 2
         probe = (arrival[half:] - arrival[half], prompt[half:], output[half:])
         arrival, prompt, output = arrival[:half], prompt[:half], output[:half]
@@ -139,19 +204,52 @@ def validate(model: str = "cpu-small", trace: str | Path = "", num_requests: int
     say = progress or (lambda message: None)
     if via == "http":
         from simulator.validation.http_run import HttpEngine
+
         live = HttpEngine(model, settings, num_kv_blocks, seed=seed)
     else:
         live = LiveEngine(model, settings, num_kv_blocks, seed=seed)
     try:
-        return _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration,
-                              repeats, seed, save_steps, say, via, own, probe)
+        return _validate_with(
+            live,
+            arrival,
+            prompt,
+            output,
+            trace,
+            trace_name,
+            load_levels,
+            grid,
+            calibration,
+            repeats,
+            seed,
+            save_steps,
+            say,
+            via,
+            own,
+            probe,
+        )
     finally:
         if via == "http":
             live.close()
 
 
-def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels, grid, calibration, repeats, seed,
-                   save_steps, say, via, own="none", probe=None) -> dict:
+def _validate_with(
+    live,
+    arrival,
+    prompt,
+    output,
+    trace,
+    trace_name,
+    load_levels,
+    grid,
+    calibration,
+    repeats,
+    seed,
+    save_steps,
+    say,
+    via,
+    own="none",
+    probe=None,
+) -> dict:
     settings, model, num_kv_blocks = live.settings, live.model, live.num_kv_blocks
     say("capacity: all requests at once")
     offline = live.run(LiveRequests(np.zeros(len(arrival)), prompt, output), seed=seed)
@@ -159,9 +257,14 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
     calibrations = {}
     say(f"calibration steps: groups of {', '.join(map(str, LADDER))} requests at once")
     ladder = [live.run(group, seed=seed) for group in ladder_requests(prompt, output)]
-    steps_path = Path(save_steps) if save_steps else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
-    StepLog.joined([offline.steps] + [run.steps for run in ladder]).save(steps_path, model, settings, num_kv_blocks,
-                                                                         live.device)
+    steps_path = (
+        Path(save_steps)
+        if save_steps
+        else Path(tempfile.mkdtemp(prefix="surgeplan-steps-")) / "steps.json"
+    )
+    StepLog.joined([offline.steps] + [run.steps for run in ladder]).save(
+        steps_path, model, settings, num_kv_blocks, live.device
+    )
     calibrations["workload"] = calibration_from_steps(steps_path)
     if grid is not None:
         calibrations["given" if calibration is not None else "grid"] = grid
@@ -169,13 +272,17 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
     profile, gap = None, None
     if own == "shipped":
         shipped = load_profile("surgeplan")
-        measured = shipped.kernel_scale != 1.0 or any(term.seconds_per_unit for term in shipped.terms)
-        profile = shipped if measured else None          # nothing measured yet: the calibration alone
+        measured = shipped.kernel_scale != 1.0 or any(
+            term.seconds_per_unit for term in shipped.terms
+        )
+        profile = shipped if measured else None  # nothing measured yet: the calibration alone
     elif own == "probe":
         offsets, rate = at_load(probe[0], capacity_rps, 0.65)
         say(f"gap probe: {len(offsets)} other requests at 65% load ({rate:.2f} requests/s)")
         probe_run = live.run(LiveRequests(offsets, probe[1], probe[2]), seed=seed)
-        gap = measure_gap([probe_run.steps], CostModel.from_calibration(calibrations[used]), used == "workload")
+        gap = measure_gap(
+            [probe_run.steps], CostModel.from_calibration(calibrations[used]), used == "workload"
+        )
         profile = own_profile(gap, f"probe run at 65% load before validation on {live.device}")
     levels = []
     for load in load_levels:
@@ -188,8 +295,14 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
         summaries = [summary_of(run.records, run.duration_s, run.kv_utilization) for run in runs]
         measured = mean_by_key(summaries)
         floor = noise_floor(summaries[0], summaries[1]) if repeats > 1 else None
-        level = {"load": load, "rate_rps": rate, "measured": measured, "measured_repeats": summaries,
-                 "noise_floor": floor, "by_calibration": {}}
+        level = {
+            "load": load,
+            "rate_rps": rate,
+            "measured": measured,
+            "measured_repeats": summaries,
+            "noise_floor": floor,
+            "by_calibration": {},
+        }
         simulated_records = {}
         variants = [(name, chosen, None) for name, chosen in calibrations.items()]
         if profile is not None:
@@ -199,35 +312,80 @@ def _validate_with(live, arrival, prompt, output, trace, trace_name, load_levels
             simulated_records[name] = records
             simulated = summary_of(records, end, kv)
             errors = relative_errors(measured, simulated)
-            level["by_calibration"][name] = {"simulated": simulated, "relative_error": errors,
-                                             "absolute_error_ms": absolute_errors_ms(measured, simulated),
-                                             "verdict": verdicts(errors, floor)}
+            level["by_calibration"][name] = {
+                "simulated": simulated,
+                "relative_error": errors,
+                "absolute_error_ms": absolute_errors_ms(measured, simulated),
+                "verdict": verdicts(errors, floor),
+            }
         shown = f"{used}+surgeplan" if profile is not None else used
         pooled = [record for run in runs for record in run.records]
-        level["distributions"] = {"measured": latencies(pooled), "simulated": latencies(simulated_records[shown])}
+        level["distributions"] = {
+            "measured": latencies(pooled),
+            "simulated": latencies(simulated_records[shown]),
+        }
         level["error_sources"] = error_sources(runs, CostModel.from_calibration(calibrations[used]))
-        level["at_run_speed"] = at_run_speed(live, calibrations[used], requests, summaries, level["error_sources"], floor)
-        level.update(used_calibration=shown, **{key: level["by_calibration"][shown][key]
-                                                for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")})
+        level["at_run_speed"] = at_run_speed(
+            live, calibrations[used], requests, summaries, level["error_sources"], floor
+        )
+        level.update(
+            used_calibration=shown,
+            **{
+                key: level["by_calibration"][shown][key]
+                for key in ("simulated", "relative_error", "absolute_error_ms", "verdict")
+            },
+        )
         levels.append(level)
     if profile is not None:
         calibrations[f"{used}+surgeplan"] = calibrations[used]
-    return {"levels": levels, "capacity_rps": capacity_rps,
-            "own_profile": None if profile is None else {"mode": own, "gap": gap.as_dict() if gap else None,
-                                                         "profile": profile.model_dump()},
-            "calibration": {name: {"name": c.name, "label": c.label, "method": c.provenance.method,
-                                   "fit_error": c.cost_model.fit_errors[0].model_dump() if c.cost_model.fit_errors else None}
-                            for name, c in calibrations.items()},
-            "trace": {"path": str(trace), "name": trace_name, "requests": len(arrival),
-                      "mean_prompt_tokens": float(prompt.mean()), "mean_output_tokens": float(output.mean())},
-            "engine": {**settings.model_dump(), "num_kv_blocks": num_kv_blocks, "model": model, "device": live.device,
-                       "via": via},
-            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                        "python": platform.python_version(), "date": dt.date.today().isoformat()}}
+    return {
+        "levels": levels,
+        "capacity_rps": capacity_rps,
+        "own_profile": None
+        if profile is None
+        else {"mode": own, "gap": gap.as_dict() if gap else None, "profile": profile.model_dump()},
+        "calibration": {
+            name: {
+                "name": c.name,
+                "label": c.label,
+                "method": c.provenance.method,
+                "fit_error": c.cost_model.fit_errors[0].model_dump()
+                if c.cost_model.fit_errors
+                else None,
+            }
+            for name, c in calibrations.items()
+        },
+        "trace": {
+            "path": str(trace),
+            "name": trace_name,
+            "requests": len(arrival),
+            "mean_prompt_tokens": float(prompt.mean()),
+            "mean_output_tokens": float(output.mean()),
+        },
+        "engine": {
+            **settings.model_dump(),
+            "num_kv_blocks": num_kv_blocks,
+            "model": model,
+            "device": live.device,
+            "via": via,
+        },
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "date": dt.date.today().isoformat(),
+        },
+    }
 
 
-def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summaries: list[dict],
-                 sources: dict | None, floor: dict | None) -> dict | None:
+def at_run_speed(
+    live,
+    calibration: Calibration,
+    requests: LiveRequests,
+    summaries: list[dict],
+    sources: dict | None,
+    floor: dict | None,
+) -> dict | None:
     """Each repeat simulated with its own measured host speed and compared with that repeat; the mean
     error over repeats (step 4 of the module docstring). None without a step log to measure the speed."""
     factors = (sources or {}).get("live_over_model_step_time") or []
@@ -241,20 +399,30 @@ def at_run_speed(live, calibration: Calibration, requests: LiveRequests, summari
     return {"speed_factors": factors, "relative_error": errors, "verdict": verdicts(errors, floor)}
 
 
-def grid_calibration(model: str, calibration: str | Path | None, profile: str, seed: int,
-                      settings: EngineSettings) -> Calibration | None:
+def grid_calibration(
+    model: str, calibration: str | Path | None, profile: str, seed: int, settings: EngineSettings
+) -> Calibration | None:
     """--calibration as given; or a grid profiled now: `quick` (the CI grid, batches to 16, contexts to
     128) or `full` (sized to the validated engine: batches, token budget and contexts to its limits)."""
     if calibration is not None:
         chosen = resolve_calibration(calibration)
         if chosen.model.name != model:
-            raise ValueError(f"--calibration {calibration}: made for model {chosen.model.name!r}, not {model!r}; "
-                             "expected a calibration of the validated model")
+            raise ValueError(
+                f"--calibration {calibration}: made for model {chosen.model.name!r}, not {model!r}; "
+                "expected a calibration of the validated model"
+            )
         return chosen
     if profile in ("quick", "full"):
-        from simulator.calibration.profile import ProfileGrid, profile as run_profile
-        grid = ProfileGrid.quick() if profile == "quick" else ProfileGrid.full(
-            settings.max_num_seqs, settings.max_num_batched_tokens, settings.max_model_len)
+        from simulator.calibration.profile import ProfileGrid
+        from simulator.calibration.profile import profile as run_profile
+
+        grid = (
+            ProfileGrid.quick()
+            if profile == "quick"
+            else ProfileGrid.full(
+                settings.max_num_seqs, settings.max_num_batched_tokens, settings.max_model_len
+            )
+        )
         return run_profile(model, seed=seed, progress=False, grid=grid)
     if profile != "none":
         raise ValueError(f"--profile {profile!r}; expected quick, full or none")
