@@ -157,8 +157,10 @@ def run_abuse(settings: AbuseSettings) -> dict:
         workdir.mkdir(parents=True, exist_ok=True)
         server = ServerProcess(serve_options(settings), workdir / "serve.log")
         rows = []
-        # the attackers run in their own process: their client work must not stall the victim's
-        attackers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        # the attackers run in their own process: their client work must not stall the victim's.
+        # Forked, not spawned: a spawned child re-imports `__main__`, which under pytest may be a
+        # script another test left there (streamlit's AppTest), and then dies on start.
+        attackers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
         try:
             attackers.submit(sum, [1]).result()  # started while the server loads
             server.wait_healthy()

@@ -9,7 +9,7 @@ simulator times that from the link's bandwidth and latency). Returns the bytes m
 
 import torch
 
-from kernels.kv_quant import PagedKVCache
+from kernels.kv_quant import FP8_DTYPES, PagedKVCache
 
 KVCaches = list[
     PagedKVCache
@@ -20,6 +20,8 @@ def _block_tensors(layer: PagedKVCache) -> list[torch.Tensor]:
     """The tensors of a layer indexed by block: k, v, and the int8 cache's per-block scales
     [N, Hkv]. (An fp8 cache's per-tensor scale is not per block: see `_match_tensor_scales`.)"""
     tensors = [layer.k, layer.v]
+    if layer.k.dtype in FP8_DTYPES:  # copied as bytes: torch's CPU index_copy_ has no fp8 kernel
+        tensors = [t.view(torch.uint8) for t in tensors]
     if layer.k_scale is not None and layer.k_scale.dim() == 2:
         tensors += [layer.k_scale, layer.v_scale]
     return tensors
