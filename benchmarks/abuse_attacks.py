@@ -16,6 +16,7 @@ import httpx
 
 VOCAB_HIGH = 512  # the tiny preset's vocabulary
 MAX_ATTACK_REQUESTS = 100_000  # per attack: the loop's bound in count (the deadline is the other)
+LARGE_BODY_BYTES = 64 << 10  # a body the server may refuse and close on while it still uploads
 
 
 @dataclass
@@ -73,11 +74,16 @@ async def _post_loop(
             while (i == w or time.monotonic() < stop_at) and seen.sent < MAX_ATTACK_REQUESTS:
                 seen.sent += 1
                 headers = target.auth | {"Content-Type": "application/json"} | headers_of(seen.sent)
+                body = bodies[i % len(bodies)]
                 try:
-                    response = await c.post(
-                        "/v1/completions", content=bodies[i % len(bodies)], headers=headers
-                    )
+                    response = await c.post("/v1/completions", content=body, headers=headers)
                     seen.answer(response.status_code, response.content)
+                except httpx.TransportError as exc:
+                    # a large body still uploading when the server refuses it (408 at the body
+                    # deadline, 413) and closes: the client's read or write fails before it sees
+                    # the answer. A small body's transport error stays a finding.
+                    large = len(body) > LARGE_BODY_BYTES
+                    seen.statuses["closed" if large else type(exc).__name__] += 1
                 except httpx.HTTPError as exc:
                     seen.statuses[type(exc).__name__] += 1
                 i += workers
