@@ -1,7 +1,9 @@
 """The abuse set: can one client slow everyone else? A real `surgeplan serve` process on loopback,
-an open --api-key (no tenant limits: X-Tenant is free-form, the case that once grew state per
-name) and a step window behind it (--record-steps), attacked one attack at a time
-(abuse_attacks.py) while a victim sends ordinary completions one after another. For each attack:
+two open --api-key keys (no tenant limits: X-Tenant is free-form, the case that once grew state
+per name), one the attackers', one the victim's (another client: the server shares body bytes out
+per client, an API key and an address), and a step window behind them (--record-steps), attacked
+one attack at a time (abuse_attacks.py) while the victim sends ordinary completions one after
+another. For each attack:
 the victim's median latency alone just before it (the same run's idle figure) and under it, what
 the attackers got (statuses; every error in OpenAI's shape), and the server's RSS; afterwards the
 server must be idle, have logged no traceback, and exit 0 on SIGTERM. tests/test_server_abuse.py
@@ -33,7 +35,8 @@ if not __package__:  # run as a script: import the repository's packages, not be
 from benchmarks.abuse_attacks import ATTACKS, Target, run_attack  # noqa: E402
 from benchmarks.soak import ServerProcess  # noqa: E402
 
-KEY = "abuse-open-key"
+KEY = "abuse-open-key"  # the attackers' (those that send a key)
+VICTIM_KEY = "abuse-victim-key"  # another client: its own open key
 
 
 @dataclass
@@ -56,6 +59,8 @@ def serve_options(settings: AbuseSettings) -> list[str]:
     return [
         "--api-key",
         KEY,
+        "--api-key",
+        VICTIM_KEY,
         "--record-steps",
         "4096",
         "--header-timeout",
@@ -102,7 +107,8 @@ async def _one_attack(
     settings: AbuseSettings,
     attackers: ProcessPoolExecutor,
 ) -> dict:
-    idle = await _victim(target, settings)
+    victim = Target(target.url, target.port, VICTIM_KEY)
+    idle = await _victim(victim, settings)
     rss_before = server.rss_bytes()
     stop = asyncio.Event()
     sampler = asyncio.create_task(_rss_peak(server, stop))
@@ -112,7 +118,7 @@ async def _one_attack(
         attackers, run_attack, name, target, time.time() + settings.attack_s
     )
     await asyncio.sleep(min(2.0, settings.attack_s / 3))  # the attack in full swing first
-    under = await _victim(target, settings, stop_at)
+    under = await _victim(victim, settings, stop_at)
     seen = await attack
     stop.set()
     peak = await sampler
@@ -165,7 +171,7 @@ def run_abuse(settings: AbuseSettings) -> dict:
             attackers.submit(sum, [1]).result()  # started while the server loads
             server.wait_healthy()
             target = Target(server.url, server.port, KEY)
-            asyncio.run(_victim(target, settings))  # first-call allocations
+            asyncio.run(_victim(Target(server.url, server.port, VICTIM_KEY), settings))  # warm-up
             for name in settings.attacks:
                 row = asyncio.run(_one_attack(name, target, server, settings, attackers))
                 for retry in range(settings.retries):

@@ -17,6 +17,7 @@ import httpx
 VOCAB_HIGH = 512  # the tiny preset's vocabulary
 MAX_ATTACK_REQUESTS = 100_000  # per attack: the loop's bound in count (the deadline is the other)
 LARGE_BODY_BYTES = 64 << 10  # a body the server may refuse and close on while it still uploads
+AT_LIMIT_BODY_BYTES = 64 << 10  # under the bench server's limit (auto: 64 KiB + 12 B x 256 chars)
 
 
 @dataclass
@@ -92,18 +93,26 @@ async def _post_loop(
 
 
 async def stop_token_ids(target: Target, stop_at: float) -> Seen:
-    """2M stop_token_ids per request (4 MB bodies), beside requests at the cap (256)."""
+    """2M stop_token_ids per request (4 MB bodies), 30k (a body just under the server's limit,
+    more values than any servable request holds), and requests at the cap (256)."""
+    bodies = [_ids_body(2_000_000), _ids_body(30_000), _ids_body(256)]
+    assert len(bodies[1]) <= AT_LIMIT_BODY_BYTES
     seen = Seen()
-    await _post_loop(target, seen, stop_at, [_ids_body(2_000_000), _ids_body(256)], workers=4)
+    await _post_loop(target, seen, stop_at, bodies, workers=4)
     return seen
 
 
 async def stop_strings(target: Target, stop_at: float) -> Seen:
-    """380k stop strings per request, beside requests at the caps (4 strings of 256 characters)."""
-    many = json.dumps({"prompt": [5, 6, 7], "max_tokens": 4, "stop": ["ab"] * 380_000}).encode()
+    """380k stop strings per request, 10k (a body just under the server's limit), and requests at
+    the caps (4 strings of 256 characters)."""
+    bodies = [
+        json.dumps({"prompt": [5, 6, 7], "max_tokens": 4, "stop": ["ab"] * count}).encode()
+        for count in (380_000, 10_000)
+    ]
+    assert len(bodies[1]) <= AT_LIMIT_BODY_BYTES
     at_cap = json.dumps({"prompt": [5, 6, 7], "max_tokens": 4, "stop": ["x" * 256] * 4}).encode()
     seen = Seen()
-    await _post_loop(target, seen, stop_at, [many, at_cap], workers=4)
+    await _post_loop(target, seen, stop_at, [*bodies, at_cap], workers=4)
     return seen
 
 
@@ -121,10 +130,13 @@ async def tenant_names(target: Target, stop_at: float) -> Seen:
 
 
 async def long_prompt(target: Target, stop_at: float) -> Seen:
-    """Text prompts of 4 MB (the body limit), far past max_model_len."""
-    body = json.dumps({"prompt": "lorem ipsum " * 340_000, "max_tokens": 4}).encode()
+    """Text prompts of 4 MB (the old default body limit), beside prompts just under the server's
+    body limit (which the server must parse to find they cannot fit), all far past max_model_len."""
+    huge = json.dumps({"prompt": "lorem ipsum " * 340_000, "max_tokens": 4}).encode()
+    at_limit = json.dumps({"prompt": "lorem ipsum " * 5_400, "max_tokens": 4}).encode()
+    assert len(at_limit) <= AT_LIMIT_BODY_BYTES
     seen = Seen()
-    await _post_loop(target, seen, stop_at, [body], workers=4)
+    await _post_loop(target, seen, stop_at, [huge, at_limit], workers=4)
     return seen
 
 

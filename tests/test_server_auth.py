@@ -148,8 +148,9 @@ def test_without_limits_or_tenant_keys_x_tenant_is_taken_as_it_is():
 
 def test_key_ring_matches_keys_and_their_tenants():
     ring = KeyRing(["open"], {"k1": "a"})
-    assert ring.lookup(b"open") == (True, None) and ring.lookup(b"k1") == (True, "a")
-    assert ring.lookup(b"k2") == (False, None) and ring.lookup(b"") == (False, None)
+    assert ring.lookup(b"open") == (True, None, "key#0")
+    assert ring.lookup(b"k1") == (True, "a", "key#1")
+    assert ring.lookup(b"k2") == (False, None, "") and ring.lookup(b"") == (False, None, "")
     assert not KeyRing([], {}).enabled
 
 

@@ -1,11 +1,12 @@
 """What one request or connection may cost (issue 24), one test per defect found by trying the
 server as an attacker would: stop lists bounded (400 naming the field and the cap; bodies with
-more values than any servable request refused before parsing), free-form tenant names bounded and
-leaving no state, /debug/steps behind the key, the request head bounded in the HTTP parser (431),
-deadlines for the head and the body (408) and a connection cap (503), lone surrogates a 400, a
-drain during a half-sent body a 503. The abuse set (victim latency under attack; and a SIGTERM
-storm during teardown still exits 0, defect 8, on the same server process) is
-tests/test_server_abuse.py."""
+more values than any servable request, or more bytes than one can need, refused before parsing),
+free-form tenant names bounded and leaving no state, /debug/steps behind the key, the request head
+bounded in the HTTP parser (431), deadlines for the head and the body (408) and a connection cap
+(503), lone surrogates a 400, a drain during a half-sent body a 503. The abuse set (victim latency
+under attack; and a SIGTERM storm during teardown still exits 0, defect 8, on the same server
+process) is tests/test_server_abuse.py; each client's share of body bytes is
+tests/test_server_body_share.py."""
 
 import json
 import select
@@ -20,7 +21,7 @@ from engine.core.block_manager import BlockManager
 from engine.core.request import Request
 from engine.core.sampling_params import SamplingParams
 from engine.openai.protocol import CompletionRequest
-from engine.openai.server_config import resolve_tenancy
+from engine.openai.server_config import auto_body_limit_bytes, resolve_tenancy
 
 KEY = "hardening-key"
 ENGINE = {"max_model_len": 128, "num_kv_blocks": 64, "max_num_seqs": 4}
@@ -78,12 +79,19 @@ def test_stop_token_ids_are_capped_kept_as_a_frozenset_and_out_of_vocab_ids_drop
 
 
 def test_a_body_with_millions_of_values_is_refused_before_it_is_parsed(server):
-    body = (
-        '{"prompt":[5],"max_tokens":2,"stop_token_ids":[' + ",".join(["7"] * 500_000) + "]}"
-    ).encode()
+    def ids_body(count: int) -> bytes:
+        ids = ",".join(["7"] * count)
+        return ('{"prompt":[5],"max_tokens":2,"stop_token_ids":[' + ids + "]}").encode()
+
     start = time.monotonic()
-    refused(post(server, body), 413, "commas")
+    # over the default body limit, what max_model_len=128 tokens of text can need: 64 KiB + 12
+    # bytes per character (auto_body_limit_bytes), refused on its declared length
+    refused(post(server, ids_body(500_000)), 413, "67072", "--max-request-body-bytes")
+    # under it, with more values than any servable request holds: refused on the comma count
+    refused(post(server, ids_body(30_000)), 413, "commas")
     assert time.monotonic() - start < 5.0
+    assert auto_body_limit_bytes(128, 1) == (64 << 10) + 12 * 128
+    assert auto_body_limit_bytes(8192, 2 * 128) == 4 << 20  # at most the former default
 
 
 def test_stop_strings_are_capped_in_count_and_length(server):

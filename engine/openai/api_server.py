@@ -4,8 +4,8 @@ Routes: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, an
 --record-steps (behind the key). Every error, ours or FastAPI's, leaves as OpenAI's error JSON; bad
 input is a 4xx, and the engine keeps serving others. A request passes, in order: the connection limits
 and the head's size and deadline (http_guard.py, in the HTTP parser), the response count, header size
-and API key (auth), body checks (size, deadline, encoding), FastAPI's validation, the request's bounds
-(stop lists), then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
+and API key (auth), body checks (the client's share of body bytes, size, deadline, encoding),
+FastAPI's validation, the request's bounds (stop lists), then admission (drain, tenant limits) and the engine's own checks (queue, KV quota).
 """
 
 import asyncio
@@ -24,12 +24,13 @@ from engine.config import EngineConfig
 from engine.metrics import CONTENT_TYPE_LATEST, ServingMetrics
 from engine.openai import protocol as api
 from engine.openai.auth import AccessMiddleware, KeyRing
+from engine.openai.client_budget import ClientBudget
 from engine.openai.drain import Drainer
 from engine.openai.http_guard import ConnectionLimits
 from engine.openai.limits import Admission
 from engine.openai.middleware import BodyCheckMiddleware, StatusCountMiddleware, max_json_commas
 from engine.openai.protocol import APIError
-from engine.openai.server_config import ServerConfig, resolve_tenancy
+from engine.openai.server_config import ServerConfig, auto_body_limit_bytes, resolve_tenancy
 from engine.openai.serving import ServingContext, create_chat_completion, create_completion
 from engine.step_recorder import StepRecorder
 
@@ -85,16 +86,27 @@ def build_app(
     app.state.connection_limits = ConnectionLimits.of(
         config, metrics
     )  # read by http_guard.uvicorn_options
+    body_limit_bytes = config.max_request_body_bytes or auto_body_limit_bytes(
+        engine.scheduler_config.max_model_len, getattr(engine.tokenizer, "max_chars_per_token", 1)
+    )
+    app.state.limits_line = (  # stated at startup by `surgeplan serve`
+        f"request bodies: at most {body_limit_bytes:,} bytes (--max-request-body-bytes "
+        f"{config.max_request_body_bytes or 'auto'}), {config.client_body_bytes_per_s:,} "
+        "bytes/s per client (--client-body-bytes-per-s; 0: no share)"
+    )
     max_commas = max_json_commas(
         engine.scheduler_config.max_model_len, config.max_stop_token_ids, config.max_stop_sequences
     )
     app.add_middleware(
         BodyCheckMiddleware,
-        max_bytes=config.max_request_body_bytes,
+        max_bytes=body_limit_bytes,
         timeout_s=config.body_timeout_s,
         admission=admission,
         metrics=metrics,
         max_commas=max_commas,
+        budget=ClientBudget(config.client_body_bytes_per_s, body_limit_bytes)
+        if config.client_body_bytes_per_s
+        else None,
     )
     app.add_middleware(
         AccessMiddleware,

@@ -46,14 +46,16 @@ class KeyRing:
     def enabled(self) -> bool:
         return bool(self._entries)
 
-    def lookup(self, presented: bytes) -> tuple[bool, str | None]:
-        """(whether the key is accepted, its tenant or None)."""
-        digest, found, tenant = _digest(presented), False, None
-        for known, known_tenant in self._entries:  # no early exit: the time is the same for any key
+    def lookup(self, presented: bytes) -> tuple[bool, str | None, str]:
+        """(whether the key is accepted, its tenant or None, its id: the key's place in the ring,
+        which names the client in per-client budgets without keeping the key)."""
+        digest, found, tenant, key_id = _digest(presented), False, None, ""
+        for i, (known, known_tenant) in enumerate(self._entries):  # no early exit: same time
             match = hmac.compare_digest(known, digest)
             found |= match
             tenant = known_tenant if match else tenant
-        return found, tenant
+            key_id = f"key#{i}" if match else key_id
+        return found, tenant, key_id
 
 
 class AccessMiddleware:
@@ -87,10 +89,10 @@ class AccessMiddleware:
                 f"the limit of {self.max_header_bytes} (--max-header-bytes)",
             )
         claimed = _header(scope, TENANT_HEADER)
-        tenant = None
+        tenant, key_id = None, ""
         guarded = self.keys.enabled and _guarded(scope["path"])
         if guarded:
-            problem, tenant = self._authenticate(_header(scope, b"authorization"))
+            problem, tenant, key_id = self._authenticate(_header(scope, b"authorization"))
             if problem is not None:
                 return await self._refuse(
                     send, 401, "unauthorized", problem, {"WWW-Authenticate": "Bearer"}
@@ -118,23 +120,30 @@ class AccessMiddleware:
                 "with its own key; expected that tenant's key, or another X-Tenant with "
                 "this key (--open-keys-claim-tenants allows it)",
             )
-        scope.setdefault("state", {})["tenant"] = tenant or self.tenancy.resolve(claimed)
+        state = scope.setdefault("state", {})
+        state["tenant"], state["key_id"] = tenant or self.tenancy.resolve(claimed), key_id
         await self.app(scope, receive, send)
 
-    def _authenticate(self, authorization: str | None) -> tuple[str | None, str | None]:
-        """(problem or None, the key's tenant or None)."""
+    def _authenticate(self, authorization: str | None) -> tuple[str | None, str | None, str]:
+        """(problem or None, the key's tenant or None, the key's id)."""
         if authorization is None:
-            return "no API key was sent; expected the header 'Authorization: Bearer <key>'", None
+            return (
+                "no API key was sent; expected the header 'Authorization: Bearer <key>'",
+                None,
+                "",
+            )
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return "the Authorization header is not of the form 'Bearer <key>'", None
-        found, tenant = self.keys.lookup(token.strip().encode("latin-1"))
+            return "the Authorization header is not of the form 'Bearer <key>'", None, ""
+        found, tenant, key_id = self.keys.lookup(token.strip().encode("latin-1"))
         if not found:
             return (
-                "the API key is not valid; expected a key given to the server by --api-key or --tenant-keys",
+                "the API key is not valid; expected a key given to the server by --api-key or "
+                "--tenant-keys",
                 None,
+                "",
             )
-        return None, tenant
+        return None, tenant, key_id
 
     async def _refuse(
         self, send, status: int, reason: str, message: str, headers: dict | None = None

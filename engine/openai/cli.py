@@ -55,7 +55,7 @@ def _size_option(name: str):
     """A byte-count setting of ServerConfig, given on the command line as a size (4MiB, 16KiB)."""
     field = ServerConfig.model_fields[name]
     return typer.Option(
-        f"{field.default}",
+        "auto" if field.default is None else f"{field.default}",
         "--" + name.replace("_", "-"),
         help=f"{field.description}; bytes or a size like 16KiB",
     )
@@ -108,6 +108,7 @@ def serve(
     ),
     max_request_body_bytes: str = _size_option("max_request_body_bytes"),
     max_header_bytes: str = _size_option("max_header_bytes"),
+    client_body_bytes_per_s: str = _size_option("client_body_bytes_per_s"),
     retry_after: int = cli_option(ServerConfig, "retry_after_s", flag="--retry-after"),
     record_steps: int = cli_option(ServerConfig, "record_steps"),
     max_stop_sequences: int = cli_option(ServerConfig, "max_stop_sequences"),
@@ -156,8 +157,11 @@ def serve(
             tenant_keys=tenant_keys,
             max_waiting_requests=max_waiting_requests,
             request_timeout_s=request_timeout,
-            max_request_body_bytes=parse_bytes(max_request_body_bytes),
+            max_request_body_bytes=None
+            if max_request_body_bytes == "auto"
+            else parse_bytes(max_request_body_bytes),
             max_header_bytes=parse_bytes(max_header_bytes),
+            client_body_bytes_per_s=parse_bytes(client_body_bytes_per_s),
             retry_after_s=retry_after,
             rate_limit_burst_s=rate_limit_burst,
             drain_timeout_s=drain_timeout,
@@ -176,6 +180,7 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
     typer.echo(app.state.serving.engine.engine.kv_cache_line(), err=True)  # the startup line
+    typer.echo(app.state.limits_line, err=True)
     serve_forever(app, host, port, uvicorn_log_level)
 
 

@@ -106,6 +106,19 @@ class TenantKeys(BaseModel):
             raise ValueError(f"--tenant-keys {path}: {exc}") from None
 
 
+AUTO_BODY_BASE_BYTES, AUTO_BODY_BYTES_PER_CHAR, AUTO_BODY_MAX_BYTES = 64 << 10, 12, 4 << 20
+
+
+def auto_body_limit_bytes(max_model_len: int, max_chars_per_token: int) -> int:
+    """The default largest body: room for the longest text that can fit in max_model_len tokens,
+    every character JSON-escaped (a character outside the BMP is 12 bytes: two \\u escapes), and
+    64 KiB for the other fields (stop lists at their caps, token-id prompts, messages' roles), at
+    most 4 MiB. A larger body holds nothing the server could serve, and receiving and parsing it
+    costs every other client time (issue 24)."""
+    text_bytes = AUTO_BODY_BYTES_PER_CHAR * max_model_len * max_chars_per_token
+    return min(AUTO_BODY_MAX_BYTES, AUTO_BODY_BASE_BYTES + text_bytes)
+
+
 class ServerConfig(BaseModel):
     """Everything `build_app` and `surgeplan serve` accept beyond the engine's settings."""
 
@@ -135,8 +148,20 @@ class ServerConfig(BaseModel):
         allow_inf_nan=False,
         description="default per-request deadline in seconds (X-Request-Timeout overrides)",
     )
-    max_request_body_bytes: int = Field(
-        4 << 20, ge=1, description="largest request body, e.g. 4MiB (413 above)"
+    max_request_body_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="largest request body, e.g. 4MiB (413 above); default (auto): what a "
+        "request the model can serve needs, 64KiB + 12 bytes (a JSON-escaped character) per "
+        "character of the longest text that fits in max_model_len tokens, at most 4MiB",
+    )
+    client_body_bytes_per_s: int = Field(
+        16 << 20,
+        ge=0,
+        description="each client's (API key and peer address) share of request body "
+        "bytes per second, each request counted as at least 256KiB (so 64 requests/s at "
+        "16MiB); a client over it waits for its share, or past 2 s gets 429 + Retry-After; "
+        "0: off",
     )
     max_header_bytes: int = Field(
         16 << 10,
