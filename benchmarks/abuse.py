@@ -4,7 +4,8 @@ per name), one the attackers', one the victim's (another client: the server shar
 per client, an API key and an address), and a step window behind them (--record-steps), attacked
 one attack at a time (abuse_attacks.py) while the victim sends ordinary completions one after
 another. For each attack:
-the victim's median latency alone just before it (the same run's idle figure) and under it, what
+the victim's median latency alone just before and just after it (the same run's idle figure,
+bracketing the attack) and under it, what
 the attackers got (statuses; every error in OpenAI's shape), and the server's RSS; afterwards the
 server must be idle, have logged no traceback, and exit 0 on SIGTERM. tests/test_server_abuse.py
 runs a short version in CI.
@@ -122,13 +123,17 @@ async def _one_attack(
     seen = await attack
     stop.set()
     peak = await sampler
-    idle_s, under_s = statistics.median(idle), statistics.median(under)
+    # idle again once the attack is over: the baseline brackets it, so a neighbour's load that
+    # comes or goes during the attack moves both sides (on a shared host it swings 3-10x)
+    idle_after = await _victim(victim, settings)
+    idle_s, under_s = statistics.median(idle + idle_after), statistics.median(under)
     return {
         "attack": name,
         "victim_idle_s": idle_s,
+        "victim_idle_before_after_s": [statistics.median(idle), statistics.median(idle_after)],
         "victim_under_attack_s": under_s,
         "ratio": under_s / idle_s,
-        "victim_requests": [len(idle), len(under)],
+        "victim_requests": [len(idle) + len(idle_after), len(under)],
         "attack_sent": seen.sent,
         "statuses": dict(seen.statuses),
         "not_openai_errors": seen.not_openai_errors[:5],
@@ -239,7 +244,7 @@ def report_table(report: dict) -> str:
         f"completions in turn (16 prompt tokens, {s['victim_max_tokens']} out); tiny (dummy "
         f"weights), one OpenMP thread; --header-timeout {s['header_timeout_s']:g} --body-timeout "
         f"{s['header_timeout_s']:g}; bound: victim within {s['ratio_bound']:g}x of its idle "
-        "latency measured just before",
+        "latency measured just before and after",
         "",
         f"{'attack':<16}{'victim idle → under attack':>30}{'ratio':>8}{'sent':>7}  "
         f"{'RSS before → peak':<20}attackers got",

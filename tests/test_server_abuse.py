@@ -1,8 +1,9 @@
 """The abuse set, short (benchmarks/abuse.py runs the long one and prints the README's table): a
 real server process, each attack of issue 24 run for a couple of seconds beside a victim sending
-ordinary completions. Under every attack the victim's median latency stays within a bound of its
-idle latency measured just before in the same run (2x in the benchmark; here 4x plus 1 s, an
-attack over it measured once more, for a shared 2-core CI host, where a process merely busy on
+ordinary completions from its own key (another client). Under every attack the victim's median
+latency stays within a bound of its idle latency measured just before and after in the same run
+(2x in the benchmark; here 4x plus 1 s, an attack over it measured once more, for a shared 2-core
+CI host, where a process merely busy on
 the CPU slowed the victim 2.7x in one measurement and other jobs swung its idle latency 60-440
 ms; the defects this guards against cost 10-77x, for as long as the attack lasted), every answer
 the attackers get is an error in OpenAI's shape (never a 500 or a traceback), the server's RSS
