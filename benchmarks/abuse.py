@@ -49,6 +49,7 @@ class AbuseSettings:
     ratio_bound: float = 2.0  # victim latency under attack / idle
     slack_s: float = 0.0  # added to the bound (tests on a noisy host)
     retries: int = 0  # an attack over the bound is measured again (idle too)
+    repeats: int = 1  # each attack measured this many times (each with its idle): median ratio
     rss_growth_bound_bytes: int = (
         64 << 20
     )  # server RSS peak during an attack over its RSS before it
@@ -162,6 +163,25 @@ def _too_slow(row: dict, settings: AbuseSettings) -> bool:
     return row["attack"] != "cpu_control" and row["victim_under_attack_s"] > bound_s
 
 
+def _median_row(rows: list[dict]) -> dict:
+    """One attack measured several times: the measurement with the median ratio (its idle and
+    under-attack latencies), with every ratio, and what the attackers sent and got in all."""
+    by_ratio = sorted(rows, key=lambda row: row["ratio"])
+    statuses: dict[str, int] = {}
+    for row in rows:
+        for code, count in row["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + count
+    return by_ratio[(len(rows) - 1) // 2] | {
+        "ratios": [row["ratio"] for row in by_ratio],
+        "attack_sent": sum(row["attack_sent"] for row in rows),
+        "statuses": statuses,
+        "not_openai_errors": [e for row in rows for e in row["not_openai_errors"]][:5],
+        "rss_before_bytes": min(row["rss_before_bytes"] for row in rows),
+        "rss_peak_bytes": max(row["rss_peak_bytes"] for row in rows),
+        "attack_s": sum(row["attack_s"] for row in rows),
+    }
+
+
 def run_abuse(settings: AbuseSettings) -> dict:
     with tempfile.TemporaryDirectory(prefix="surgeplan-abuse-") as tmp:
         workdir = Path(settings.log_dir or tmp)
@@ -178,13 +198,20 @@ def run_abuse(settings: AbuseSettings) -> dict:
             target = Target(server.url, server.port, KEY)
             asyncio.run(_victim(Target(server.url, server.port, VICTIM_KEY), settings))  # warm-up
             for name in settings.attacks:
-                row = asyncio.run(_one_attack(name, target, server, settings, attackers))
+
+                def measure(name=name) -> dict:
+                    return _median_row(
+                        [
+                            asyncio.run(_one_attack(name, target, server, settings, attackers))
+                            for _ in range(settings.repeats)
+                        ]
+                    )
+
+                row = measure()
                 for retry in range(settings.retries):
                     if not _too_slow(row, settings):
                         break
-                    row = asyncio.run(_one_attack(name, target, server, settings, attackers)) | {
-                        "tries": retry + 2
-                    }
+                    row = measure() | {"tries": retry + 2}
                 rows.append(row)
             after = server.metrics()
         except BaseException:
@@ -240,7 +267,8 @@ def _statuses(statuses: dict) -> str:
 def report_table(report: dict) -> str:
     s, mib = report["settings"], 2**20
     lines = [
-        f"abuse: each attack {s['attack_s']:g} s beside a victim sending {s['victims']} "
+        f"abuse: each attack {s['attack_s']:g} s (measured {s.get('repeats', 1)} times, median "
+        f"ratio shown) beside a victim sending {s['victims']} "
         f"completions in turn (16 prompt tokens, {s['victim_max_tokens']} out); tiny (dummy "
         f"weights), one OpenMP thread; --header-timeout {s['header_timeout_s']:g} --body-timeout "
         f"{s['header_timeout_s']:g}; bound: victim within {s['ratio_bound']:g}x of its idle "
@@ -254,6 +282,8 @@ def report_table(report: dict) -> str:
         idle_ms, under_ms = row["victim_idle_s"] * 1e3, row["victim_under_attack_s"] * 1e3
         rss = f"{row['rss_before_bytes'] / mib:>5.0f} → {row['rss_peak_bytes'] / mib:>4.0f} MiB"
         tries = f" (measured {row['tries']} times)" if "tries" in row else ""
+        if len(row["ratios"]) > 1:
+            tries += " (ratios " + ", ".join(f"{r:.2f}" for r in row["ratios"]) + ")"
         lines.append(
             f"{row['attack']:<16}{idle_ms:>14.0f} ms → {under_ms:>6.0f} ms"
             f"{row['ratio']:>7.2f}x{row['attack_sent']:>7}  {rss}     "
@@ -281,6 +311,13 @@ def main() -> None:
     parser.add_argument(
         "--attack", action="append", choices=list(ATTACKS), help="run only these (repeatable)"
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="measure each attack this many times, each with its own idle baseline; the table "
+        "shows the median ratio (on a shared host single measurements swing several times)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--log-dir", default=None, help="keep the server's log here")
     args = parser.parse_args()
@@ -291,6 +328,7 @@ def main() -> None:
         victims=args.victims,
         log_dir=args.log_dir,
         attacks=args.attack or list(ATTACKS),
+        repeats=args.repeats,
     )
     report = run_abuse(settings)
     print(describe_machine())

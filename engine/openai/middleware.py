@@ -83,6 +83,11 @@ class BodyCheckMiddleware:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         declared_bytes = int(declared) if declared.isdigit() else 0
+        client = client_of(scope)
+        if self.budget is not None and not await self._wait_for_share(
+            client, declared_bytes, receive, send
+        ):
+            return None
         if declared_bytes > self.max_bytes:
             return await refuse(
                 send,
@@ -90,11 +95,6 @@ class BodyCheckMiddleware:
                 f"the body has {declared_bytes} bytes, over the limit of {self.max_bytes} "
                 "(--max-request-body-bytes)",
             )
-        client = client_of(scope)
-        if self.budget is not None and not await self._wait_for_share(
-            client, declared_bytes, receive, send
-        ):
-            return None
         try:
             body = await self._read(receive)
         except _BodyRefused as refused:
@@ -130,8 +130,11 @@ class BodyCheckMiddleware:
     ) -> bool:
         """Whether the request may be read now, after waiting for its client's share; if not, it
         has been answered 429 after MAX_WAIT_S (so a client flooding the server mostly waits),
-        its body, if small, read and dropped first (so the client sees the answer)."""
-        wait_s = self.budget.reserve(client, declared_bytes)
+        its body, if small, read and dropped first (so the client sees the answer). A body over
+        the limit is never read: it costs the share of a request (and is then refused, 413)."""
+        wait_s = self.budget.reserve(
+            client, declared_bytes if declared_bytes <= self.max_bytes else 0
+        )
         if wait_s <= MAX_WAIT_S:
             if wait_s > 0:
                 await asyncio.sleep(wait_s)
