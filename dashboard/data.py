@@ -180,11 +180,29 @@ def engine_profiles() -> dict[str, str]:
 
 
 @st.cache_data(show_spinner=False)
-def published_validation() -> list[dict]:
-    """`surgeplan validate --published all`: every published set replayed with its own profile."""
-    from simulator.validation.published import published_names, validate_published
+def published_validation(name: str) -> dict:
+    """`surgeplan validate --published NAME`: one published set replayed with its own profile."""
+    from simulator.validation.published import validate_published
 
-    return [validate_published(name) for name in published_names()]
+    return validate_published(name)
+
+
+def published_set_names() -> list[str]:
+    from simulator.validation.published import published_names
+
+    return published_names()
+
+
+def profile_errors() -> list[dict]:
+    """Every shipped profile's stored error on each published set, per GPU and split (what
+    `surgeplan validate --published all --refit` wrote): the table the README shows."""
+    from simulator.calibration.engine_profile import load_profile, profile_names
+
+    rows = []
+    for name in profile_names():
+        for error in load_profile(name).errors:
+            rows.append({"profile": name, **error.model_dump()})
+    return rows
 
 
 @st.cache_data(show_spinner=False)

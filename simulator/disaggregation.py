@@ -62,8 +62,15 @@ def _pool_config(
             "shorter requests"
         )
     if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
+        stated = (
+            base.cost_model.stated_profile
+            if isinstance(base.cost_model, ProfiledCostModel)
+            else None
+        )
+        backend = (stated.kernel_backend if stated is not None else None) or "vllm"
         calibration = kv_cache_calibration(
-            calibration_for(scenario.model.name, scenario.hardware.gpu, tp), settings.kv_cache_dtype
+            calibration_for(scenario.model.name, scenario.hardware.gpu, tp, backend=backend),
+            settings.kv_cache_dtype,
         )
     changes = {"role": role}
     if pool.max_num_seqs is not None:
@@ -85,7 +92,12 @@ def _pool_config(
     if isinstance(
         base.cost_model, ProfiledCostModel
     ):  # the scenario's serving stack and error band
-        cost_model = ProfiledCostModel(gpu_model, base.cost_model.profile, base.cost_model.scale)
+        cost_model = ProfiledCostModel(
+            gpu_model,
+            base.cost_model.stated_profile,
+            base.cost_model.scale,
+            calibration_backend=calibration.provenance.backend,
+        )
     costs = None
     if cache_config.num_cpu_kv_blocks:
         costs = host_tier_costs(

@@ -225,7 +225,34 @@ def _published_section() -> None:
         "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
         "held-out rows are the honest error. `surgeplan validate --published all` prints the same."
     )
-    for result in data.published_validation():
+    held = [e for e in data.profile_errors() if e["split"] == "held_out"]
+    st.markdown(
+        "**Held-out error per engine profile and GPU** (rows the profile was not fitted on)"
+    )
+    st.dataframe(
+        [
+            {
+                "profile": e["profile"],
+                "GPU": e["gpu"],
+                "published set": e["source"],
+                "rows": e["num_rows"],
+                "median |error|": f"{e['median_abs_error']:.1%}",
+                "bias (geo. mean ratio)": f"{e['bias']:.3f}",
+                "within 10%": f"{e['within_10pct']:.0%}",
+            }
+            for e in held
+        ],
+        hide_index=True,
+    )
+    names = data.published_set_names()
+    small = "lambdalabs-vllm"  # replays in a second; the Argonne checks take longer
+    chosen = st.selectbox(
+        "published set to replay",
+        names,
+        index=names.index(small) if small in names else 0,
+        key=KEY + "published_set",
+    )
+    for result in [data.published_validation(chosen)] if chosen else []:
         source = result["source"]
         st.markdown(
             f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "

@@ -12,6 +12,7 @@ from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
+Admission = Literal["optimistic", "guaranteed_no_evict"]
 BatchController = Literal["fixed", "slo"]
 Role = Literal["both", "prefill", "decode"]
 # vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
@@ -88,6 +89,15 @@ class SchedulerConfig(BaseModel):
         "max_model_len",
         description="static policy's reservation per "
         "request: max_model_len (traditional) or its own prompt + max_tokens",
+    )
+    # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when the
+    # pool can hold it and every running request at their full lengths; vLLM admits what fits now
+    # and preempts later.
+    admission: Admission = Field(
+        "optimistic",
+        description="continuous policy's admission: optimistic (vLLM: what fits now, preempt "
+        "later) or guaranteed_no_evict (TensorRT-LLM: only when every admitted request can reach "
+        "its full length without eviction)",
     )
     batch_controller: BatchController = Field(
         "fixed",

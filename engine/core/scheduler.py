@@ -241,11 +241,15 @@ class Scheduler:
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
         bm, skipped = self.block_manager, []
+        guaranteed = self.config.admission == "guaranteed_no_evict"
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             cached = bm.get_computed_blocks(req)
             num_cached = len(cached) * self.block_size
             num_new = min(req.num_tokens - num_cached, budget)
+            if guaranteed and not self._fits_at_full_length(req, len(cached)):
+                out.blocked = req
+                break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
             if not bm.can_allocate(req, num_cached + num_new, cached):
                 if self._over_tenant_quota(req, num_cached + num_new):
                     skipped.append(self.waiting.popleft())  # let other tenants pass
@@ -265,6 +269,16 @@ class Scheduler:
             budget -= num_new
         out.num_skipped = len(skipped)
         self.waiting.extendleft(reversed(skipped))
+
+    def _fits_at_full_length(self, req: Request, num_cached_blocks: int) -> bool:
+        """Whether the free pool holds this request and every running one at their full lengths
+        (prompt + max_tokens, capped at max_model_len): the blocks they still lack."""
+        size, cap = self.block_size, self.config.max_model_len
+        still_needed = blocks_for(min(req.max_num_tokens, cap), size) - num_cached_blocks
+        for running in self.running:
+            lacking = blocks_for(min(running.max_num_tokens, cap), size) - len(running.block_table)
+            still_needed += lacking if lacking > 0 else 0
+        return still_needed <= self.block_manager.num_free_blocks
 
     def _over_tenant_quota(self, req: Request, num_tokens: int) -> bool:
         headroom = self.block_manager.tenant_headroom(req.tenant)
