@@ -11,7 +11,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from dashboard import charts, data, jobs, views
+from dashboard import data, jobs, views
+from dashboard.charts.calibration import step_curves
+from dashboard.charts.load import latency_vs_load
+from dashboard.charts.timeline import timeline
+from dashboard.charts.traffic import lengths, rate
+from dashboard.charts.validation import validation_distributions
 from dashboard.cli import streamlit_command
 from engine.core.config import bounds
 from simulator.scenario import ClusterSpec, SchedulerSettings
@@ -70,7 +75,7 @@ def test_timeline_shades_each_cold_start_and_the_spike():
     scenario.hardware.calibration = "llama-2-7b@A100-80GB-tp1"
     result, error = data.run(scenario)
     assert error is None
-    figure = charts.timeline(result)
+    figure = timeline(result)
     names = {trace.name for trace in figure.data}
     assert {
         "offered",
@@ -115,16 +120,16 @@ def test_other_builders_draw_what_they_are_given():
         for p in ("continuous", "static")
         for x in (1.0, 2.0)
     ]
-    assert len(charts.latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
-    assert len(charts.rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
-    assert len(charts.lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
+    assert len(latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
+    assert len(rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
+    assert len(lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
     curves = data.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
     assert curves["llama-2-7b@A100-80GB-tp1"]["label"] == "fitted"
     assert (
         curves["llama-2-7b@A100-80GB-tp1"]["decode"][1]
         > curves["llama-2-7b@A100-80GB-tp1"]["decode"][0]
     )
-    assert len(charts.step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
+    assert len(step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
     level = {
         "measured": {
             "ttft_p50_s": 0.1,
@@ -139,7 +144,7 @@ def test_other_builders_draw_what_they_are_given():
             "tpot_mean_s": 0.021,
         },
     }
-    figure = charts.validation_distributions(level)
+    figure = validation_distributions(level)
     bars = {(trace.name.split()[0], trace.xaxis): list(trace.y) for trace in figure.data}
     assert bars[("measured", "x")] == [100.0, 120.0, 400.0] and bars[("simulated", "x2")] == [21.0]
     assert bars[("measured", "x3")] == []  # no E2E figures given
@@ -149,7 +154,7 @@ def test_other_builders_draw_what_they_are_given():
     }
     curves = {
         (trace.name.split()[0], trace.xaxis): trace
-        for trace in charts.validation_distributions(level).data
+        for trace in validation_distributions(level).data
     }
     assert list(curves[("measured", "x")].x) == pytest.approx(
         [100.0, 200.0, 300.0]

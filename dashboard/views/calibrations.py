@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, handoff, views
+from dashboard import data, handoff, views
 from dashboard import widgets as w
+from dashboard.charts.calibration import predicted_vs_measured, step_curves
 from simulator.scenario import HardwareChoice
 
 KEY = "calibrations_"
@@ -113,9 +114,7 @@ def _uploaded():
     )
     if points:
         st.plotly_chart(
-            charts.predicted_vs_measured(
-                points, f"{calibration.name}: predicted vs measured step time"
-            ),
+            predicted_vs_measured(points, f"{calibration.name}: predicted vs measured step time"),
             key="calibrations_pvm",
         )
     st.caption(summary)
@@ -176,7 +175,7 @@ def render() -> None:
     if chosen or extra is not None:
         curves = data.step_curves(chosen, CONTEXT_TOKENS, BATCHES, PREFILL_TOKENS, extra)
         st.plotly_chart(
-            charts.step_curves(curves, BATCHES, PREFILL_TOKENS, CONTEXT_TOKENS),
+            step_curves(curves, BATCHES, PREFILL_TOKENS, CONTEXT_TOKENS),
             key="calibrations_curves",
         )
         st.caption("Each line names its calibration and label; dashed lines are `derived`.")

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import data
 from dashboard import widgets as w
+from dashboard.charts.load import latency_vs_load
+from dashboard.charts.style import POLICY_NAMES
 from simulator.scenario import (
     SLO,
     HardwareChoice,
@@ -287,7 +289,7 @@ def render() -> None:
         f"{facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} tokens, max_model_len "
         f"{facts['max_model_len']:,} (what static batching reserves per request)."
     )
-    st.plotly_chart(charts.latency_vs_load(rows, base.slo.ttft_p99_s), key="paged_curves")
+    st.plotly_chart(latency_vs_load(rows, base.slo.ttft_p99_s), key="paged_curves")
     tp, price = base.hardware.tensor_parallel, facts["price_usd_per_gpu_hour"]
     fleet_rows, fleet_cost = [], {"rate": fleet}
     for bound, capacity in (
@@ -298,7 +300,7 @@ def render() -> None:
             gpus = data.gpus_needed(fleet, capacity[p], tp)
             fleet_rows.append(
                 {
-                    "policy": charts.POLICY_NAMES[p],
+                    "policy": POLICY_NAMES[p],
                     "sized by": bound,
                     "req/s per replica": capacity[p],
                     "GPUs": gpus,

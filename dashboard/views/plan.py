@@ -14,8 +14,9 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from dashboard import charts, data, handoff, views
+from dashboard import data, handoff, views
 from dashboard import widgets as w
+from dashboard.charts.pareto import pareto
 from simulator.scenario import SLO, Scenario, SchedulerSettings
 
 KEY = "plan_"
@@ -353,7 +354,7 @@ def render() -> None:
         return
     _recommendation(answer)
     st.plotly_chart(
-        charts.pareto(
+        pareto(
             answer["pareto_points"],
             answer["pareto_front"],
             answer["recommendation"],

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard import data
+from dashboard.charts.timeline import split_lines
 
 
 def _metrics(column, name: str, result) -> None:
@@ -82,4 +83,4 @@ def render() -> None:
         spec.decode_tensor_parallel or tp
     )
     _metrics(two, f"disaggregated {prefill}P{decode}D: {gpus} GPUs", split)
-    st.plotly_chart(charts.split_lines(colocated, split), use_container_width=True)
+    st.plotly_chart(split_lines(colocated, split), use_container_width=True)

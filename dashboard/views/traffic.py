@@ -9,8 +9,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import charts, data, handoff, views
+from dashboard import data, handoff, views
 from dashboard import widgets as w
+from dashboard.charts.traffic import lengths, rate
 from simulator.scenario import Scenario, TrafficSpec
 from traces.arrivals import PoissonArrivals, SpikeArrivals
 
@@ -209,7 +210,7 @@ def render() -> None:
         st.warning("This trace has no requests.")
         return
     st.plotly_chart(
-        charts.rate(
+        rate(
             described["starts"],
             described["rates"],
             stats["window_s"],
@@ -219,7 +220,7 @@ def render() -> None:
         key="traces_chart_rate",
     )
     st.plotly_chart(
-        charts.lengths(described["prompt"], described["output"], described["lognormal"]),
+        lengths(described["prompt"], described["output"], described["lognormal"]),
         key="traces_chart_lengths",
     )
     rows = [

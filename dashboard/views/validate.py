@@ -12,7 +12,9 @@ import json
 
 import streamlit as st
 
-from dashboard import charts, data, jobs
+from dashboard import data, jobs
+from dashboard.charts.calibration import published_scatter
+from dashboard.charts.validation import validation_distributions, validation_errors
 
 KEY = "validate_"
 SHOWN = (
@@ -130,7 +132,7 @@ def _show(result: dict, source: str, key: str) -> None:
             help=f"calibration {_calibrations(result, level)}",
         )
     st.subheader("Error per metric against the live noise floor")
-    st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
+    st.plotly_chart(validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
     st.subheader("Measured and simulated distributions")
     tabs = st.tabs(
         [f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)" for level in levels]
@@ -141,9 +143,7 @@ def _show(result: dict, source: str, key: str) -> None:
                 f"Simulated with calibration {_calibrations(result, level)}. Each distribution drawn by the "
                 "P50, mean and P99 the validation keeps of it."
             )
-            st.plotly_chart(
-                charts.validation_distributions(level), key=f"{KEY}{key}_distributions_{i}"
-            )
+            st.plotly_chart(validation_distributions(level), key=f"{KEY}{key}_distributions_{i}")
             st.dataframe(_level_table(level), hide_index=True, height="content")
 
 
@@ -247,7 +247,7 @@ def _published_section() -> None:
             hide_index=True,
         )
         st.plotly_chart(
-            charts.published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
+            published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
         )
         with st.expander("every row"):
             st.dataframe(

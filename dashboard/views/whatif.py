@@ -10,8 +10,9 @@ from pathlib import Path
 import streamlit as st
 import yaml
 
-from dashboard import charts, data, handoff, views
+from dashboard import data, handoff, views
 from dashboard import widgets as w
+from dashboard.charts.timeline import timeline
 from simulator.scenario import (
     SLO,
     AutoscalerSpec,
@@ -490,7 +491,7 @@ def render() -> None:
         return
     _metrics(result)
     st.caption(_facts(result))
-    st.plotly_chart(charts.timeline(result), key="whatif_timeline")
+    st.plotly_chart(timeline(result), key="whatif_timeline")
     with st.expander("This scenario as YAML (run it with `surgeplan simulate`)"):
         text = yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
         st.code(text, language="yaml")
