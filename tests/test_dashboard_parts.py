@@ -11,13 +11,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from dashboard import data, jobs, views
+from dashboard import jobs, views
 from dashboard.charts.calibration import step_curves
 from dashboard.charts.load import latency_vs_load
 from dashboard.charts.timeline import timeline
 from dashboard.charts.traffic import lengths, rate
 from dashboard.charts.validation import validation_distributions
 from dashboard.cli import streamlit_command
+from dashboard.data import catalogs, scenarios
 from engine.core.config import bounds
 from simulator.scenario import ClusterSpec, SchedulerSettings
 
@@ -71,9 +72,9 @@ def test_field_picks_the_widget_from_the_field_type():
 def test_timeline_shades_each_cold_start_and_the_spike():
     # on the Vidur A100 step model the default was tuned on: with aiconfigurator's (the default since
     # issue 21: 7-16% faster prefill) the two replicas absorb this spike without scaling out
-    scenario = data.default_whatif()
+    scenario = scenarios.default_whatif()
     scenario.hardware.calibration = "llama-2-7b@A100-80GB-tp1"
-    result, error = data.run(scenario)
+    result, error = scenarios.run(scenario)
     assert error is None
     figure = timeline(result)
     names = {trace.name for trace in figure.data}
@@ -102,10 +103,12 @@ def test_fleet_arithmetic():
         {"load_rps": 2.0, "throughput_rps": 1.9, "meets_slo": True},
         {"load_rps": 3.0, "throughput_rps": 2.4, "meets_slo": False},
     ]
-    assert data.capacity_rps(rows, slo_bound=True) == 1.9
-    assert data.capacity_rps(rows, slo_bound=False) == 2.4
-    assert data.capacity_rps(rows[2:], slo_bound=True) is None
-    assert data.gpus_needed(100.0, 2.5, 2) == 80 and data.gpus_needed(100.0, None, 1) is None
+    assert scenarios.capacity_rps(rows, slo_bound=True) == 1.9
+    assert scenarios.capacity_rps(rows, slo_bound=False) == 2.4
+    assert scenarios.capacity_rps(rows[2:], slo_bound=True) is None
+    assert (
+        scenarios.gpus_needed(100.0, 2.5, 2) == 80 and scenarios.gpus_needed(100.0, None, 1) is None
+    )
 
 
 def test_other_builders_draw_what_they_are_given():
@@ -123,7 +126,7 @@ def test_other_builders_draw_what_they_are_given():
     assert len(latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
     assert len(rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
     assert len(lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
-    curves = data.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
+    curves = catalogs.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
     assert curves["llama-2-7b@A100-80GB-tp1"]["label"] == "fitted"
     assert (
         curves["llama-2-7b@A100-80GB-tp1"]["decode"][1]

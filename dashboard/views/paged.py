@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
 from dashboard import widgets as w
 from dashboard.charts.load import latency_vs_load
 from dashboard.charts.style import POLICY_NAMES
+from dashboard.data import catalogs, saved_files, scenarios
 from simulator.scenario import (
     SLO,
     HardwareChoice,
@@ -26,7 +26,7 @@ LEVELS = 6  # load levels per curve, evenly spaced up to the highest load
 
 def _inputs(base: dict) -> tuple[dict, float, float]:
     side = st.sidebar
-    catalog = data.gpus()
+    catalog = catalogs.gpus()
     side.subheader("One replica")
     base["model"]["name"] = w.select(
         ModelChoice,
@@ -35,7 +35,7 @@ def _inputs(base: dict) -> tuple[dict, float, float]:
         KEY + "model",
         "model",
         where=side,
-        options=data.model_names(),
+        options=catalogs.model_names(),
     )
     base["hardware"]["gpu"] = w.select(
         HardwareChoice,
@@ -106,7 +106,7 @@ def _sweep(base, loads: list[float]) -> tuple[list[dict], dict | None, str | Non
     bar = st.progress(0.0, text="Simulating the load sweep…")
     rows, facts = [], None
     for i, (policy, load) in enumerate(points):
-        result, error = data.run(data.policy_point(base, policy, load))
+        result, error = scenarios.run(scenarios.policy_point(base, policy, load))
         if error:
             bar.empty()
             return [], None, error
@@ -123,7 +123,7 @@ def _at(rows: list[dict], policy: str, load: float) -> dict:
 
 def _engine_measured() -> dict | None:
     """The live engine's own CPU benchmark (benchmarks/engine_cpu.py), when its results are present."""
-    bench, _ = data.read_json(data.ENGINE_BENCH_JSON)
+    bench, _ = saved_files.read_json(saved_files.ENGINE_BENCH_JSON)
     if not bench:
         return None
     offline = {row["label"]: row for row in bench.get("offline", [])}
@@ -219,8 +219,8 @@ def render() -> None:
         "against **static batching** that admits a batch together and reserves KV for each request's longest "
         "possible sequence. Both run the engine's own scheduler and block manager."
     )
-    values, highest, fleet = _inputs(data.default_policy_base().model_dump(mode="json"))
-    base, error = data.build_scenario(values)
+    values, highest, fleet = _inputs(scenarios.default_policy_base().model_dump(mode="json"))
+    base, error = scenarios.build_scenario(values)
     if error:
         st.error(f"These inputs do not make a valid scenario: {error}")
         return
@@ -235,8 +235,8 @@ def render() -> None:
     ]
     compare = max(keeping_up) if keeping_up else loads[0]
     cont, static = _at(rows, "continuous", compare), _at(rows, "static", compare)
-    saturation = {p: data.capacity_rps(by_policy[p], slo_bound=False) for p in by_policy}
-    within_slo = {p: data.capacity_rps(by_policy[p], slo_bound=True) for p in by_policy}
+    saturation = {p: scenarios.capacity_rps(by_policy[p], slo_bound=False) for p in by_policy}
+    within_slo = {p: scenarios.capacity_rps(by_policy[p], slo_bound=True) for p in by_policy}
     if not all(saturation.values()):
         st.error(
             "A policy completed no request in the sweep; raise the traffic per point or the highest load."
@@ -297,7 +297,7 @@ def render() -> None:
         (f"within the SLO (P99 TTFT ≤ {base.slo.ttft_p99_s:g} s)", within_slo),
     ):
         for p in by_policy:
-            gpus = data.gpus_needed(fleet, capacity[p], tp)
+            gpus = scenarios.gpus_needed(fleet, capacity[p], tp)
             fleet_rows.append(
                 {
                     "policy": POLICY_NAMES[p],

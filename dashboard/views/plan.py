@@ -14,9 +14,10 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from dashboard import data, handoff, views
+from dashboard import handoff, views
 from dashboard import widgets as w
 from dashboard.charts.pareto import pareto
+from dashboard.data import catalogs, plans, scenarios
 from simulator.scenario import SLO, Scenario, SchedulerSettings
 
 KEY = "plan_"
@@ -35,7 +36,7 @@ def _inputs(scenario: Scenario):
     from simulator.planner.spec import BatchGrid, Candidate, PlanSettings
 
     side = st.sidebar
-    catalog = data.gpus()
+    catalog = catalogs.gpus()
     defaults = PlanSettings()
     side.subheader("Search")
     w.start(KEY + "gpus", [scenario.hardware.gpu] if scenario.hardware.gpu in catalog else [])
@@ -310,7 +311,7 @@ def _per_gpu(answer: dict) -> None:
 def render() -> None:
     st.title("Plan the fleet")
     stored = st.session_state.get(handoff.SCENARIO)
-    scenario = Scenario.model_validate_json(stored) if stored else data.default_whatif()
+    scenario = Scenario.model_validate_json(stored) if stored else scenarios.default_whatif()
     traffic = scenario.traffic
     what = (
         f"the trace {Path(traffic.trace).name}"
@@ -348,7 +349,7 @@ def render() -> None:
         )
         return
     with st.spinner("Searching fleets and batch settings…"):
-        answer, error = data.plan(scenario.model_dump_json(), settings)
+        answer, error = plans.plan(scenario.model_dump_json(), settings)
     if error:
         st.error(error)
         return

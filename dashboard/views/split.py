@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
 from dashboard.charts.timeline import split_lines
+from dashboard.data import scenarios
 
 
 def _metrics(column, name: str, result) -> None:
@@ -33,7 +33,7 @@ def _metrics(column, name: str, result) -> None:
 
 def render() -> None:
     st.title("Co-located vs disaggregated prefill/decode")
-    base = data.default_split()
+    base = scenarios.default_split()
     spec = base.cluster.disaggregation
     st.caption(
         f"{base.model.name} on {base.hardware.gpu}, TP{base.hardware.tensor_parallel}; KV over "
@@ -70,7 +70,7 @@ def render() -> None:
         key="split_duration",
     )
     with st.spinner("simulating both fleets"):
-        colocated, split, error = data.split_pair(
+        colocated, split, error = scenarios.split_pair(
             base, prefill, decode, colocated_replicas, long_rate, cpu_kv_gb, float(duration_s)
         )
     if error:

@@ -10,9 +10,10 @@ from pathlib import Path
 import streamlit as st
 import yaml
 
-from dashboard import data, handoff, views
+from dashboard import handoff, views
 from dashboard import widgets as w
 from dashboard.charts.timeline import timeline
+from dashboard.data import catalogs, scenarios, trace_files
 from simulator.scenario import (
     SLO,
     AutoscalerSpec,
@@ -60,9 +61,9 @@ def _take_offers() -> None:
     offer = handoff.take(handoff.CALIBRATION, "whatif")
     if offer:
         st.session_state[KEY + "calibration"] = offer["path"]
-        if offer["model"] in data.model_names():
+        if offer["model"] in catalogs.model_names():
             st.session_state[KEY + "model"] = offer["model"]
-        if offer.get("gpu") in data.gpus():
+        if offer.get("gpu") in catalogs.gpus():
             st.session_state[KEY + "gpu"] = offer["gpu"]
         st.session_state[KEY + "tp"] = int(offer.get("tensor_parallel") or 1)
 
@@ -80,10 +81,12 @@ def _traffic(side, traffic: dict) -> None:
     spike = traffic["arrivals"]
     if source == SOURCES[1]:
         offered = handoff.offered(handoff.TRACE)
-        files = [str(p) for p in data.shared_traces()] + ([offered["path"]] if offered else [])
+        files = [str(p) for p in trace_files.shared_traces()] + (
+            [offered["path"]] if offered else []
+        )
         if not files:
             side.warning(
-                f"No trace in {data.SHARED_TRACES}: upload one on the Traces page and use it here."
+                f"No trace in {trace_files.SHARED_TRACES}: upload one on the Traces page and use it here."
             )
             return
         traffic["trace"] = w.select(
@@ -189,7 +192,7 @@ def _traffic(side, traffic: dict) -> None:
 def _fleet(side, base: dict) -> None:
     cluster, scaler, hardware = base["cluster"], base["cluster"]["autoscaler"], base["hardware"]
     side.subheader("Fleet")
-    catalog = data.gpus()
+    catalog = catalogs.gpus()
     hardware["gpu"] = w.select(
         HardwareChoice,
         "gpu",
@@ -207,9 +210,9 @@ def _fleet(side, base: dict) -> None:
         KEY + "model",
         "model",
         where=side,
-        options=data.model_names(),
+        options=catalogs.model_names(),
     )
-    profiles = data.engine_profiles()
+    profiles = catalogs.engine_profiles()
     base["engine_profile"] = w.select(
         Scenario,
         "engine_profile",
@@ -331,7 +334,7 @@ def _engine_and_slo(side, base: dict) -> None:
             step=0.01,
             fmt="%.3f",
         )
-        gpu = data.gpus().get(base["hardware"]["gpu"])
+        gpu = catalogs.gpus().get(base["hardware"]["gpu"])
         base["prices"]["gpu_usd_per_hour"] = w.number(
             Prices,
             "gpu_usd_per_hour",
@@ -472,8 +475,8 @@ def _describe(scenario, values: dict) -> tuple[str, str]:
 
 
 def render() -> None:
-    values = _inputs(data.default_whatif().model_dump(mode="json"))
-    scenario, error = data.build_scenario(values)
+    values = _inputs(scenarios.default_whatif().model_dump(mode="json"))
+    scenario, error = scenarios.build_scenario(values)
     if error:
         st.title("What if traffic spikes?")
         st.error(f"These inputs do not make a valid scenario: {error}")
@@ -485,7 +488,7 @@ def render() -> None:
     )  # the Plan page plans for this traffic
     st.caption(line)
     with st.spinner("Simulating the cluster…"):
-        result, error = data.run(scenario)
+        result, error = scenarios.run(scenario)
     if error:
         st.error(error)
         return
