@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel, predicted_vs_measured
 from simulator.calibration.schema import Calibration, shipped_calibration_paths
-from simulator.hardware import HardwareSpec, load_catalog
+from simulator.hardware.catalog import load_catalog
+from simulator.hardware.spec import HardwareSpec
 
 
 @st.cache_data(show_spinner=False)

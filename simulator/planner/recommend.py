@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 from simulator.planner import comparisons
 from simulator.planner.assemble import assemble, explain_failure
