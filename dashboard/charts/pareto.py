@@ -6,12 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from dashboard.charts.style import COLORS, SERIES, styled
+from simulator.planner.report import Recommendation
 
 
 def pareto(
     points: list[dict],
     front: list[dict],
-    recommendation: dict,
+    recommendation: Recommendation,
     slo_ttft_s: float,
     height: int = 440,
 ) -> go.Figure:
@@ -49,14 +50,14 @@ def pareto(
             name="Pareto front",
             line={"dash": "dot", "color": COLORS["offered"]},
         )
-    if recommendation.get("ttft_p99_s") is not None:
+    if recommendation.ttft_p99_s is not None:
         figure.add_scatter(
-            x=[recommendation["cost_per_hour_usd"]],
-            y=[recommendation["ttft_p99_s"]],
+            x=[recommendation.cost_per_hour_usd],
+            y=[recommendation.ttft_p99_s],
             mode="markers+text",
             name="recommendation",
             textposition="top center",
-            text=[f"{recommendation['replicas']} × {recommendation['gpu']}"],
+            text=[f"{recommendation.replicas} × {recommendation.gpu}"],
             marker={
                 "symbol": "star",
                 "size": 20,

@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 
 import streamlit as st
 from pydantic import ValidationError
 
 from dashboard.data.scenarios import explain
+from simulator.planner.report import PlanReport
 from simulator.scenario import Scenario
+
+
+@dataclass
+class PlanAnswer:
+    """What the Plan page shows: the planner's report, the ledger's full-fleet points with their
+    cost/P99 Pareto front, and the ledger as CSV (`ledger_rows` rows)."""
+
+    report: PlanReport
+    pareto_points: list[dict]
+    pareto_front: list[dict]
+    ledger_csv: str
+    ledger_rows: int
 
 
 @st.cache_resource(show_spinner=False)
@@ -22,8 +36,8 @@ def _plan_outcomes():
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def plan(scenario_json: str, settings: dict) -> tuple[dict | None, str | None]:
-    """(the planner's JSON answer with its Pareto points and the ledger as CSV, None) or (None, the
+def plan(scenario_json: str, settings: dict) -> tuple[PlanAnswer | None, str | None]:
+    """(the planner's report with its Pareto points and the ledger as CSV, None) or (None, the
     planner's explanation: no fleet in range meets the SLO, the model fits no GPU, ...)."""
     from simulator.planner import PlanSettings
     from simulator.planner import plan as run_plan
@@ -47,10 +61,10 @@ def plan(scenario_json: str, settings: dict) -> tuple[dict | None, str | None]:
     writer = csv.DictWriter(text, fieldnames=list(COLUMNS), extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result.ledger.rows)
-    return {
-        **result.data,
-        "pareto_points": points,
-        "pareto_front": pareto_front(points),
-        "ledger_csv": text.getvalue(),
-        "ledger_rows": len(result.ledger.rows),
-    }, None
+    return PlanAnswer(
+        report=result.report,
+        pareto_points=points,
+        pareto_front=pareto_front(points),
+        ledger_csv=text.getvalue(),
+        ledger_rows=len(result.ledger.rows),
+    ), None
