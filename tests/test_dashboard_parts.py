@@ -5,6 +5,7 @@ the page table; the `surgeplan dashboard` command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -19,8 +20,10 @@ from dashboard.charts.traffic import lengths, rate
 from dashboard.charts.validation import validation_distributions
 from dashboard.cli import streamlit_command
 from dashboard.data import catalogs, scenarios
+from dashboard.data.scenarios import LoadPoint
 from engine.core.config import bounds
 from simulator.scenario import ClusterSpec, SchedulerSettings
+from simulator.summary import SimSummary
 
 
 def test_widgets_take_bounds_help_and_choices_from_the_fields():
@@ -97,11 +100,19 @@ def test_timeline_shades_each_cold_start_and_the_spike():
     assert not result.records  # per-request records are dropped from the cache
 
 
+def _summary(**figures) -> SimSummary:
+    """A simulation summary holding `figures` (every other figure 0)."""
+    required = {
+        f.name: 0 for f in dataclasses.fields(SimSummary) if f.default is dataclasses.MISSING
+    }
+    return SimSummary(**(required | figures))
+
+
 def test_fleet_arithmetic():
     rows = [
-        {"load_rps": 1.0, "throughput_rps": 0.98, "meets_slo": True},
-        {"load_rps": 2.0, "throughput_rps": 1.9, "meets_slo": True},
-        {"load_rps": 3.0, "throughput_rps": 2.4, "meets_slo": False},
+        LoadPoint("continuous", 1.0, _summary(throughput_rps=0.98, meets_slo=True)),
+        LoadPoint("continuous", 2.0, _summary(throughput_rps=1.9, meets_slo=True)),
+        LoadPoint("continuous", 3.0, _summary(throughput_rps=2.4, meets_slo=False)),
     ]
     assert scenarios.capacity_rps(rows, slo_bound=True) == 1.9
     assert scenarios.capacity_rps(rows, slo_bound=False) == 2.4
@@ -113,13 +124,7 @@ def test_fleet_arithmetic():
 
 def test_other_builders_draw_what_they_are_given():
     rows = [
-        {
-            "policy": p,
-            "load_rps": x,
-            "e2e_mean_s": 1.0 + x,
-            "ttft_p99_s": 0.1 * x,
-            "throughput_rps": x,
-        }
+        LoadPoint(p, x, _summary(e2e_mean_s=1.0 + x, ttft_p99_s=0.1 * x, throughput_rps=x))
         for p in ("continuous", "static")
         for x in (1.0, 2.0)
     ]

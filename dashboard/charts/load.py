@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.charts.style import COLORS, POLICY_NAMES, styled
 
+if TYPE_CHECKING:
+    from dashboard.data.scenarios import LoadPoint
 
-def latency_vs_load(rows: list[dict], slo_ttft_s: float, height: int = 420) -> go.Figure:
+
+def latency_vs_load(rows: list[LoadPoint], slo_ttft_s: float, height: int = 420) -> go.Figure:
     """Mean latency, P99 TTFT and throughput against offered load, one line per policy."""
     figure = make_subplots(
         rows=1,
@@ -21,17 +26,15 @@ def latency_vs_load(rows: list[dict], slo_ttft_s: float, height: int = 420) -> g
         ),
     )
     for policy in ("continuous", "static"):
-        points = sorted(
-            (row for row in rows if row["policy"] == policy), key=lambda row: row["load_rps"]
-        )
+        points = sorted((row for row in rows if row.policy == policy), key=lambda row: row.load_rps)
         if not points:
             continue
-        x = [row["load_rps"] for row in points]
+        x = [row.load_rps for row in points]
         style = {"color": COLORS[policy], "width": 2.5}
         for col, key in enumerate(("e2e_mean_s", "ttft_p99_s", "throughput_rps"), start=1):
             figure.add_scatter(
                 x=x,
-                y=[row[key] for row in points],
+                y=[getattr(row.summary, key) for row in points],
                 name=POLICY_NAMES[policy],
                 line=style,
                 mode="lines+markers",
@@ -40,7 +43,7 @@ def latency_vs_load(rows: list[dict], slo_ttft_s: float, height: int = 420) -> g
                 row=1,
                 col=col,
             )
-    top = max((row["load_rps"] for row in rows), default=1.0)
+    top = max((row.load_rps for row in rows), default=1.0)
     figure.add_scatter(
         x=[0, top],
         y=[0, top],

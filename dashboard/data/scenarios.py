@@ -15,6 +15,7 @@ from dashboard.data.saved_files import ROOT
 from simulator.result import SimResult
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
+from simulator.summary import SimSummary
 
 # The What-if page's opening scenario: the article's 10x spike on a small chat fleet, sized so that a
 # re-render (one simulation of ~1,500 requests) stays within about a second of CPU.
@@ -113,13 +114,26 @@ def policy_point(base: Scenario, policy: str, rate_per_s: float) -> Scenario:
     return Scenario.model_validate(data)
 
 
-def capacity_rps(rows: list[dict], slo_bound: bool) -> float | None:
+@dataclasses.dataclass(frozen=True)
+class LoadPoint:
+    """One point of a load sweep: `policy` at `load_rps` offered, and what its simulation found."""
+
+    policy: str
+    load_rps: float
+    summary: SimSummary
+
+
+def capacity_rps(points: list[LoadPoint], slo_bound: bool) -> float | None:
     """A replica's capacity from a load sweep (requests completed per second): at the highest offered
     load that met the SLO (`slo_bound`), or the most it completed at any load (saturation)."""
     if slo_bound:
-        met = [row for row in rows if row["meets_slo"]]
-        return max(met, key=lambda row: row["load_rps"])["throughput_rps"] or None if met else None
-    return max((row["throughput_rps"] for row in rows), default=None) or None
+        met = [point for point in points if point.summary.meets_slo]
+        return (
+            max(met, key=lambda point: point.load_rps).summary.throughput_rps or None
+            if met
+            else None
+        )
+    return max((point.summary.throughput_rps for point in points), default=None) or None
 
 
 def gpus_needed(target_rps: float, capacity: float | None, tensor_parallel: int) -> int | None:

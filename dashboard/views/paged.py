@@ -11,6 +11,7 @@ from dashboard import widgets as w
 from dashboard.charts.load import latency_vs_load
 from dashboard.charts.style import POLICY_NAMES
 from dashboard.data import catalogs, saved_files, scenarios
+from dashboard.data.scenarios import LoadPoint
 from simulator.scenario import (
     SLO,
     HardwareChoice,
@@ -18,6 +19,7 @@ from simulator.scenario import (
     SchedulerSettings,
     TrafficSpec,
 )
+from simulator.summary import SimSummary
 from traces.arrivals import PoissonArrivals
 
 KEY = "paged_"
@@ -101,7 +103,7 @@ def _inputs(base: dict) -> tuple[dict, float, float]:
     return base, highest, fleet
 
 
-def _sweep(base, loads: list[float]) -> tuple[list[dict], dict | None, str | None]:
+def _sweep(base, loads: list[float]) -> tuple[list[LoadPoint], dict | None, str | None]:
     points = [(policy, load) for policy in ("continuous", "static") for load in loads]
     bar = st.progress(0.0, text="Simulating the load sweep…")
     rows, facts = [], None
@@ -111,14 +113,14 @@ def _sweep(base, loads: list[float]) -> tuple[list[dict], dict | None, str | Non
             bar.empty()
             return [], None, error
         facts = result.facts
-        rows.append({"policy": policy, "load_rps": load, **result.summary.as_dict()})
+        rows.append(LoadPoint(policy, load, result.summary))
         bar.progress((i + 1) / len(points), text=f"Simulated {policy} at {load:g} requests/s")
     bar.empty()
     return rows, facts, None
 
 
-def _at(rows: list[dict], policy: str, load: float) -> dict:
-    return next(row for row in rows if row["policy"] == policy and row["load_rps"] == load)
+def _at(rows: list[LoadPoint], policy: str, load: float) -> SimSummary:
+    return next(row for row in rows if row.policy == policy and row.load_rps == load).summary
 
 
 def _engine_measured() -> dict | None:
@@ -148,18 +150,18 @@ def _engine_measured() -> dict | None:
     }
 
 
-def _spread(row: dict) -> float | None:
+def _spread(summary: SimSummary) -> float | None:
     """TTFT variability: P99 over P50 time to first token."""
     return (
-        row["ttft_p99_s"] / row["ttft_p50_s"]
-        if row.get("ttft_p50_s") and row.get("ttft_p99_s")
+        summary.ttft_p99_s / summary.ttft_p50_s
+        if summary.ttft_p50_s and summary.ttft_p99_s
         else None
     )
 
 
 def _claims(
-    cont: dict,
-    static: dict,
+    cont: SimSummary,
+    static: SimSummary,
     compare_load: float,
     throughput_ratio: float,
     per_100: int,
@@ -174,7 +176,7 @@ def _claims(
     lat_m = ", ".join(f"{ratio:.2f}x at {load}" for load, ratio in m.get("latency", [])) or "—"
     thr_m = f"{m['throughput']:.2f}x output tokens/s" if m else "—"
     spread_text = "; ".join(
-        f"{name} {row['ttft_p50_s']:.2f}–{row['ttft_p99_s']:.2f} s ({_spread(row):.1f}x)"
+        f"{name} {row.ttft_p50_s:.2f}–{row.ttft_p99_s:.2f} s ({_spread(row):.1f}x)"
         if _spread(row)
         else f"{name} n/a"
         for name, row in (("continuous", cont), ("static", static))
@@ -190,16 +192,16 @@ def _claims(
             "| --- | --- | --- | --- |",
             (
                 f"| KV cache holding tokens, paged vs reserved | near-full vs mostly wasted (vLLM paper: under 4% waste; "
-                f"20–38% used by earlier servers) | {cont['kv_utilization']:.0%} vs {static['kv_utilization']:.0%} "
+                f"20–38% used by earlier servers) | {cont.kv_utilization:.0%} vs {static.kv_utilization:.0%} "
                 f"| {kv_m} |"
             ),
             (
-                f"| mean latency, continuous / static | about 50% lower | {cont['e2e_mean_s'] / static['e2e_mean_s']:.2f}x "
+                f"| mean latency, continuous / static | about 50% lower | {cont.e2e_mean_s / static.e2e_mean_s:.2f}x "
                 f"{at} | {lat_m} |"
             ),
             (
                 f"| P99 latency, continuous / static | lower: no request waits for a whole batch | "
-                f"{cont['e2e_p99_s'] / static['e2e_p99_s']:.2f}x {at} | — |"
+                f"{cont.e2e_p99_s / static.e2e_p99_s:.2f}x {at} | — |"
             ),
             f"| throughput, continuous / static | 2–4x | {throughput_ratio:.2f}x requests/s at saturation | {thr_m} |",
             (
@@ -229,10 +231,8 @@ def render() -> None:
     if error:
         st.error(error)
         return
-    by_policy = {p: [row for row in rows if row["policy"] == p] for p in ("continuous", "static")}
-    keeping_up = [
-        load for load in loads if _at(rows, "static", load)["throughput_rps"] >= 0.9 * load
-    ]
+    by_policy = {p: [row for row in rows if row.policy == p] for p in ("continuous", "static")}
+    keeping_up = [load for load in loads if _at(rows, "static", load).throughput_rps >= 0.9 * load]
     compare = max(keeping_up) if keeping_up else loads[0]
     cont, static = _at(rows, "continuous", compare), _at(rows, "static", compare)
     saturation = {p: scenarios.capacity_rps(by_policy[p], slo_bound=False) for p in by_policy}
@@ -244,8 +244,8 @@ def render() -> None:
         return
     throughput_ratio = saturation["continuous"] / saturation["static"]
     per_100 = int(-(-100 * saturation["static"] // saturation["continuous"]))
-    kv = (cont["kv_utilization"], static["kv_utilization"])
-    latency_ratio = cont["e2e_mean_s"] / static["e2e_mean_s"]
+    kv = (cont.kv_utilization, static.kv_utilization)
+    latency_ratio = cont.e2e_mean_s / static.e2e_mean_s
     columns = st.columns(4)
     columns[0].metric(
         "KV cache holding tokens",

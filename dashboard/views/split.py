@@ -13,22 +13,22 @@ def _metrics(column, name: str, result) -> None:
     summary = result.summary
     column.subheader(name)
     column.metric(
-        "P99 TTFT", f"{summary['ttft_p99_s']:.2f} s" if summary["ttft_p99_s"] is not None else "n/a"
+        "P99 TTFT", f"{summary.ttft_p99_s:.2f} s" if summary.ttft_p99_s is not None else "n/a"
     )
     column.metric(
         "P99 TPOT",
-        f"{summary['tpot_p99_s'] * 1000:.0f} ms" if summary["tpot_p99_s"] is not None else "n/a",
+        f"{summary.tpot_p99_s * 1000:.0f} ms" if summary.tpot_p99_s is not None else "n/a",
     )
-    column.metric("GPU-hours", f"{summary['gpu_hours']:.2f}")
-    column.metric("cost per request", f"${summary['cost_per_request_usd'] or 0:.4f}")
-    column.metric("SLO", "met" if summary["meets_slo"] else "missed")
-    if summary.get("kv_transfer_p99_s") is not None:
+    column.metric("GPU-hours", f"{summary.gpu_hours:.2f}")
+    column.metric("cost per request", f"${summary.cost_per_request_usd or 0:.4f}")
+    column.metric("SLO", "met" if summary.meets_slo else "missed")
+    if summary.kv_transfer_p99_s is not None:
         column.caption(
-            f"KV moved: {summary['kv_transfer_bytes'] / 1e9:,.1f} GB, P99 transfer "
-            f"{summary['kv_transfer_p99_s'] * 1000:.1f} ms"
+            f"KV moved: {summary.kv_transfer_bytes / 1e9:,.1f} GB, P99 transfer "
+            f"{summary.kv_transfer_p99_s * 1000:.1f} ms"
         )
-    if summary.get("prefix_hit_rate_cpu"):
-        column.caption(f"host KV tier hit rate {summary['prefix_hit_rate_cpu']:.1%}")
+    if summary.prefix_hit_rate_cpu:
+        column.caption(f"host KV tier hit rate {summary.prefix_hit_rate_cpu:.1%}")
 
 
 def render() -> None:
