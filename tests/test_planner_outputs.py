@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.shipped import calibration_for
-from simulator.planner.claims import interval, verdict
-from simulator.planner.claims_base import reason
+from simulator.planner.claims_base import interval, reason, verdict
 from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front

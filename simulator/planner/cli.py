@@ -242,7 +242,8 @@ def claims_command(
 ) -> None:
     """The source article's claims (KV use, latency, throughput, low load, spike, fleet, long context, tenant
     quotas), simulated, with chosen points confirmed on the live engine."""
-    from simulator.planner.claims import run_claims, write_claims
+    from simulator.planner.claims import run_claims
+    from simulator.planner.claims_page import write_claims
 
     report = run_claims(
         repeats=repeats,
