@@ -330,11 +330,11 @@ def test_planner_answer_follows_the_engine_profile():
             quick_settings(),
             workers=1,
             progress=False,
-        ).data["recommendation"]
+        ).report.recommendation
         for name in ("vllm-v0", "trtllm")
     }
     v0, trt = answers["vllm-v0"], answers["trtllm"]
-    assert v0["calibration"]["engine_profile"] == "vllm-v0"
-    assert trt["calibration"]["engine_profile"] == "trtllm"
-    assert v0["tpot_p99_s"] > 1.5 * trt["tpot_p99_s"]
-    assert v0["replicas"] >= trt["replicas"]
+    assert v0.calibration["engine_profile"] == "vllm-v0"
+    assert trt.calibration["engine_profile"] == "trtllm"
+    assert v0.tpot_p99_s > 1.5 * trt.tpot_p99_s
+    assert v0.replicas >= trt.replicas
