@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import ProfiledCostModel
+from simulator.calibration.engine_profile import ProfiledCostModel, calibration_table
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration
 from simulator.calibration.shipped import calibration_for
@@ -97,6 +97,7 @@ def _pool_config(
             base.cost_model.stated_profile,
             base.cost_model.scale,
             calibration_backend=calibration.provenance.backend,
+            calibration_table=calibration_table(calibration),
         )
     costs = None
     if cache_config.num_cpu_kv_blocks:

@@ -26,6 +26,7 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     ProfiledCostModel,
+    calibration_table,
     default_profile_name,
     load_profile,
 )
@@ -185,6 +186,7 @@ def build_cluster(
         profile,
         step_scale,
         calibration_backend=calibration.provenance.backend,
+        calibration_table=calibration_table(calibration),
     )
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration, Label
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -95,6 +96,13 @@ class EngineProfile(_Strict):
         "(memory-bound, compute-bound, latency floors): a stack may stream KV and weights at a "
         "different share of peak bandwidth than it reaches of peak FLOPs (1 where absent)",
     )
+    kernel_era_scales: dict[str, float] = Field(
+        {},
+        description="per GPU: this stack's linear-layer time over its own backend's kernel tables "
+        "(a stack older than the tables runs older GEMMs; see `kernel_era`); applied only to "
+        "calibrations of this backend's tables (a backend version named), 1 where absent",
+    )
+    kernel_era_source: str = "none: the tables' linear-layer time as it is"
     errors: list[ProfileError] = []
 
     def scales_kernels_of(self, calibration_backend: str | None) -> bool:
@@ -182,6 +190,14 @@ def _scaled_by_bound(fit, scales: dict[str, float]):
     return fit.model_copy(update={"terms": terms})
 
 
+def calibration_table(calibration: Calibration) -> tuple[str, str | None]:
+    """(GPU, kernel-table version) of a calibration: what `ProfiledCostModel` weighs the era by."""
+    return (
+        calibration.device.hardware or calibration.device.name,
+        calibration.provenance.backend_version,
+    )
+
+
 def profile_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.json"))
 
@@ -220,7 +236,9 @@ class ProfiledCostModel:
         profile: EngineProfile,
         scale: float = 1.0,
         calibration_backend: str | None = None,
+        calibration_table: tuple[str, str | None] | None = None,
     ):
+        """`calibration_table`: (GPU, backend version) of the calibration, for the era scale."""
         if not scale > 0:
             raise ValueError(
                 f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
@@ -229,6 +247,10 @@ class ProfiledCostModel:
         if not profile.scales_kernels_of(calibration_backend):
             # the calibration measured this stack's own kernels: its time as it is
             profile = profile.model_copy(update={"kernel_scale": 1.0, "kernel_scale_by_bound": {}})
+            gpu_name, version = calibration_table or (None, None)
+            era = profile.kernel_era_scales.get(gpu_name or "", 1.0)
+            if version is not None and era != 1.0 and hasattr(gpu, "fit"):
+                gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
         elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
             gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu

@@ -26,6 +26,8 @@ from simulator.calibration.engine_profile import (
     ProfileError,
     load_profile,
 )
+from simulator.calibration.kernel_era import era_factor, era_source
+from simulator.calibration.shipped import load_all_shipped
 from traces import Trace
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
@@ -238,7 +240,7 @@ def fit_profile(
             f"published set {data['name']!r} has no fit runs (held out only: an independent check); "
             "expected a set with runs split 'fit' to fit a profile on"
         )
-    base = load_profile(data["engine_profile"])
+    base = with_era_scales(load_profile(data["engine_profile"]))
     fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
     by_bound = base.kernel_scale_by_bound
     values = {term.feature: term.seconds_per_unit for term in base.terms} | {
@@ -310,6 +312,23 @@ def fit_profile(
     if write:
         fitted.save(PROFILES_DIR / f"{fitted.name}.json")
     return fitted, rows
+
+
+def with_era_scales(profile: EngineProfile) -> EngineProfile:
+    """The profile with its per-GPU era scales (`kernel_era`) derived afresh from the shipped
+    calibrations, for the GPUs it already names (a profile naming none is left as it is)."""
+    if not profile.kernel_era_scales:
+        return profile
+    calibrations = load_all_shipped()
+    backend = profile.kernel_backend or "vllm"
+    scales = {gpu: era_factor(calibrations, gpu, backend) for gpu in profile.kernel_era_scales}
+    sources = [f"{gpu}: {era_source(calibrations, gpu, backend)}" for gpu in scales]
+    return profile.model_copy(
+        update={
+            "kernel_era_scales": {gpu: round(s, 4) for gpu, s in scales.items() if s},
+            "kernel_era_source": "; ".join(sources),
+        }
+    )
 
 
 def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> EngineProfile:
