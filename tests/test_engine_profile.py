@@ -9,6 +9,7 @@ from sim_helpers import cluster_config, cost_model
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,
@@ -17,6 +18,7 @@ from simulator.calibration.engine_profile import (
     load_profile,
     profile_names,
 )
+from simulator.calibration.kernel_era import era_factor
 from simulator.calibration.schema import load_shipped
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
@@ -338,3 +340,27 @@ def test_planner_answer_follows_the_engine_profile():
     assert trt.calibration["engine_profile"] == "trtllm"
     assert v0.tpot_p99_s > 1.5 * trt.tpot_p99_s
     assert v0.replicas >= trt.replicas
+
+
+def test_kernel_era_scales_only_the_linear_layers_of_kernel_tables():
+    """An older stack's linear layers over its own backend's kernel tables (derived from Vidur's
+    2024 profiles and aiconfigurator's tables on the same layer shapes): applied to a calibration
+    of those tables (a backend version named), on that GPU, to the linear-layer terms only."""
+    calibrations = [load_shipped(name) for name in ("llama-2-7b@H100-80GB-tp1",)]
+    calibrations.append(load_shipped("llama-2-7b@H100-80GB-tp1-aic-vllm"))
+    factor = era_factor(calibrations, "H100-80GB")
+    assert factor is not None and 1.05 < factor < 1.4
+    assert era_factor(calibrations, "A100-80GB") is None  # no pair on that GPU
+
+    table = calibrations[1]
+    gpu = CostModel.from_calibration(table)
+    profile = _profile(0.0, step_s=0.0, sequence_s=0.0).model_copy(
+        update={"kernel_backend": "vllm", "kernel_era_scales": {"H100-80GB": 1.5}}
+    )
+    shape = StepShape(decode_context_lens=(512,) * 8)
+    linear = sum(s for name, s in gpu.explain(shape).items() if name.startswith("linear layers"))
+    scaled = ProfiledCostModel(gpu, profile, 1.0, "vllm", ("H100-80GB", "0.24.0"))
+    assert scaled.step_time(shape) == pytest.approx(gpu.step_time(shape) + 0.5 * linear)
+    for where in (("A100-80GB", "0.24.0"), ("H100-80GB", None)):  # other GPU; not a table
+        same = ProfiledCostModel(gpu, profile, calibration_backend="vllm", calibration_table=where)
+        assert same.step_time(shape) == pytest.approx(gpu.step_time(shape))
