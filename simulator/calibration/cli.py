@@ -184,6 +184,16 @@ def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         "fitted" if fitted else "derived",
         profile.kernel_scale_source,
     )
+    if profile.kernel_era_scales:
+        era = profile.kernel_era_scales.get(gpu or "")
+        table.add_row(
+            "linear layers vs its own backend's kernel tables (an older stack's GEMMs)",
+            f"x{era:.3f} on {gpu}"
+            if era
+            else ", ".join(f"{name} x{v:.3f}" for name, v in profile.kernel_era_scales.items()),
+            "derived",
+            profile.kernel_era_source,
+        )
     _out(table)
     if profile.errors:
         errors = Table(
