@@ -18,7 +18,7 @@ from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
-from simulator.hardware import HardwareSpec
+from simulator.hardware.spec import HardwareSpec
 from simulator.kv_tiers import host_tier_costs, kv_bytes_per_token
 from simulator.links import get_link
 from simulator.model_spec import ModelSpec, kv_blocks_available

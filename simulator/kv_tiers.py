@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.hardware import HardwareSpec
+from simulator.hardware.spec import HardwareSpec
 from simulator.links import LinkSpec, get_link
 from simulator.model_spec import ModelSpec
 

@@ -36,7 +36,7 @@ from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize

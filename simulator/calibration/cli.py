@@ -421,7 +421,7 @@ def roofline(
 ) -> None:
     """A `derived` roofline calibration for any catalog GPU and preset."""
     from simulator.calibration.roofline import roofline_calibration
-    from simulator.hardware import get_hardware
+    from simulator.hardware.catalog import get_hardware
     from simulator.model_spec import ModelSpec
 
     calibration = roofline_calibration(

@@ -136,15 +136,15 @@ def plan_split(
             summary = simulate(layout_scenario(scenario, layout, link)).summary
             cache[layout] = outcome = Outcome(
                 layout,
-                bool(summary["meets_slo"]),
+                bool(summary.meets_slo),
                 layout.gpus,
-                summary["cost_usd"],
-                summary["cost_per_request_usd"],
-                summary["ttft_p99_s"],
-                summary["tpot_p99_s"],
-                summary["slo_attainment"],
-                summary.get("kv_transfer_p99_s"),
-                summary.get("prefix_hit_rate_cpu", 0.0),
+                summary.cost_usd,
+                summary.cost_per_request_usd,
+                summary.ttft_p99_s,
+                summary.tpot_p99_s,
+                summary.slo_attainment,
+                summary.kv_transfer_p99_s,
+                summary.prefix_hit_rate_cpu,
             )
             plan.outcomes.append(outcome)
             if progress is not None:
