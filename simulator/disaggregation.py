@@ -19,7 +19,7 @@ from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
 from simulator.hardware.spec import HardwareSpec
-from simulator.kv_tiers import host_tier_costs
+from simulator.kv_tiers import host_tier_costs, kv_bytes_per_token
 from simulator.links import get_link
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.scenario import Scenario
@@ -102,7 +102,13 @@ def _pool_config(
     costs = None
     if cache_config.num_cpu_kv_blocks:
         costs = host_tier_costs(
-            model, gpu, tp, gpu_model, settings.block_size, scheduler_config.max_num_batched_tokens
+            model,
+            gpu,
+            tp,
+            gpu_model,
+            settings.block_size,
+            scheduler_config.max_num_batched_tokens,
+            settings.kv_cache_dtype,
         )
     config = PoolConfig(
         name=role,
@@ -138,6 +144,9 @@ def build_disaggregated(
         scenario, base, model, gpu, calibration, "decode", need_tokens
     )
     link = get_link(spec.link)
+    # what moves: every layer's K and V of a token, in the cache's dtype (fp8 / int8 halve bf16's bytes;
+    # per-tensor or per-block scales are a few bytes per block and left out)
+    kv_bytes = kv_bytes_per_token(model, scenario.scheduler.kv_cache_dtype)
     config = base.__class__(
         **{**base.__dict__, "initial_replicas": 0, "scrape_interval_s": _scrape(spec)}
     )
@@ -146,7 +155,7 @@ def build_disaggregated(
         prefill,
         decode,
         link,
-        model.kv_bytes_per_token,
+        kv_bytes,
         trace.arrival_s.tolist(),
         trace.prompt_tokens.tolist(),
         trace.output_tokens.tolist(),
@@ -165,7 +174,8 @@ def build_disaggregated(
             "link_latency_s": link.latency_s,
             "link_source": link.source,
             "link_label": link.label,
-            "kv_bytes_per_token": model.kv_bytes_per_token,
+            "kv_bytes_per_token": kv_bytes,
+            "kv_cache_dtype": scenario.scheduler.kv_cache_dtype,
             **{
                 f"{pool.name}_{key}": value
                 for pool in (prefill, decode)

@@ -294,6 +294,7 @@ class SchedulerSettings(_Strict):
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
+    mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
     max_model_len: int | None = setting(
         SchedulerConfig,
         "max_model_len",

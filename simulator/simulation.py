@@ -205,7 +205,7 @@ def build_cluster(
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
     cpu_blocks = (
-        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size)
+        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size, settings.kv_cache_dtype)
         if settings.cpu_kv_gb
         else 0
     )
@@ -267,6 +267,7 @@ def build_cluster(
             CostModel.from_calibration(calibration),
             settings.block_size,
             settings.max_num_batched_tokens,
+            settings.kv_cache_dtype,
         )
         if cpu_blocks
         else None,

@@ -108,6 +108,13 @@ class SchedulerConfig(BaseModel):
     batch_target_tpot_s: float = Field(
         0.1, gt=0, description="the slo batch controller's target time per output token, seconds"
     )
+    mixed_steps: bool = Field(
+        True,
+        description="True: a step decodes the running requests and prefills waiting ones together "
+        "(vLLM v1, Sarathi-Serve); False: vLLM v0's default scheduler, the co-located baseline of "
+        "DistServe and Splitwise: while prompts wait and fit, a step prefills only them (whole "
+        "prompts, they go first) and every running decode waits for it; otherwise a step only decodes",
+    )
     role: Role = Field(
         "both",
         description="both: prefill and decode here (co-located); prefill: run each "
@@ -121,6 +128,11 @@ class SchedulerConfig(BaseModel):
             raise ValueError(
                 f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
                 "policy cannot hand requests over"
+            )
+        if not self.mixed_steps and (self.policy != "continuous" or self.role != "both"):
+            raise ValueError(
+                f"mixed_steps=False needs policy='continuous' and role='both' (got {self.policy!r}, "
+                f"{self.role!r}); it is a co-located continuous-batching schedule"
             )
         return self
 
