@@ -21,6 +21,7 @@ from engine.core.config import (
     BatchController,
     CacheConfig,
     KVCacheDtype,
+    MetricsConfig,
     Policy,
     SchedulerConfig,
     StaticReserve,
@@ -157,6 +158,15 @@ class HardwareChoice(_Strict):
 
 class RouterSpec(_Strict):
     policy: RouterPolicy = Field("least_outstanding", description="how a request picks its replica")
+    staleness_s: float = setting(
+        MetricsConfig,
+        "metrics_interval_s",
+        description="how old the replica state the router reads may be (default: the engine's "
+        "metrics interval): the router sees each replica's load as of its last scrape, plus the "
+        "requests it sent since. Above 0 the replicas advance in parallel between scrapes "
+        "(simulator.cluster.parallel); 0: every request reads the live state (the exact sequential "
+        "simulation)",
+    )
 
 
 class ColdStart(_Strict):
