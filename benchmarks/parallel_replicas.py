@@ -10,9 +10,9 @@ every request's TTFT, end-to-end time and preemptions). CPU s counts the worker 
 
 Spread table (`--seeds N`): for each of N seeds, the staleness-0 and default-staleness runs of a smaller
 fleet (`--spread-rate`, `--spread-replicas`, `--spread-duration-s`); the answer's figures (P50/P99 TTFT,
-P99 TPOT, SLO attainment), their spread over seeds (max - min of the staleness-0 runs) and the largest
-move between the two runs of one seed. The stale router is within the seeds' spread when the move is
-smaller.
+P99 TPOT, SLO attainment), their spread over seeds (max - min of the staleness-0 runs), and per
+staleness (the default and `--staleness-s`) the largest move from the exact run of the same seed and
+the mean shift. The stale router is within the seeds' spread when the move is no larger.
 
     .venv/bin/python benchmarks/parallel_replicas.py --duration-s 60 --workers 2 --seeds 5 --ray
 """
@@ -100,7 +100,7 @@ def speed_rows(args) -> list[tuple[str, dict]]:
 def spread_rows(args) -> list[dict]:
     rows = []
     for seed in range(args.seeds):
-        for staleness in (0.0, None):
+        for staleness in (0.0, None, *args.staleness_s):
             scenario = fleet(
                 args.spread_rate, args.spread_duration_s, args.spread_replicas, staleness, seed
             )
@@ -121,9 +121,16 @@ def main() -> None:
     parser.add_argument("--skip-sequential", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--seeds", type=int, default=0, help="spread table over this many seeds")
-    parser.add_argument("--spread-rate", type=float, default=2000.0)
-    parser.add_argument("--spread-duration-s", type=float, default=20.0)
-    parser.add_argument("--spread-replicas", type=int, default=20)
+    parser.add_argument(
+        "--staleness-s",
+        type=float,
+        nargs="*",
+        default=[0.01],
+        help="spread table: staleness values besides 0 and the default",
+    )
+    parser.add_argument("--spread-rate", type=float, default=40.0)
+    parser.add_argument("--spread-duration-s", type=float, default=120.0)
+    parser.add_argument("--spread-replicas", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None, help="also save the rows here")
     args = parser.parse_args()
     from benchmarks.machine import describe_machine
@@ -159,16 +166,22 @@ def main() -> None:
                 + "".join(f"{r[name]:>16.4f}" for name in FIGURES)
             )
         exact = [r for r in rows if r["staleness_s"] == 0]
-        stale = [r for r in rows if r["staleness_s"] != 0]
-        print(f"{'':>16}" + "".join(f"{name:>16}" for name in FIGURES))
         spread = {n: max(r[n] for r in exact) - min(r[n] for r in exact) for n in FIGURES}
-        move = {n: max(abs(a[n] - b[n]) for a, b in zip(exact, stale)) for n in FIGURES}
+        print(f"{'':>16}" + "".join(f"{name:>16}" for name in FIGURES))
         print(f"{'seed spread':>16}" + "".join(f"{spread[n]:>16.4f}" for n in FIGURES))
-        print(f"{'largest move':>16}" + "".join(f"{move[n]:>16.4f}" for n in FIGURES))
-        print(
-            f"{'within spread':>16}"
-            + "".join(f"{'yes' if move[n] < spread[n] else 'NO':>16}" for n in FIGURES)
-        )
+        for staleness in dict.fromkeys(r["staleness_s"] for r in rows if r["staleness_s"]):
+            stale = [r for r in rows if r["staleness_s"] == staleness]
+            move = {n: max(abs(a[n] - b[n]) for a, b in zip(exact, stale)) for n in FIGURES}
+            shift = {
+                n: sum(b[n] - a[n] for a, b in zip(exact, stale)) / len(stale) for n in FIGURES
+            }
+            label = f"{staleness * 1e3:g} ms"
+            print(f"{label + ' move':>16}" + "".join(f"{move[n]:>16.4f}" for n in FIGURES))
+            print(f"{label + ' mean':>16}" + "".join(f"{shift[n]:>+16.4f}" for n in FIGURES))
+            print(
+                f"{'within spread':>16}"
+                + "".join(f"{'yes' if move[n] <= spread[n] else 'NO':>16}" for n in FIGURES)
+            )
     if args.json is not None:
         args.json.write_text(json.dumps(saved, indent=1))
 

@@ -109,3 +109,28 @@ def test_ray_actors_give_the_same_answer():
     on_ray = simulate(scenario, shards=ShardSpec(2, "ray"))
     assert answer(on_ray) == answer(local)
     assert not ray.is_initialized()
+
+
+@pytest.mark.timeout(300)
+def test_simulate_command_takes_workers_and_the_staleness(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = fleet(replicas=3, duration_s=2.0).save(tmp_path / "fleet.yaml")
+
+    def run(*options: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "surgeplan_cli", "simulate", str(path), "--json", *options],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    two, exact = run("--workers", "2"), run("--router-staleness-s", "0")
+    assert two["summary"] == run()["summary"]  # the answer does not depend on the workers
+    assert exact["scenario"]["cluster"]["router"]["staleness_s"] == 0
+    assert exact["summary"]["requests"] == two["summary"]["requests"]

@@ -1,6 +1,9 @@
 """The capacity search: the fewest replicas (and the batch settings) of one GPU type that hold the SLO.
 
-Meeting the SLO is monotone in the fleet size, so the search bisects on the replica count. A fast
+Meeting the SLO is monotone in the fleet size, so the search bisects on the replica count, from the
+floor the cost model's throughput ceiling sets (`simulator.planner.ceiling`: no smaller fleet could
+serve the busiest minute), looking first a quarter above it (or, for the comparisons, at the fixed
+fleet's answer) before the top of the range. A fast
 first pass simulates one replica's share of the traffic (every N-th request: with load-balanced
 routing the N replicas of a fixed fleet are near independent, so the share costs 1/N of a full run)
 to bracket the answer for the first batch setting of the grid; the others are tried at that answer
