@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable
 
 from simulator.cluster.cluster import Cluster, ClusterConfig
-from simulator.cluster.shards import ShardSpec, start_shards
+from simulator.cluster.shards import ReplicaSetup, ShardSpec, start_shards
 from traces.replay import RequestRecord
 
 STALE_POLICIES = ("round_robin", "least_outstanding", "least_kv", "power_of_two")
@@ -123,7 +123,10 @@ class ParallelCluster:
             )
         ]
         self.env, self.monitor = _Clock(), _Monitor()
-        self.replicas: list = []  # the replicas' reports, after the run
+        # before the run, what may be set on each replica; after it, the replicas' reports
+        self.replicas: list = [
+            ReplicaSetup(i, config.max_stretch_steps) for i in range(config.initial_replicas)
+        ]
         self.autoscaler = None
 
     def _shard_args(self) -> tuple[list[tuple], list[int]]:
@@ -140,6 +143,7 @@ class ParallelCluster:
                     self.trace,
                     self.prompt_ids,
                     self.prompt_hashes,
+                    [r.max_stretch_steps for r in self.replicas[low:high]],
                 )
             )
             position += list(range(high - low))

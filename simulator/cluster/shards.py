@@ -13,6 +13,7 @@ actors (`backend="ray"`, a local instance unless `ray_address`). The answer neve
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from dataclasses import dataclass
 
@@ -58,6 +59,16 @@ class ReplicaReport:
 class SchedulerCounters:
     num_preemptions: int
     block_manager: BlockCounters
+    controller: object | None  # the SLO-aware batch controller, with its history (None: fixed)
+
+
+@dataclass
+class ReplicaSetup:
+    """A replica of a parallel run before it starts: what a caller may set on it, as on a `Replica`
+    (tests and benchmarks turn decode stretches off this way)."""
+
+    replica_id: int
+    max_stretch_steps: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,13 @@ Ended = tuple
 
 class Shard(Cluster):
     def __init__(
-        self, config: ClusterConfig, replica_ids: list[int], trace, prompt_ids, prompt_hashes
+        self,
+        config: ClusterConfig,
+        replica_ids: list[int],
+        trace,
+        prompt_ids,
+        prompt_hashes,
+        stretches: list[int] | None = None,
     ):
         self.config = config
         self.env = simpy.Environment()
@@ -99,8 +116,16 @@ class Shard(Cluster):
         self._ended: list[Ended] = []
         self.monitor = Monitor(self)
         self.monitor.parts = []
-        for replica_id in replica_ids:
-            self.add_replica(cold_start_s=0.0).replica_id = replica_id
+        for k, replica_id in enumerate(replica_ids):
+            replica = self.add_replica(cold_start_s=0.0)
+            replica.replica_id = replica_id
+            if stretches is not None:
+                replica.max_stretch_steps = stretches[k]
+
+    def next_observation_s(self, now: float) -> float:
+        """The driver's scrapes are observations too: a decode stretch ends before the next one."""
+        interval = self.config.router_staleness_s
+        return min(super().next_observation_s(now), (math.floor(now / interval) + 1) * interval)
 
     def advance(self, attempts: list[tuple], until_s: float) -> tuple[list[Ended], list[tuple]]:
         """Send `attempts` ((time, index, attempt, replica position)) at their times and run to
@@ -170,6 +195,7 @@ def _report(replica) -> ReplicaReport:
                 if tier is None
                 else TierCounters(tier.hit_tokens, tier.num_hits, tier.num_stores),
             ),
+            scheduler.controller,
         ),
     )
 
