@@ -54,25 +54,24 @@ def timed(
     result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
     wall = time.perf_counter() - started
     rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
-    rec = result.data["recommendation"]
-    checked = next(row for row in result.data["per_gpu_type"] if row["gpu"] == rec["gpu"])[
-        "checked_by"
-    ]
+    report = result.report
+    rec = report.recommendation
+    checked = next(row for row in report.per_gpu_type if row.gpu == rec.gpu).checked_by
     return {
         "wall_s": wall,
         "evaluations": len(rows),
-        "simulated": result.data["simulations"]["simulated"],
+        "simulated": report.simulations.simulated,
         "checked_by": checked,
-        "binding_checked_by": rec.get("binding_checked_by"),
+        "binding_checked_by": rec.binding_checked_by,
         "phases": {
             phase: sum(row["phase"] == phase for row in rows)
             for phase in dict.fromkeys(row["phase"] for row in rows)
         },
         "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
         "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
-        "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
-        f"${rec['cost_per_request_usd']:.6f}/req)",
-        "data": result.data,
+        "answer": f"{rec.replicas} x {rec.gpu} (${rec.cost_per_hour_usd:.2f}/h, "
+        f"${rec.cost_per_request_usd:.6f}/req)",
+        "data": report.to_json(),
     }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.config import (
+    Admission,
     BatchController,
     CacheConfig,
     KVCacheDtype,
@@ -298,10 +299,12 @@ class SchedulerSettings(_Strict):
 
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
+    admission: Admission = setting(SchedulerConfig, "admission")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
+    mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
     max_model_len: int | None = setting(
         SchedulerConfig,
         "max_model_len",

@@ -40,7 +40,7 @@ from simulator.cluster.parallel import ParallelCluster, parallel_eligible
 from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.cluster.shards import ShardSpec
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
@@ -90,10 +90,28 @@ def load_traffic(scenario: Scenario) -> Trace:
     return trace
 
 
-def resolve_calibration_for(scenario: Scenario) -> Calibration:
+def kernel_backend_of(scenario: Scenario, profile: EngineProfile | None = None) -> str:
+    """Whose kernels the scenario's serving stack runs (its engine profile's `kernel_backend`):
+    the calibration to prefer when several measured this GPU; vLLM's by default."""
+    if profile is None and scenario.engine_profile:
+        try:
+            profile = load_profile(scenario.engine_profile)
+        except ValueError:
+            return "vllm"  # `resolve_profile` reports the unknown name
+    return (profile.kernel_backend if profile is not None else None) or "vllm"
+
+
+def resolve_calibration_for(
+    scenario: Scenario, profile: EngineProfile | None = None
+) -> Calibration:
     hardware = scenario.hardware
     if hardware.calibration is None:
-        return calibration_for(scenario.model.name, hardware.gpu, hardware.tensor_parallel)
+        return calibration_for(
+            scenario.model.name,
+            hardware.gpu,
+            hardware.tensor_parallel,
+            backend=kernel_backend_of(scenario, profile),
+        )
     calibration = resolve_calibration(hardware.calibration)
     if calibration.model.name != scenario.model.name:
         raise ValueError(
@@ -165,11 +183,16 @@ def build_cluster(
         )
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
-    calibration = calibration or resolve_calibration_for(scenario)
+    calibration = calibration or resolve_calibration_for(scenario, profile)
     profile = profile or resolve_profile(scenario, calibration)
     # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
     calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
-    step_model = ProfiledCostModel(CostModel.from_calibration(calibration), profile, step_scale)
+    step_model = ProfiledCostModel(
+        CostModel.from_calibration(calibration),
+        profile,
+        step_scale,
+        calibration_backend=calibration.provenance.backend,
+    )
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
     num_blocks = resolve_pool(scenario, model)
@@ -187,7 +210,7 @@ def build_cluster(
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
     cpu_blocks = (
-        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size)
+        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size, settings.kv_cache_dtype)
         if settings.cpu_kv_gb
         else 0
     )
@@ -249,6 +272,7 @@ def build_cluster(
             CostModel.from_calibration(calibration),
             settings.block_size,
             settings.max_num_batched_tokens,
+            settings.kv_cache_dtype,
         )
         if cpu_blocks
         else None,

@@ -38,13 +38,10 @@ def test_recommendation_on_shipped_scenarios_is_unchanged(name, candidates):
     if candidates:
         update["candidates"] = PlanSettings(candidates=GPUS).candidates
     result = plan(scenario, settings.model_copy(update=update), workers=1, progress=False)
-    rec = result.data["recommendation"]
-    assert (
-        rec["gpu"],
-        rec["replicas"],
-        rec["max_num_seqs"],
-        rec["max_num_batched_tokens"],
-    ) == BEFORE[(name, candidates)]
+    rec = result.report.recommendation
+    assert (rec.gpu, rec.replicas, rec.max_num_seqs, rec.max_num_batched_tokens) == BEFORE[
+        (name, candidates)
+    ]
 
 
 def test_floor_is_below_the_confirmed_answer_and_the_peak_is_the_busiest_minute():
