@@ -37,7 +37,12 @@ FIGURES = ("ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "slo_attainment")
 
 
 def fleet(rate: float, duration_s: float, replicas: int, staleness_s: float | None, seed: int = 0):
-    router = {} if staleness_s is None else {"staleness_s": staleness_s}
+    """`staleness_s` None: the engine's metrics interval (MetricsConfig, 50 ms)."""
+    from engine.core.config import MetricsConfig
+
+    if staleness_s is None:
+        staleness_s = MetricsConfig().metrics_interval_s
+    router = {"staleness_s": staleness_s}
     return Scenario(
         name="fleet",
         seed=seed,

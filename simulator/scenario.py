@@ -162,11 +162,12 @@ class RouterSpec(_Strict):
     staleness_s: float = setting(
         MetricsConfig,
         "metrics_interval_s",
-        description="how old the replica state the router reads may be (default: the engine's "
-        "metrics interval): the router sees each replica's load as of its last scrape, plus the "
-        "requests it sent since. Above 0 the replicas advance in parallel between scrapes "
-        "(simulator.cluster.parallel); 0: every request reads the live state (the exact sequential "
-        "simulation)",
+        default=0.0,
+        description="how old the replica state the router reads may be; a real router's is the "
+        "engine's metrics interval (MetricsConfig.metrics_interval_s, 50 ms): it sees each replica's "
+        "load as of its last scrape, plus the requests it sent since. Above 0 the replicas of a "
+        "fixed fleet advance in parallel between scrapes (simulator.cluster.parallel, --workers); "
+        "0 (default): every request reads the live state, the exact sequential simulation",
     )
 
 

@@ -14,7 +14,7 @@ from simulator.cluster.shards import ShardSpec
 from simulator.simulation import build_cluster, load_traffic, simulate
 
 
-def fleet(staleness_s=None, replicas=4, rate=60.0, duration_s=4.0, **cluster) -> Scenario:
+def fleet(staleness_s=0.05, replicas=4, rate=60.0, duration_s=4.0, **cluster) -> Scenario:
     router = {} if staleness_s is None else {"staleness_s": staleness_s}
     return Scenario(
         name="parallel",
@@ -40,15 +40,19 @@ def answer(result) -> str:
     )
 
 
-def test_staleness_defaults_to_the_engine_metrics_interval():
-    from engine.core.config import MetricsConfig
+def test_staleness_reads_its_bounds_from_the_engine_metrics_interval():
+    from engine.core.config import MetricsConfig, bounds
+    from simulator.scenario import RouterSpec
 
-    assert fleet().cluster.router.staleness_s == MetricsConfig().metrics_interval_s == 0.05
+    assert MetricsConfig().metrics_interval_s == 0.05  # llm-d's endpoint picker
+    assert RouterSpec().staleness_s == 0.0  # default: the exact sequential simulation
+    assert bounds(RouterSpec, "staleness_s") == bounds(MetricsConfig, "metrics_interval_s")
 
 
 def test_staleness_zero_keeps_the_sequential_cluster_and_autoscaled_fleets_stay_sequential():
     scenario = fleet(0.0)
     assert type(build_cluster(scenario, load_traffic(scenario))[0]) is Cluster
+    assert Scenario(name="default").cluster.router.staleness_s == 0.0
     scenario = fleet()
     assert type(build_cluster(scenario, load_traffic(scenario))[0]) is ParallelCluster
     scaled = fleet(autoscaler=dict(enabled=True, min_replicas=2, max_replicas=4))

@@ -123,7 +123,9 @@ class Shard(Cluster):
                 replica.max_stretch_steps = stretches[k]
 
     def next_observation_s(self, now: float) -> float:
-        """The driver's scrapes are observations too: a decode stretch ends before the next one."""
+        """The driver's scrapes are observations too: a decode stretch ends before the next one (cut
+        only at the scrapes the driver reads, stretched and stepped runs of a stale router drifted
+        apart: tests/test_planner_batch_controller.py)."""
         interval = self.config.router_staleness_s
         return min(super().next_observation_s(now), (math.floor(now / interval) + 1) * interval)
 
@@ -137,7 +139,8 @@ class Shard(Cluster):
             )
         env.run(until=until_s)
         ended, self._ended = self._ended, []
-        return ended, [(r.num_outstanding, r.kv_usage) for r in self.replicas]
+        loads = [(r.num_outstanding, r.kv_usage) for r in self.replicas]
+        return ended, loads
 
     def _arrive(self, index: int, attempt: int, position: int) -> None:
         if attempt == 0:
