@@ -115,6 +115,8 @@ def main() -> None:
         rows.append(
             ("(c) spike-llama-2-7b-a100, default plan", timed(spike, spike_settings, args.workers))
         )
+        spike_answer = spike_settings.model_copy(update=ANSWER)
+        rows.append(("(c) spike-llama-2-7b-a100, answer", timed(spike, spike_answer, args.workers)))
     if not args.skip_full and not args.skip_dashboard:
         cache = OutcomeCache()
         full = PlanSettings(candidates=CANDIDATES)
