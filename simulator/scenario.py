@@ -22,6 +22,7 @@ from engine.core.config import (
     BatchController,
     CacheConfig,
     KVCacheDtype,
+    MetricsConfig,
     Policy,
     SchedulerConfig,
     StaticReserve,
@@ -158,6 +159,16 @@ class HardwareChoice(_Strict):
 
 class RouterSpec(_Strict):
     policy: RouterPolicy = Field("least_outstanding", description="how a request picks its replica")
+    staleness_s: float = setting(
+        MetricsConfig,
+        "metrics_interval_s",
+        default=0.0,
+        description="how old the replica state the router reads may be; a real router's is the "
+        "engine's metrics interval (MetricsConfig.metrics_interval_s, 50 ms): it sees each replica's "
+        "load as of its last scrape, plus the requests it sent since. Above 0 the replicas of a "
+        "fixed fleet advance in parallel between scrapes (simulator.cluster.parallel, --workers); "
+        "0 (default): every request reads the live state, the exact sequential simulation",
+    )
 
 
 class ColdStart(_Strict):

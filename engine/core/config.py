@@ -63,6 +63,20 @@ class CacheConfig(BaseModel):
         return self.num_kv_blocks * self.block_size
 
 
+class MetricsConfig(BaseModel):
+    """How often the engine's load gauges (waiting, running, KV usage) are read by whoever routes to it."""
+
+    model_config = ConfigDict(extra="forbid")
+    metrics_interval_s: float = Field(
+        0.05,
+        ge=0,
+        le=60,
+        description="seconds between two reads of an engine's load gauges by the router: "
+        "llm-d's endpoint picker refreshes them every 50 ms (--refresh-metrics-interval, its default "
+        "and minimum); 0: read at every request",
+    )
+
+
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_num_seqs: int = Field(

@@ -308,7 +308,11 @@ def _gpu_row(fleet: Fleet, answer: Answer) -> GpuRow:
         checked_by=checked_by(outcome),
         binding_constraint=below.binding
         if below is not None
-        else f"none: {fleet.low} is the smallest fleet searched",
+        else (
+            f"none: {fleet.low} is the smallest fleet searched"
+            if answer.replicas <= fleet.low
+            else "throughput: the cost model's ceiling rules out fewer replicas"
+        ),
         binding_checked_by=None if below is None else checked_by(below),
         headroom=1.0 - ratios[headroom_term],
         headroom_term=headroom_term,
