@@ -26,7 +26,7 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
     """The most requests per second one replica of `scenario` could serve (optimistic: see above), its
     steps `step_scale` times as long."""
     from simulator.calibration.cost_model import CostModel
-    from simulator.calibration.engine_profile import ProfiledCostModel
+    from simulator.calibration.engine_profile import ProfiledCostModel, calibration_table
     from simulator.calibration.kv_cache import kv_cache_calibration
     from simulator.model_spec import ModelSpec
     from simulator.simulation import resolve_calibration_for, resolve_pool, resolve_profile
@@ -38,6 +38,8 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
         CostModel.from_calibration(kv_cache_calibration(calibration, settings.kv_cache_dtype)),
         profile,
         step_scale,
+        calibration_backend=calibration.provenance.backend,
+        calibration_table=calibration_table(calibration),
     )
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     slots = resolve_pool(scenario, model) * settings.block_size
