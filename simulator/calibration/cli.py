@@ -145,7 +145,7 @@ def show(
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     _print_profile(profile, loaded.device.hardware)
-    total = ProfiledCostModel(model, profile)
+    total = ProfiledCostModel(model, profile, calibration_backend=loaded.provenance.backend)
     examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
     for name, shape in EXAMPLE_SHAPES.items():
         examples.add_row(
@@ -168,6 +168,15 @@ def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         f"{profile.overlap:.0%}",
         profile.overlap_label,
         profile.overlap_source,
+    )
+    by_bound = ", ".join(f"{k} x{v:.2f}" for k, v in profile.kernel_scale_by_bound.items())
+    fitted = profile.kernel_scale != 1.0 or profile.kernel_scale_by_bound
+    table.add_row(
+        f"kernel time vs the calibration's (stack's kernels: {profile.kernel_backend or 'any'}; "
+        "applied only on another backend's calibration)",
+        f"x{profile.kernel_scale:.2f}" + (f"; {by_bound}" if by_bound else ""),
+        "fitted" if fitted else "derived",
+        profile.kernel_scale_source,
     )
     _out(table)
     if profile.errors:
@@ -421,7 +430,7 @@ def roofline(
 ) -> None:
     """A `derived` roofline calibration for any catalog GPU and preset."""
     from simulator.calibration.roofline import roofline_calibration
-    from simulator.hardware import get_hardware
+    from simulator.hardware.catalog import get_hardware
     from simulator.model_spec import ModelSpec
 
     calibration = roofline_calibration(

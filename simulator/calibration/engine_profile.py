@@ -83,7 +83,26 @@ class EngineProfile(_Strict):
         "shapes (1: the calibration's steps are the live engine's)",
     )
     kernel_scale_source: str = "none: the calibration's kernel time as it is"
+    kernel_backend: str | None = Field(
+        None,
+        description="whose kernels the stack runs ('vllm', 'sglang', 'trtllm'): the simulator "
+        "prefers a calibration measured on that backend's kernels, and applies `kernel_scale` and "
+        "`kernel_scale_by_bound` only to calibrations of another backend's kernels",
+    )
+    kernel_scale_by_bound: dict[Literal["memory", "compute", "latency"], float] = Field(
+        {},
+        description="this stack's kernel time over the calibration's, per kind of kernel term "
+        "(memory-bound, compute-bound, latency floors): a stack may stream KV and weights at a "
+        "different share of peak bandwidth than it reaches of peak FLOPs (1 where absent)",
+    )
     errors: list[ProfileError] = []
+
+    def scales_kernels_of(self, calibration_backend: str | None) -> bool:
+        """Whether `kernel_scale` (and per-bound scales) apply to a calibration of this backend's
+        kernels (a calibration naming none is taken as vLLM's: Vidur and our profiles)."""
+        if self.kernel_backend is None:
+            return True
+        return (calibration_backend or "vllm") != self.kernel_backend
 
     def host_s(self, shape: StepShape) -> float:
         """Host seconds of one step (before overlap; the wake-up term apart)."""
@@ -175,6 +194,18 @@ def _host_seconds(
     return seconds
 
 
+def _scaled_by_bound(fit, scales: dict[str, float]):
+    """The kernel model with each term's time times its bound's scale (host terms untouched):
+    built once per replica, so the per-step path is unchanged."""
+    terms = [
+        term.model_copy(
+            update={"seconds_per_unit": term.seconds_per_unit * scales.get(term.bound, 1.0)}
+        )
+        for term in fit.terms
+    ]
+    return fit.model_copy(update={"terms": terms})
+
+
 def profile_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.json"))
 
@@ -207,11 +238,23 @@ class ProfiledCostModel:
     interface as `CostModel` (`step_time`, `decode_stretch_times`); a decode stretch keeps its sequences,
     so its host time is the same every step and each step's total is exact."""
 
-    def __init__(self, gpu, profile: EngineProfile, scale: float = 1.0):
+    def __init__(
+        self,
+        gpu,
+        profile: EngineProfile,
+        scale: float = 1.0,
+        calibration_backend: str | None = None,
+    ):
         if not scale > 0:
             raise ValueError(
                 f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
             )
+        self.stated_profile = profile  # as named, before the calibration's backend was weighed
+        if not profile.scales_kernels_of(calibration_backend):
+            # the calibration measured this stack's own kernels: its time as it is
+            profile = profile.model_copy(update={"kernel_scale": 1.0, "kernel_scale_by_bound": {}})
+        elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
+            gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu
         self.profile = profile
         self.scale = scale  # every step that many times as long (the planner's error band)
