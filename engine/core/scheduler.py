@@ -211,7 +211,7 @@ class Scheduler:
                 num_new = budget
             target = computed + num_new
             if target > len(req.block_table) * size:  # it needs blocks (a decode mostly does not)
-                while not bm.can_allocate(req, target):
+                while not bm.grow(req, target):  # (`allocate` once `can_allocate`)
                     victim = self._pick_victim(req, i)
                     self._preempt(victim)
                     out.preempted.append(victim)
@@ -219,7 +219,6 @@ class Scheduler:
                         break
                 if req.status is not RequestStatus.RUNNING:
                     continue
-                bm.allocate(req, target)
             scheduled.append((req, num_new))
             if num_new == 1 and computed:  # as `SchedulerOutput.shape` tells them apart
                 decode.append(target)

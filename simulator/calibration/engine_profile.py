@@ -19,7 +19,7 @@ are only the systematic gap between live and profiled steps.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -114,11 +114,16 @@ class EngineProfile(_Strict):
 
     def host_s(self, shape: StepShape) -> float:
         """Host seconds of one step (before overlap; the wake-up term apart)."""
-        seconds = 0.0
-        for term in self.terms:
-            if term.feature != "wake":
-                seconds += term.seconds_per_unit * _units(term.feature, shape)
-        return seconds
+        return _host_seconds(self.host_terms(), shape)
+
+    def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
+        """(units function, seconds per unit) of each per-step host term, in order (`wake` apart): what
+        `host_s` adds up, read once by `ProfiledCostModel` so its per-step path does no lookup."""
+        return tuple(
+            (_units_of(term.feature), term.seconds_per_unit)
+            for term in self.terms
+            if term.feature != "wake"
+        )
 
     @property
     def wake_s(self) -> float:
@@ -127,9 +132,7 @@ class EngineProfile(_Strict):
     def step_s(self, gpu_s: float, shape: StepShape) -> float:
         """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
         share hidden."""
-        host = self.host_s(shape)
-        hidden = self.overlap * host
-        return max(gpu_s * self.kernel_scale, hidden) + (host - hidden)
+        return _wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
 
     def held_out_error(self, gpu: str | None = None) -> float | None:
         """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
@@ -164,18 +167,39 @@ class EngineProfile(_Strict):
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
 
 
-def _units(feature: str, shape: StepShape) -> float:
-    if feature == "step":
-        return 1.0
-    if feature == "sequence":
-        return float(shape.num_seqs)
-    if feature == "prefill_token":
-        return float(shape.num_prefill_tokens)
-    if feature == "output_token":
-        return float(shape.num_decode_seqs)
-    if feature == "wake":
-        return 0.0  # not per step: `EngineProfile.wake_s`, paid after idleness
-    raise ValueError(f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}")
+# host feature -> its units in a step (`wake` is not per step: `EngineProfile.wake_s`, paid after idleness)
+_HOST_UNITS: dict[str, Callable[[StepShape], float]] = {
+    "step": lambda shape: 1.0,
+    "sequence": lambda shape: float(shape.num_seqs),
+    "prefill_token": lambda shape: float(shape.num_prefill_tokens),
+    "output_token": lambda shape: float(shape.num_decode_seqs),
+    "wake": lambda shape: 0.0,
+}
+
+
+def _units_of(feature: str) -> Callable[[StepShape], float]:
+    units = _HOST_UNITS.get(feature)
+    if units is None:
+        raise ValueError(
+            f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}"
+        )
+    return units
+
+
+def _wall_s(gpu_s: float, host_s: float, overlap: float, kernel_scale: float) -> float:
+    """A step's wall time: the GPU's time (times `kernel_scale`) and the host's, the overlapped share
+    of the host's hidden."""
+    hidden = overlap * host_s
+    return max(gpu_s * kernel_scale, hidden) + (host_s - hidden)
+
+
+def _host_seconds(
+    terms: tuple[tuple[Callable[[StepShape], float], float], ...], shape: StepShape
+) -> float:
+    seconds = 0.0
+    for units, seconds_per_unit in terms:
+        seconds += seconds_per_unit * units(shape)
+    return seconds
 
 
 def _scaled_by_bound(fit, scales: dict[str, float]):
@@ -258,22 +282,27 @@ class ProfiledCostModel:
         self.scale = scale  # every step that many times as long (the planner's error band)
         self.fit = gpu.fit
         self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
+        # the profile's per-step figures, read once (the profile is not changed after this)
+        self._host_terms = profile.host_terms()
+        self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
 
     @property
     def knee_tokens(self) -> float:
         return self.gpu.knee_tokens
 
     def step_time(self, shape: StepShape) -> float:
+        """`profile.step_s(gpu.step_time(shape), shape) * scale`, with the host terms read once."""
         if shape.is_empty:
             return 0.0
-        return self.profile.step_s(self.gpu.step_time(shape), shape) * self.scale
+        host = _host_seconds(self._host_terms, shape)
+        gpu_s = self.gpu.step_time(shape)
+        return _wall_s(gpu_s, host, self._overlap, self._kernel_scale) * self.scale
 
     def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
-        host = self.profile.host_s(shape)
-        hidden = self.profile.overlap * host
-        scale, kernel = self.scale, self.profile.kernel_scale
+        host = _host_seconds(self._host_terms, shape)
+        overlap, scale, kernel = self._overlap, self.scale, self._kernel_scale
         return [
-            (max(gpu_s * kernel, hidden) + (host - hidden)) * scale
+            _wall_s(gpu_s, host, overlap, kernel) * scale
             for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
         ]
 
