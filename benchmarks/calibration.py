@@ -22,7 +22,7 @@ from engine.core.step_shape import StepShape  # noqa: E402
 from simulator.calibration.cost_model import CostModel, fit_calibration  # noqa: E402
 from simulator.calibration.roofline import roofline_calibration  # noqa: E402
 from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
-from simulator.hardware import get_hardware  # noqa: E402
+from simulator.hardware.catalog import get_hardware  # noqa: E402
 
 SHAPES = {
     "decode b1 c512": StepShape(decode_context_lens=(512,)),

@@ -26,7 +26,7 @@ from simulator.calibration.roofline import (  # noqa: E402
 )
 from simulator.calibration.schema import Calibration, load_shipped  # noqa: E402
 from simulator.calibration.shipped import calibration_for, load_all_shipped, measured_support  # noqa: E402
-from simulator.hardware import get_hardware  # noqa: E402
+from simulator.hardware.catalog import get_hardware  # noqa: E402
 from simulator.model_spec import ModelSpec  # noqa: E402
 
 # (Vidur-side calibration, the aiconfigurator one of the same model, GPU and TP)

@@ -56,15 +56,16 @@ def spike_plan(workers: int | None) -> dict:
         kv_cache_dtypes=KV_DTYPES,
     )
     started = time.perf_counter()
-    data = plan(scenario, settings, workers=workers, progress=False).data
+    report = plan(scenario, settings, workers=workers, progress=False).report
     print(
-        f"(a) {scenario.name}: {data['traffic']['requests']:,} requests, peak "
-        f"{data['traffic']['peak_rate_per_s']:.0f}/s; SLO P99 TTFT ≤ {scenario.slo.ttft_p99_s:g} s, "
+        f"(a) {scenario.name}: {report.traffic.requests:,} requests, peak "
+        f"{report.traffic.peak_rate_per_s:.0f}/s; SLO P99 TTFT ≤ {scenario.slo.ttft_p99_s:g} s, "
         f"TPOT ≤ {scenario.slo.tpot_p99_s:g} s; A100-80GB, max_num_seqs 256, max_num_batched_tokens 4096 "
         f"({time.perf_counter() - started:.0f} s)"
     )
-    for line in kv_cache_lines(data["kv_cache_dtypes"]):
+    for line in kv_cache_lines(report.kv_cache_dtypes):
         print(line)
+    data = report.to_json()
     return {"kv_cache_dtypes": data["kv_cache_dtypes"], "recommendation": data["recommendation"]}
 
 

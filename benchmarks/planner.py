@@ -24,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+if "--tree" in sys.argv:  # import the planner from another checkout (the code before a change)
+    sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
+else:
+    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from simulator.planner.cache import OutcomeCache  # noqa: E402
@@ -51,25 +54,24 @@ def timed(
     result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
     wall = time.perf_counter() - started
     rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
-    rec = result.data["recommendation"]
-    checked = next(row for row in result.data["per_gpu_type"] if row["gpu"] == rec["gpu"])[
-        "checked_by"
-    ]
+    report = result.report
+    rec = report.recommendation
+    checked = next(row for row in report.per_gpu_type if row.gpu == rec.gpu).checked_by
     return {
         "wall_s": wall,
         "evaluations": len(rows),
-        "simulated": result.data["simulations"]["simulated"],
+        "simulated": report.simulations.simulated,
         "checked_by": checked,
-        "binding_checked_by": rec.get("binding_checked_by"),
+        "binding_checked_by": rec.binding_checked_by,
         "phases": {
             phase: sum(row["phase"] == phase for row in rows)
             for phase in dict.fromkeys(row["phase"] for row in rows)
         },
         "simulated_requests": sum(row["requests"] or 0 for row in rows if not row["cached"]),
         "cpu_s": sum(row["cpu_s"] or 0.0 for row in rows if not row["cached"]),
-        "answer": f"{rec['replicas']} x {rec['gpu']} (${rec['cost_per_hour_usd']:.2f}/h, "
-        f"${rec['cost_per_request_usd']:.6f}/req)",
-        "data": result.data,
+        "answer": f"{rec.replicas} x {rec.gpu} (${rec.cost_per_hour_usd:.2f}/h, "
+        f"${rec.cost_per_request_usd:.6f}/req)",
+        "data": report.to_json(),
     }
 
 
@@ -88,6 +90,15 @@ def main() -> None:
     )
     parser.add_argument("--article-duration-s", type=float, default=60.0)
     parser.add_argument(
+        "--cli-spike",
+        action="store_true",
+        help="(c): `surgeplan plan examples/scenarios/spike-llama-2-7b-a100.yaml`'s default plan",
+    )
+    parser.add_argument("--skip-dashboard", action="store_true", help="skip (a)")
+    parser.add_argument(
+        "--tree", type=Path, default=None, help="run the planner of another checkout (before)"
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner.json"
     )
     args = parser.parse_args()
@@ -95,8 +106,18 @@ def main() -> None:
     scenario, _ = load_plan(DASHBOARD)
     rows = []
     answer = PlanSettings(candidates=CANDIDATES, **ANSWER)
-    rows.append(("(a) answer", timed(scenario, answer, args.workers)))
-    if not args.skip_full:
+    if not args.skip_dashboard:
+        rows.append(("(a) answer", timed(scenario, answer, args.workers)))
+    if args.cli_spike:
+        spike, spike_settings = load_plan(
+            ROOT / "examples" / "scenarios" / "spike-llama-2-7b-a100.yaml"
+        )
+        rows.append(
+            ("(c) spike-llama-2-7b-a100, default plan", timed(spike, spike_settings, args.workers))
+        )
+        spike_answer = spike_settings.model_copy(update=ANSWER)
+        rows.append(("(c) spike-llama-2-7b-a100, answer", timed(spike, spike_answer, args.workers)))
+    if not args.skip_full and not args.skip_dashboard:
         cache = OutcomeCache()
         full = PlanSettings(candidates=CANDIDATES)
         rows.append(("(a) full", timed(scenario, full, args.workers, cache)))
@@ -127,6 +148,7 @@ def main() -> None:
             )
         )
     traffic = rows[0][1]["data"]["traffic"]
+    print(f"planner from {args.tree or ROOT}")
     print(
         f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
         f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}"

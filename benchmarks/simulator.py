@@ -38,6 +38,13 @@ from simulator.simulation import build_cluster, load_traffic  # noqa: E402
 AZURE_CONV = REPO.parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
 
+def core_build() -> str:
+    """Which build of `engine/core` this process imported: the mypyc one (`make compiled`) or pure Python."""
+    import engine.core.scheduler
+
+    return "mypyc" if not engine.core.scheduler.__file__.endswith(".py") else "pure Python"
+
+
 def run(scenario: Scenario, stretch: int) -> dict:
     trace = load_traffic(scenario)
     cpu, wall = time.process_time(), time.perf_counter()
@@ -63,6 +70,7 @@ def run(scenario: Scenario, stretch: int) -> dict:
         "completed": sum(r.ok for r in cluster.records),
         "simulated_s": end,
         "fingerprint": hashlib.sha1(outcome.encode()).hexdigest()[:12],
+        "build": core_build(),
     }
 
 
@@ -173,6 +181,7 @@ def main() -> None:
 
     print(describe_machine())
     print(f"decode stretches: up to {args.stretch} steps at once; CPU s = this process's CPU time")
+    print(f"engine/core: {core_build()}" + (f"; before: {rows_build(before)}" if before else ""))
     header = f"{'run':<44}{'requests':>9}{'CPU s':>8}{'wall s':>8}{'req/CPU-s':>11}{'steps':>9}{'µs/step':>9}{'busy':>6}"
     print(header + (f"{'before CPU s':>14}{'speed-up':>10}{'same run':>10}" if before else ""))
     for name, r in rows:
@@ -185,6 +194,10 @@ def main() -> None:
             same = "yes" if b["fingerprint"] == r["fingerprint"] else "NO"
             line += f"{b['cpu_s']:>14.1f}{b['cpu_s'] / r['cpu_s']:>9.2f}x{same:>10}"
         print(line)
+
+
+def rows_build(rows: dict) -> str:
+    return ", ".join(sorted({row.get("build", "pure Python") for row in rows.values()}))
 
 
 if __name__ == "__main__":

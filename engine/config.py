@@ -55,6 +55,7 @@ class EngineConfig(BaseModel):
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
+    mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
     role: Role = setting(SchedulerConfig, "role")
 

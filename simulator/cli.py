@@ -30,6 +30,16 @@ def _engine_profile_option():
 ENGINE_PROFILE_OPTION = _engine_profile_option()
 
 
+def _staleness_option():
+    from engine.config import cli_option
+    from simulator.scenario import RouterSpec
+
+    return cli_option(RouterSpec, "staleness_s", default=None, flag="--router-staleness-s")
+
+
+STALENESS_OPTION = _staleness_option()
+
+
 def simulate_command(
     scenario_file: Path = typer.Argument(
         ..., help="scenario YAML or JSON (see examples/scenarios/)"
@@ -47,8 +57,21 @@ def simulate_command(
         '"scenario": ..., "run": {"cpu_s": ..., "wall_s": ...}}',
     ),
     engine_profile: str | None = ENGINE_PROFILE_OPTION,
+    staleness_s: float | None = STALENESS_OPTION,
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        help="shards of replicas advancing in parallel between the router's scrapes (worker "
+        "processes, or Ray actors with --backend ray); the answer does not depend on it",
+    ),
+    backend: str = typer.Option("local", "--backend", help="where the shards run: local | ray"),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="a Ray cluster (default: a local instance)"
+    ),
 ) -> None:
     """Simulate a cluster serving the scenario's traffic; summary, files and timeline."""
+    from simulator.cluster.shards import ShardSpec
     from simulator.scenario import Scenario
     from simulator.simulation import simulate
     from simulator.timeline import write_timeline
@@ -61,8 +84,13 @@ def simulate_command(
             )
         if engine_profile is not None:
             scenario = scenario.model_copy(update={"engine_profile": engine_profile})
+        if staleness_s is not None:
+            router = scenario.cluster.router.model_copy(update={"staleness_s": staleness_s})
+            cluster = scenario.cluster.model_copy(update={"router": router})
+            scenario = scenario.model_copy(update={"cluster": cluster})
         progress = _progress_bar() if sys.stderr.isatty() and not as_json else None
-        result = simulate(scenario, progress=progress)
+        shards = ShardSpec(workers, backend, ray_address)
+        result = simulate(scenario, progress=progress, shards=shards)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None

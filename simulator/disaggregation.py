@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import ProfiledCostModel
+from simulator.calibration.engine_profile import ProfiledCostModel, calibration_table
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
-from simulator.hardware import HardwareSpec
-from simulator.kv_tiers import host_tier_costs
+from simulator.hardware.spec import HardwareSpec
+from simulator.kv_tiers import host_tier_costs, kv_bytes_per_token
 from simulator.links import get_link
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.scenario import Scenario
@@ -62,8 +62,15 @@ def _pool_config(
             "shorter requests"
         )
     if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
+        stated = (
+            base.cost_model.stated_profile
+            if isinstance(base.cost_model, ProfiledCostModel)
+            else None
+        )
+        backend = (stated.kernel_backend if stated is not None else None) or "vllm"
         calibration = kv_cache_calibration(
-            calibration_for(scenario.model.name, scenario.hardware.gpu, tp), settings.kv_cache_dtype
+            calibration_for(scenario.model.name, scenario.hardware.gpu, tp, backend=backend),
+            settings.kv_cache_dtype,
         )
     changes = {"role": role}
     if pool.max_num_seqs is not None:
@@ -85,11 +92,23 @@ def _pool_config(
     if isinstance(
         base.cost_model, ProfiledCostModel
     ):  # the scenario's serving stack and error band
-        cost_model = ProfiledCostModel(gpu_model, base.cost_model.profile, base.cost_model.scale)
+        cost_model = ProfiledCostModel(
+            gpu_model,
+            base.cost_model.stated_profile,
+            base.cost_model.scale,
+            calibration_backend=calibration.provenance.backend,
+            calibration_table=calibration_table(calibration),
+        )
     costs = None
     if cache_config.num_cpu_kv_blocks:
         costs = host_tier_costs(
-            model, gpu, tp, gpu_model, settings.block_size, scheduler_config.max_num_batched_tokens
+            model,
+            gpu,
+            tp,
+            gpu_model,
+            settings.block_size,
+            scheduler_config.max_num_batched_tokens,
+            settings.kv_cache_dtype,
         )
     config = PoolConfig(
         name=role,
@@ -125,6 +144,9 @@ def build_disaggregated(
         scenario, base, model, gpu, calibration, "decode", need_tokens
     )
     link = get_link(spec.link)
+    # what moves: every layer's K and V of a token, in the cache's dtype (fp8 / int8 halve bf16's bytes;
+    # per-tensor or per-block scales are a few bytes per block and left out)
+    kv_bytes = kv_bytes_per_token(model, scenario.scheduler.kv_cache_dtype)
     config = base.__class__(
         **{**base.__dict__, "initial_replicas": 0, "scrape_interval_s": _scrape(spec)}
     )
@@ -133,7 +155,7 @@ def build_disaggregated(
         prefill,
         decode,
         link,
-        model.kv_bytes_per_token,
+        kv_bytes,
         trace.arrival_s.tolist(),
         trace.prompt_tokens.tolist(),
         trace.output_tokens.tolist(),
@@ -152,7 +174,8 @@ def build_disaggregated(
             "link_latency_s": link.latency_s,
             "link_source": link.source,
             "link_label": link.label,
-            "kv_bytes_per_token": model.kv_bytes_per_token,
+            "kv_bytes_per_token": kv_bytes,
+            "kv_cache_dtype": scenario.scheduler.kv_cache_dtype,
             **{
                 f"{pool.name}_{key}": value
                 for pool in (prefill, decode)

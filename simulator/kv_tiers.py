@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.hardware import HardwareSpec
+from simulator.hardware.spec import HardwareSpec
 from simulator.links import LinkSpec, get_link
 from simulator.model_spec import ModelSpec
 
@@ -23,8 +23,16 @@ def host_link_for(gpu: HardwareSpec) -> LinkSpec:
     )
 
 
-def host_tier_blocks(cpu_kv_gb: float, model: ModelSpec, block_size: int) -> int:
-    return int(cpu_kv_gb * 1e9 // (block_size * model.kv_bytes_per_token))
+def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "auto") -> int:
+    """One token's K and V over all layers and KV heads, in the cache's dtype (fp8 / int8: half of
+    bf16's; scales aside): what a host tier stores and what a disaggregated hand-over moves."""
+    return model.kv_bytes_per_token_per_gpu(1, kv_cache_dtype)
+
+
+def host_tier_blocks(
+    cpu_kv_gb: float, model: ModelSpec, block_size: int, kv_cache_dtype: str = "auto"
+) -> int:
+    return int(cpu_kv_gb * 1e9 // (block_size * kv_bytes_per_token(model, kv_cache_dtype)))
 
 
 def host_tier_costs(
@@ -34,9 +42,11 @@ def host_tier_costs(
     cost_model: CostModel,
     block_size: int,
     max_num_batched_tokens: int,
+    kv_cache_dtype: str = "auto",
 ) -> tuple[float, float]:
     """(load, recompute) seconds per block."""
     link = host_link_for(gpu)
-    load_s = block_size * model.kv_bytes_per_token / (link.bandwidth_bytes_per_s * tensor_parallel)
+    block_bytes = block_size * kv_bytes_per_token(model, kv_cache_dtype)
+    load_s = block_bytes / (link.bandwidth_bytes_per_s * tensor_parallel)
     full_step_s = cost_model.step_time(StepShape(((max_num_batched_tokens, 0),), ()))
     return load_s, full_step_s / max_num_batched_tokens * block_size

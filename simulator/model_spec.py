@@ -13,7 +13,7 @@ from engine.core.memory import (
     kv_value_bytes,
     llama_parameters,
 )
-from simulator.hardware import HardwareSpec
+from simulator.hardware.spec import HardwareSpec
 
 DTYPE_BYTES = {
     "float32": 4,

@@ -18,9 +18,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.config import (
+    Admission,
     BatchController,
     CacheConfig,
     KVCacheDtype,
+    MetricsConfig,
     Policy,
     SchedulerConfig,
     StaticReserve,
@@ -157,6 +159,16 @@ class HardwareChoice(_Strict):
 
 class RouterSpec(_Strict):
     policy: RouterPolicy = Field("least_outstanding", description="how a request picks its replica")
+    staleness_s: float = setting(
+        MetricsConfig,
+        "metrics_interval_s",
+        default=0.0,
+        description="how old the replica state the router reads may be; a real router's is the "
+        "engine's metrics interval (MetricsConfig.metrics_interval_s, 50 ms): it sees each replica's "
+        "load as of its last scrape, plus the requests it sent since. Above 0 the replicas of a "
+        "fixed fleet advance in parallel between scrapes (simulator.cluster.parallel, --workers); "
+        "0 (default): every request reads the live state, the exact sequential simulation",
+    )
 
 
 class ColdStart(_Strict):
@@ -288,10 +300,12 @@ class SchedulerSettings(_Strict):
 
     policy: Policy = setting(SchedulerConfig, "policy")
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
+    admission: Admission = setting(SchedulerConfig, "admission")
     max_num_seqs: int = setting(SchedulerConfig, "max_num_seqs")
     max_num_batched_tokens: int = setting(SchedulerConfig, "max_num_batched_tokens")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
+    mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
     max_model_len: int | None = setting(
         SchedulerConfig,
         "max_model_len",

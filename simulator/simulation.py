@@ -15,8 +15,10 @@ block, so the cache could never hit and is left off.
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,7 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     ProfiledCostModel,
+    calibration_table,
     default_profile_name,
     load_profile,
 )
@@ -34,9 +37,11 @@ from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.parallel import ParallelCluster, parallel_eligible
 from simulator.cluster.replica import SIM_TOKEN_ID
+from simulator.cluster.shards import ShardSpec
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.result import SimResult, summarize
@@ -86,10 +91,28 @@ def load_traffic(scenario: Scenario) -> Trace:
     return trace
 
 
-def resolve_calibration_for(scenario: Scenario) -> Calibration:
+def kernel_backend_of(scenario: Scenario, profile: EngineProfile | None = None) -> str:
+    """Whose kernels the scenario's serving stack runs (its engine profile's `kernel_backend`):
+    the calibration to prefer when several measured this GPU; vLLM's by default."""
+    if profile is None and scenario.engine_profile:
+        try:
+            profile = load_profile(scenario.engine_profile)
+        except ValueError:
+            return "vllm"  # `resolve_profile` reports the unknown name
+    return (profile.kernel_backend if profile is not None else None) or "vllm"
+
+
+def resolve_calibration_for(
+    scenario: Scenario, profile: EngineProfile | None = None
+) -> Calibration:
     hardware = scenario.hardware
     if hardware.calibration is None:
-        return calibration_for(scenario.model.name, hardware.gpu, hardware.tensor_parallel)
+        return calibration_for(
+            scenario.model.name,
+            hardware.gpu,
+            hardware.tensor_parallel,
+            backend=kernel_backend_of(scenario, profile),
+        )
     calibration = resolve_calibration(hardware.calibration)
     if calibration.model.name != scenario.model.name:
         raise ValueError(
@@ -140,9 +163,12 @@ def build_cluster(
     calibration: Calibration | None = None,
     step_scale: float = 1.0,
     profile: EngineProfile | None = None,
+    shards: ShardSpec | None = None,
 ) -> tuple[Cluster, dict]:
     """The cluster for a scenario and its traffic, and the facts resolved on the way. `step_scale`:
-    every step (GPU and serving stack) takes that many times as long (the planner's error band)."""
+    every step (GPU and serving stack) takes that many times as long (the planner's error band).
+    `shards`: where the replicas of a parallel run advance (default: all in this process); it changes
+    how fast the run goes, never its answer."""
     split = scenario.cluster.disaggregation
     if split is not None and split.prefill_tensor_parallel not in (
         None,
@@ -158,11 +184,17 @@ def build_cluster(
         )
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
-    calibration = calibration or resolve_calibration_for(scenario)
+    calibration = calibration or resolve_calibration_for(scenario, profile)
     profile = profile or resolve_profile(scenario, calibration)
     # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
     calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
-    step_model = ProfiledCostModel(CostModel.from_calibration(calibration), profile, step_scale)
+    step_model = ProfiledCostModel(
+        CostModel.from_calibration(calibration),
+        profile,
+        step_scale,
+        calibration_backend=calibration.provenance.backend,
+        calibration_table=calibration_table(calibration),
+    )
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
     num_blocks = resolve_pool(scenario, model)
@@ -180,7 +212,7 @@ def build_cluster(
         trace = trace.select(trace.output_tokens >= 1, step="drop requests with no output")
     caching = settings.enable_prefix_caching and trace.hash_ids is not None
     cpu_blocks = (
-        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size)
+        host_tier_blocks(settings.cpu_kv_gb, model, settings.block_size, settings.kv_cache_dtype)
         if settings.cpu_kv_gb
         else 0
     )
@@ -242,6 +274,7 @@ def build_cluster(
             CostModel.from_calibration(calibration),
             settings.block_size,
             settings.max_num_batched_tokens,
+            settings.kv_cache_dtype,
         )
         if cpu_blocks
         else None,
@@ -250,21 +283,13 @@ def build_cluster(
     if (
         own_prompts
     ):  # distinct per request (no two share a block), constant within it: cheap to build
-        prompt_lengths = trace.prompt_tokens.tolist()
-        prompt_ids = lambda index: [index + 3] * prompt_lengths[index]  # noqa: E731
+        prompts = PromptSource(trace, "own", settings.block_size, model.vocab_size, scenario.seed)
+        prompt_ids = prompts.ids
     elif caching:
-        synthesizer = PromptTokenSynthesizer(model.vocab_size, seed=scenario.seed, min_token_id=3)
-        size = settings.block_size
-
-        def prompt_hashes(index: int) -> list[int]:
-            return prompt_block_hashes(trace, index, size)
-
-        def prompt_ids(index: int) -> list[int]:
-            """Tokens only past the blocks `prompt_hashes` names (placeholders before: never hashed, and
-            compared only where a difference could not make a hit)."""
-            start = num_hash_named_blocks(trace, index, size) * size
-            tokens = synthesizer.prompt_token_ids(trace, index, start).tolist()
-            return [SIM_TOKEN_ID] * start + tokens
+        prompts = PromptSource(
+            trace, "hashed", settings.block_size, model.vocab_size, scenario.seed
+        )
+        prompt_ids, prompt_hashes = prompts.ids, prompts.hashes
 
     extra_facts = {}
     if scenario.cluster.disaggregation is not None:
@@ -273,6 +298,9 @@ def build_cluster(
         cluster, extra_facts = build_disaggregated(
             scenario, config, model, gpu, calibration, trace, prompt_ids, prompt_hashes
         )
+    elif parallel_eligible(scenario, config):
+        config = replace(config, router_staleness_s=scenario.cluster.router.staleness_s)
+        cluster = ParallelCluster(config, trace, prompt_ids, prompt_hashes, shards)
     else:
         cluster = Cluster(
             config,
@@ -316,6 +344,40 @@ def build_cluster(
     return cluster, facts
 
 
+class PromptSource:
+    """Request i's prompt tokens and the hashes of its leading blocks where the trace names them, built
+    when asked. A plain object (not closures), so shards in worker processes can carry it.
+
+    "own": tokens distinct per request (no two share a block), constant within it: cheap to build.
+    "hashed": tokens only past the blocks the hash ids name (placeholders before: never hashed, and
+    compared only where a difference could not make a hit), the named blocks' hashes from the ids."""
+
+    def __init__(self, trace: Trace, mode: str, block_size: int, vocab_size: int, seed: int):
+        self.trace, self.mode, self.block_size = trace, mode, block_size
+        self.prompt_lengths = trace.prompt_tokens.tolist() if mode == "own" else None
+        self.synthesizer = (
+            PromptTokenSynthesizer(vocab_size, seed=seed, min_token_id=3)
+            if mode == "hashed"
+            else None
+        )
+
+    def ids(self, index: int) -> list[int]:
+        if self.synthesizer is None:
+            return [index + 3] * self.prompt_lengths[index]
+        start = num_hash_named_blocks(self.trace, index, self.block_size) * self.block_size
+        tokens = self.synthesizer.prompt_token_ids(self.trace, index, start).tolist()
+        return [SIM_TOKEN_ID] * start + tokens
+
+    def hashes(self, index: int) -> list[int]:
+        return prompt_block_hashes(self.trace, index, self.block_size)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and of its ended worker processes."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def _fit_error(calibration: Calibration) -> float | None:
     fit = calibration.cost_model
     if fit is None or not fit.fit_errors:
@@ -332,15 +394,17 @@ def simulate(
     trace: Trace | None = None,
     calibration: Calibration | None = None,
     profile: EngineProfile | None = None,
+    shards: ShardSpec | None = None,
 ) -> SimResult:
-    """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed."""
-    started, started_wall = time.process_time(), time.perf_counter()
+    """Run the scenario (or `trace` in place of its traffic); deterministic for the scenario's seed,
+    whatever `shards` says (worker processes or Ray for the replicas of a parallel run)."""
+    started, started_wall = cpu_s(), time.perf_counter()
     trace = load_traffic(scenario) if trace is None else trace
-    cluster, facts = build_cluster(scenario, trace, calibration, profile=profile)
+    cluster, facts = build_cluster(scenario, trace, calibration, profile=profile, shards=shards)
     end_s = cluster.run(scenario.horizon_s, progress)
     result = summarize(scenario, cluster, end_s, facts)
     result.run = {
-        "cpu_s": time.process_time() - started,
+        "cpu_s": cpu_s() - started,  # worker processes included (not Ray's)
         "wall_s": time.perf_counter() - started_wall,
     }
     return result

@@ -18,6 +18,7 @@ def make_scheduler(
     prefix_caching=True,
     quota=None,
     static_reserve="request",
+    mixed_steps=True,
 ) -> Scheduler:
     return Scheduler(
         SchedulerConfig(
@@ -26,6 +27,7 @@ def make_scheduler(
             max_model_len=max_model_len,
             policy=policy,
             static_reserve=static_reserve,
+            mixed_steps=mixed_steps,
         ),
         CacheConfig(
             block_size=block_size,

@@ -20,7 +20,7 @@ from simulator.calibration.vidur_import import (
     read_mlp_table,
     vidur_calibration,
 )
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
 pytestmark = pytest.mark.skipif(

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import data
 from dashboard.cli import streamlit_command
+from dashboard.data import saved_files
 
 WIDTH = 1440
 # url path -> Plotly charts the page shows with its defaults ("": the What-if page, the app's default; the
@@ -35,7 +35,7 @@ PAGES = {
     "traces": 2,
     "calibrations": 1,
     "plan": 0,
-    "validate": 2 if data.VALIDATE_JSON.is_file() else 0,
+    "validate": 2 if saved_files.VALIDATE_JSON.is_file() else 0,
 }
 FLAGS = [
     "--headless",
@@ -153,7 +153,7 @@ def server(tmp_path_factory):
             streamlit_command("127.0.0.1", port),
             stdout=handle,
             stderr=subprocess.STDOUT,
-            cwd=data.ROOT,
+            cwd=saved_files.ROOT,
         )
     try:
         _wait(

@@ -393,21 +393,19 @@ VALIDATION = {
 def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatch):
     import json
 
-    from dashboard import data
+    from dashboard.data import saved_files
 
-    monkeypatch.setattr(data, "VALIDATE_JSON", tmp_path / "validate.json")
-    monkeypatch.setattr(data, "ROOT", tmp_path)
+    monkeypatch.setattr(saved_files, "VALIDATE_JSON", tmp_path / "validate.json")
+    monkeypatch.setattr(saved_files, "ROOT", tmp_path)
     at = _clean(_page("validate").run())
     assert at.info and "absent" in at.info[0].value and not at.metric
 
     (tmp_path / "validate.json").write_text(json.dumps(VALIDATION))
     at = _clean(_page("validate").run())
-    from simulator.validation.published import published_names
-
-    published = len(published_names())  # a simulated-vs-measured scatter per published set
-    assert (
-        not at.error and _charts(at) == 3 + published and len(at.metric) == 2
-    )  # errors, a distribution per level
+    # errors, a distribution per level, the chosen published set's simulated-vs-measured scatter
+    assert not at.error and _charts(at) == 3 + 1 and len(at.metric) == 2
+    held = next(frame.value for frame in at.dataframe if "published set" in frame.value)
+    assert {"vllm-v0", "trtllm"} <= set(held["profile"])  # held-out error per profile and GPU
     splits = {
         row for frame in at.dataframe[1:] if "split" in frame.value for row in frame.value["split"]
     }
@@ -433,9 +431,9 @@ def _live_job(at: AppTest):
 
 
 def _live_done(trace, requests, levels, progress):  # stands in for minutes of the live engine
-    from dashboard import data
+    from dashboard.data import live
 
-    for step in range(data.live_validation_steps(levels)):
+    for step in range(live.live_validation_steps(levels)):
         progress(f"step {step + 1}")
     return VALIDATION, None
 
@@ -449,9 +447,9 @@ def _live_endless(trace, requests, levels, progress):  # runs until cancelled, r
 
 
 def test_live_validation_shows_progress_and_its_result(monkeypatch):
-    from dashboard import data
+    from dashboard.data import live
 
-    monkeypatch.setattr(data, "live_validation", _live_done)
+    monkeypatch.setattr(live, "live_validation", _live_done)
     at = _clean(_page("validate").run())
     at.button(key="validate_run").click()
     _clean(at.run())
@@ -464,9 +462,9 @@ def test_live_validation_shows_progress_and_its_result(monkeypatch):
 def test_live_validation_can_be_cancelled(monkeypatch):
     import time
 
-    from dashboard import data
+    from dashboard.data import live
 
-    monkeypatch.setattr(data, "live_validation", _live_endless)
+    monkeypatch.setattr(live, "live_validation", _live_endless)
     at = _clean(_page("validate").run())
     at.button(key="validate_run").click()
     _clean(at.run())

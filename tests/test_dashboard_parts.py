@@ -5,16 +5,25 @@ the page table; the `surgeplan dashboard` command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from dashboard import charts, data, jobs, views
+from dashboard import jobs, views
+from dashboard.charts.calibration import step_curves
+from dashboard.charts.load import latency_vs_load
+from dashboard.charts.timeline import timeline
+from dashboard.charts.traffic import lengths, rate
+from dashboard.charts.validation import validation_distributions
 from dashboard.cli import streamlit_command
+from dashboard.data import catalogs, scenarios
+from dashboard.data.scenarios import LoadPoint
 from engine.core.config import bounds
 from simulator.scenario import ClusterSpec, SchedulerSettings
+from simulator.summary import SimSummary
 
 
 def test_widgets_take_bounds_help_and_choices_from_the_fields():
@@ -66,11 +75,11 @@ def test_field_picks_the_widget_from_the_field_type():
 def test_timeline_shades_each_cold_start_and_the_spike():
     # on the Vidur A100 step model the default was tuned on: with aiconfigurator's (the default since
     # issue 21: 7-16% faster prefill) the two replicas absorb this spike without scaling out
-    scenario = data.default_whatif()
+    scenario = scenarios.default_whatif()
     scenario.hardware.calibration = "llama-2-7b@A100-80GB-tp1"
-    result, error = data.run(scenario)
+    result, error = scenarios.run(scenario)
     assert error is None
-    figure = charts.timeline(result)
+    figure = timeline(result)
     names = {trace.name for trace in figure.data}
     assert {
         "offered",
@@ -91,40 +100,44 @@ def test_timeline_shades_each_cold_start_and_the_spike():
     assert not result.records  # per-request records are dropped from the cache
 
 
+def _summary(**figures) -> SimSummary:
+    """A simulation summary holding `figures` (every other figure 0)."""
+    required = {
+        f.name: 0 for f in dataclasses.fields(SimSummary) if f.default is dataclasses.MISSING
+    }
+    return SimSummary(**(required | figures))
+
+
 def test_fleet_arithmetic():
     rows = [
-        {"load_rps": 1.0, "throughput_rps": 0.98, "meets_slo": True},
-        {"load_rps": 2.0, "throughput_rps": 1.9, "meets_slo": True},
-        {"load_rps": 3.0, "throughput_rps": 2.4, "meets_slo": False},
+        LoadPoint("continuous", 1.0, _summary(throughput_rps=0.98, meets_slo=True)),
+        LoadPoint("continuous", 2.0, _summary(throughput_rps=1.9, meets_slo=True)),
+        LoadPoint("continuous", 3.0, _summary(throughput_rps=2.4, meets_slo=False)),
     ]
-    assert data.capacity_rps(rows, slo_bound=True) == 1.9
-    assert data.capacity_rps(rows, slo_bound=False) == 2.4
-    assert data.capacity_rps(rows[2:], slo_bound=True) is None
-    assert data.gpus_needed(100.0, 2.5, 2) == 80 and data.gpus_needed(100.0, None, 1) is None
+    assert scenarios.capacity_rps(rows, slo_bound=True) == 1.9
+    assert scenarios.capacity_rps(rows, slo_bound=False) == 2.4
+    assert scenarios.capacity_rps(rows[2:], slo_bound=True) is None
+    assert (
+        scenarios.gpus_needed(100.0, 2.5, 2) == 80 and scenarios.gpus_needed(100.0, None, 1) is None
+    )
 
 
 def test_other_builders_draw_what_they_are_given():
     rows = [
-        {
-            "policy": p,
-            "load_rps": x,
-            "e2e_mean_s": 1.0 + x,
-            "ttft_p99_s": 0.1 * x,
-            "throughput_rps": x,
-        }
+        LoadPoint(p, x, _summary(e2e_mean_s=1.0 + x, ttft_p99_s=0.1 * x, throughput_rps=x))
         for p in ("continuous", "static")
         for x in (1.0, 2.0)
     ]
-    assert len(charts.latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
-    assert len(charts.rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
-    assert len(charts.lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
-    curves = data.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
+    assert len(latency_vs_load(rows, 2.0).data) == 7  # 3 panels x 2 policies + diagonal
+    assert len(rate([0, 60], [1.0, 2.0], 60, 1.5, "t").data) == 1
+    assert len(lengths([10, 100, 1000], [5, 50], {"prompt": (100.0, 1.0)}).data) == 3
+    curves = catalogs.step_curves(["llama-2-7b@A100-80GB-tp1"], 1024, [1, 8], [128, 512])
     assert curves["llama-2-7b@A100-80GB-tp1"]["label"] == "fitted"
     assert (
         curves["llama-2-7b@A100-80GB-tp1"]["decode"][1]
         > curves["llama-2-7b@A100-80GB-tp1"]["decode"][0]
     )
-    assert len(charts.step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
+    assert len(step_curves(curves, [1, 8], [128, 512], 1024).data) == 2
     level = {
         "measured": {
             "ttft_p50_s": 0.1,
@@ -139,7 +152,7 @@ def test_other_builders_draw_what_they_are_given():
             "tpot_mean_s": 0.021,
         },
     }
-    figure = charts.validation_distributions(level)
+    figure = validation_distributions(level)
     bars = {(trace.name.split()[0], trace.xaxis): list(trace.y) for trace in figure.data}
     assert bars[("measured", "x")] == [100.0, 120.0, 400.0] and bars[("simulated", "x2")] == [21.0]
     assert bars[("measured", "x3")] == []  # no E2E figures given
@@ -149,7 +162,7 @@ def test_other_builders_draw_what_they_are_given():
     }
     curves = {
         (trace.name.split()[0], trace.xaxis): trace
-        for trace in charts.validation_distributions(level).data
+        for trace in validation_distributions(level).data
     }
     assert list(curves[("measured", "x")].x) == pytest.approx(
         [100.0, 200.0, 300.0]

@@ -66,3 +66,20 @@ def test_roles_refuse_static_policy_and_mismatched_pair(tiny_llama_dir):
             EngineConfig(**settings(tiny_llama_dir, role="decode", num_kv_blocks=32)),
             EngineConfig(**settings(tiny_llama_dir, role="decode", num_kv_blocks=32)),
         )
+
+
+def test_colocated_engine_without_mixed_steps_gives_the_same_greedy_tokens(tiny_llama_dir):
+    # vLLM v0's schedule (the papers' co-located baseline): prefill-only steps while prompts wait,
+    # earlier requests' decodes waiting for them; a 64-token budget spreads the prompts over steps
+    batch = prompts(seed=7)
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
+    runs = {}
+    for mixed in (True, False):
+        llm = LLM(
+            **settings(
+                tiny_llama_dir, num_kv_blocks=256, max_num_batched_tokens=64, mixed_steps=mixed
+            )
+        )
+        runs[mixed] = [o.output_token_ids for o in llm.generate(batch, params)]
+        assert not llm.engine.scheduler.has_unfinished_requests()
+    assert runs[False] == runs[True]

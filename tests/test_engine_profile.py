@@ -9,6 +9,7 @@ from sim_helpers import cluster_config, cost_model
 from typer.testing import CliRunner
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,
@@ -17,11 +18,18 @@ from simulator.calibration.engine_profile import (
     load_profile,
     profile_names,
 )
+from simulator.calibration.kernel_era import era_factor
 from simulator.calibration.schema import load_shipped
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
-from simulator.validation.published import fit_profile, load_published, stats, validate_published
+from simulator.validation.published import (
+    fit_profile,
+    load_published,
+    record_errors,
+    stats,
+    validate_published,
+)
 from surgeplan_cli import app
 
 
@@ -241,3 +249,118 @@ def test_live_gap_separates_between_steps_wake_ups_and_slowdown():
     assert all(
         term.label == "measured" for term in profile.terms if term.feature in ("step", "wake")
     )
+
+
+def test_guaranteed_no_evict_admission_waits_instead_of_preempting():
+    """TensorRT-LLM's default admission: a request starts only when it and every running request fit
+    at full length, so nothing is ever preempted; vLLM's optimistic admission preempts on this pool."""
+    from engine.core.config import SchedulerConfig
+    from simulator.cluster.cluster import Cluster
+
+    def run(admission: str) -> Cluster:
+        scheduler = SchedulerConfig(
+            max_num_seqs=8, max_num_batched_tokens=512, max_model_len=512, admission=admission
+        )
+        config = cluster_config(cost_model(0.01), num_blocks=24, scheduler_config=scheduler)
+        cluster = Cluster(config, [0.0] * 6, [32] * 6, [100] * 6, ["default"] * 6)
+        cluster.run()
+        return cluster
+
+    optimistic, guaranteed = run("optimistic"), run("guaranteed_no_evict")
+    assert optimistic.replicas[0].scheduler.num_preemptions > 0
+    assert guaranteed.replicas[0].scheduler.num_preemptions == 0
+    assert all(r.ok for r in guaranteed.records) and len(guaranteed.records) == 6
+
+
+def test_profile_kernels_pick_the_calibration_and_scale_only_other_backends():
+    """A TensorRT-LLM profile runs on the calibration of TensorRT-LLM's own kernels where one is
+    shipped (its kernel scales then do not apply); on another backend's calibration its per-bound
+    scales multiply those terms only."""
+    base = {
+        "model": {"name": "llama-3-8b"},
+        "hardware": {"gpu": "H100-80GB"},
+        "traffic": {"arrivals": {"kind": "poisson", "rate_per_s": 2.0}, "duration_s": 5},
+    }
+    facts = simulate(Scenario.model_validate(base | {"engine_profile": "trtllm"})).facts
+    assert "trtllm" in facts["calibration"]["name"]
+    facts = simulate(Scenario.model_validate(base | {"engine_profile": "vllm-v0"})).facts
+    assert "trtllm" not in facts["calibration"]["name"]
+
+    gpu = cost_model(0.01, 1e-5, 1e-7)  # host step, compute per token, memory per context token
+    profile = _profile(0.0, step_s=0.0, sequence_s=0.0).model_copy(
+        update={"kernel_backend": "trtllm", "kernel_scale_by_bound": {"memory": 0.5}}
+    )
+    shape = StepShape(decode_context_lens=(1000,) * 4)
+    foreign = ProfiledCostModel(gpu, profile, calibration_backend="vllm")
+    own = ProfiledCostModel(gpu, profile, calibration_backend="trtllm")
+    memory = gpu.explain(shape)["decode attention"]  # the memory-bound term
+    assert own.step_time(shape) == pytest.approx(gpu.step_time(shape))
+    assert foreign.step_time(shape) == pytest.approx(gpu.step_time(shape) - memory / 2)
+
+
+def test_held_out_only_sets_are_never_fitted_on(tmp_path):
+    """The Argonne sets are an independent check: loading refuses a fit run in them, fitting refuses
+    them, and their errors are recorded into the profile without changing a term."""
+    data = load_published("argonne-vllm")
+    assert data["held_out_only"] and {run["split"] for run in data["runs"]} == {"held_out"}
+    with pytest.raises(ValueError, match="no fit runs"):
+        fit_profile("argonne-vllm", write=False)
+    small = {**data, "runs": data["runs"][:2]}
+    bad = {**small, "runs": [small["runs"][0] | {"split": "fit"}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="held-out-only"):
+        load_published(tmp_path / "bad.json")
+    (tmp_path / "small.json").write_text(json.dumps(small))
+    profile, rows = record_errors(tmp_path / "small.json", write=False)
+    before = load_profile("vllm-v0")
+    assert profile.terms == before.terms and len(rows) == 2
+    mine = [e for e in profile.errors if e.source == "argonne-vllm"]
+    assert mine and all(e.split == "held_out" and e.num_rows for e in mine)
+
+
+def test_planner_answer_follows_the_engine_profile():
+    """The same traffic planned for vLLM V0 and for TensorRT-LLM: the recommendation names the
+    profile, predicts the stack's latencies, and the V0 stack (serial host time) never needs fewer
+    replicas."""
+    from test_planner_helpers import quick_settings, spike_scenario
+
+    from simulator.planner.recommend import plan
+
+    answers = {
+        name: plan(
+            spike_scenario(rate_per_s=3.0, multiplier=8.0, engine_profile=name),
+            quick_settings(),
+            workers=1,
+            progress=False,
+        ).report.recommendation
+        for name in ("vllm-v0", "trtllm")
+    }
+    v0, trt = answers["vllm-v0"], answers["trtllm"]
+    assert v0.calibration["engine_profile"] == "vllm-v0"
+    assert trt.calibration["engine_profile"] == "trtllm"
+    assert v0.tpot_p99_s > 1.5 * trt.tpot_p99_s
+    assert v0.replicas >= trt.replicas
+
+
+def test_kernel_era_scales_only_the_linear_layers_of_kernel_tables():
+    """An older stack's linear layers over its own backend's kernel tables (derived from Vidur's
+    2024 profiles and aiconfigurator's tables on the same layer shapes): applied to a calibration
+    of those tables (a backend version named), on that GPU, to the linear-layer terms only."""
+    calibrations = [load_shipped(name) for name in ("llama-2-7b@H100-80GB-tp1",)]
+    calibrations.append(load_shipped("llama-2-7b@H100-80GB-tp1-aic-vllm"))
+    factor = era_factor(calibrations, "H100-80GB")
+    assert factor is not None and 1.05 < factor < 1.4
+    assert era_factor(calibrations, "A100-80GB") is None  # no pair on that GPU
+
+    table = calibrations[1]
+    gpu = CostModel.from_calibration(table)
+    profile = _profile(0.0, step_s=0.0, sequence_s=0.0).model_copy(
+        update={"kernel_backend": "vllm", "kernel_era_scales": {"H100-80GB": 1.5}}
+    )
+    shape = StepShape(decode_context_lens=(512,) * 8)
+    linear = sum(s for name, s in gpu.explain(shape).items() if name.startswith("linear layers"))
+    scaled = ProfiledCostModel(gpu, profile, 1.0, "vllm", ("H100-80GB", "0.24.0"))
+    assert scaled.step_time(shape) == pytest.approx(gpu.step_time(shape) + 0.5 * linear)
+    for where in (("A100-80GB", "0.24.0"), ("H100-80GB", None)):  # other GPU; not a table
+        same = ProfiledCostModel(gpu, profile, calibration_backend="vllm", calibration_table=where)
+        assert same.step_time(shape) == pytest.approx(gpu.step_time(shape))

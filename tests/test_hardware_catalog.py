@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from simulator.hardware import HardwareSpec, get_hardware, load_catalog, local_cpu, match_device
+from simulator.hardware.catalog import get_hardware, load_catalog, local_cpu, match_device
+from simulator.hardware.spec import HardwareSpec
 
 REQUIRED = (
     "A100-40GB",

@@ -7,7 +7,7 @@ import pytest
 
 from engine.model.config import ModelConfig
 from engine.model.presets import PRESETS, preset_config
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available, max_batch_size
 
 LLAMA2_7B_PARAMS = 32000 * 4096 * 2 + 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096

@@ -9,7 +9,7 @@ from engine.config import EngineConfig
 from engine.model.config import ModelConfig
 from engine.worker.resources import gpu_kv_pool_blocks
 from simulator import Scenario
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available
 from simulator.simulation import resolve_pool
 

@@ -54,11 +54,10 @@ def test_tensor_parallel_found_where_the_model_fits():
         rate_per_s=0.2, multiplier=2.0, duration_s=40, model={"name": "llama-2-70b"}
     )
     result = plan(scenario, settings, workers=1, progress=False)
-    assert result.data["recommendation"]["tensor_parallel"] in (2, 4)
+    assert result.report.recommendation.tensor_parallel in (2, 4)
     assert (
-        result.data["recommendation"]["gpus"]
-        == result.data["recommendation"]["replicas"]
-        * result.data["recommendation"]["tensor_parallel"]
+        result.report.recommendation.gpus
+        == result.report.recommendation.replicas * result.report.recommendation.tensor_parallel
     )
 
 

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.shipped import calibration_for
-from simulator.planner.claims import interval, verdict
-from simulator.planner.claims_base import reason
+from simulator.planner.claims_base import interval, reason, verdict
 from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
+from simulator.planner.report import GpuRow, PlanReport, Recommendation
 from simulator.planner.search import Batch, fleet_scenario
 from simulator.planner.uncertainty import error_of
 from surgeplan_cli import app
@@ -117,6 +117,68 @@ def test_ledger_and_chart_are_written(cli_plan):
     assert "recommendation" in page and "Pareto front" in page
     for name in ("recommended_scenario.yaml", "one_fewer_scenario.yaml", "plan.json"):
         assert (out / name).exists()
+
+
+# The keys `plan.json` held before the report was typed (assemble's dicts): saved plans and scripts
+# reading `surgeplan plan --json` rely on them.
+PLAN_KEYS = {
+    "recommendation", "recommended_scenario", "one_fewer_scenario", "one_fewer", "per_gpu_type",
+    "traffic", "slo", "replica_range", "uncertainty", "static_baseline", "autoscaled",
+    "dynamic_batch", "kv_cache_dtypes", "simulations", "elapsed_s",
+}  # fmt: skip
+BLOCK_KEYS = {
+    "recommendation": {
+        "gpu", "tensor_parallel", "replicas", "gpus", "max_num_seqs", "max_num_batched_tokens",
+        "cost_per_hour_usd", "cost_per_request_usd", "cost_per_million_output_tokens_usd",
+        "gpu_hours", "binding_constraint", "headroom", "headroom_term", "ttft_p99_s", "tpot_p99_s",
+        "abandon_rate", "calibration", "one_fewer_misses", "binding_checked_by",
+        "replicas_if_slower", "sentence",
+    },
+    "one_fewer": {"status", "reasons", "binding", "ratios", "ttft_p99_s", "tpot_p99_s", "early_stop_s"},
+    "traffic": {"requests", "duration_s", "mean_rate_per_s", "peak_rate_per_s", "peak_window_s"},
+    "uncertainty": {"step_time_error", "source", "replicas_if_slower", "replicas_if_faster", "text"},
+    "static_baseline": {
+        "replicas", "gpus", "searched_up_to", "policy", "batch_controller", "max_num_seqs",
+        "max_num_batched_tokens", "cost_per_hour_usd", "cost_per_request_usd", "ttft_p99_s",
+        "tpot_p99_s", "status", "reasons",
+    },
+    "autoscaled": {
+        "warm_pool", "max_replicas", "meets", "replicas_peak", "cost_usd", "cost_per_hour_usd",
+        "cost_per_request_usd", "ttft_p99_s", "fixed_cost_usd", "fixed_cost_per_request_usd",
+        "saved_usd", "saved_share", "cold_start_s", "reasons",
+    },
+    "simulations": {"evaluated", "simulated", "from_cache", "backend"},
+}  # fmt: skip
+MEETS_ROW_KEYS = {
+    "gpu", "tensor_parallel", "replicas", "gpus", "max_num_seqs", "max_num_batched_tokens",
+    "kv_cache_dtype", "calibration", "kv_blocks_per_replica", "price_usd_per_gpu_hour",
+    "batch_grid", "status", "cost_per_hour_usd", "cost_per_request_usd",
+    "cost_per_million_output_tokens_usd", "gpu_hours", "ttft_p99_s", "tpot_p99_s", "abandon_rate",
+    "checked_by", "binding_constraint", "binding_checked_by", "headroom", "headroom_term",
+    "slo_ratios",
+}  # fmt: skip
+
+
+def test_plan_json_keeps_its_keys_and_reads_back_as_the_typed_report(cli_plan):
+    data, out = cli_plan
+    assert set(data) == PLAN_KEYS
+    for block, keys in BLOCK_KEYS.items():
+        assert set(data[block]) == keys, block
+    assert {"ttft_p99_s", "tpot_p99_s", "max_abandon_rate", "goodput_share"} == set(data["slo"])
+    assert MEETS_ROW_KEYS <= set(next(r for r in data["per_gpu_type"] if r["status"] == "meets"))
+    report = PlanReport.from_json(data)
+    assert isinstance(report.recommendation, Recommendation)
+    assert all(isinstance(row, GpuRow) for row in report.per_gpu_type)
+    assert report.recommendation.replicas == data["recommendation"]["replicas"]
+    assert report.to_json() == data  # the round trip: JSON -> typed report -> the same JSON
+    saved = json.loads((out / "plan.json").read_text())
+    assert PlanReport.from_json(saved).to_json() == saved
+    # a row of a GPU the model does not fit, as saved before the report was typed: five keys
+    old_row = {"gpu": "T4", "tensor_parallel": 8, "status": "does_not_fit", "replicas": None}
+    row = PlanReport.from_json(data | {"per_gpu_type": [old_row | {"reason": "too small"}]})
+    assert row.per_gpu_type[0].reason == "too small" and row.per_gpu_type[0].gpus is None
+    with pytest.raises(ValueError, match=r"plan\.recommendation: unknown key\(s\) \['ttft_s'\]"):
+        PlanReport.from_json(data | {"recommendation": data["recommendation"] | {"ttft_s": 1.0}})
 
 
 def test_cli_table_names_the_recommendation(tmp_path):

@@ -3,6 +3,7 @@
 predicate, worker processes give the serial path's answer, and results are cached by scenario hash."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from test_planner_helpers import quick_settings, spike_scenario
@@ -23,16 +24,16 @@ def small_plan():
 
 
 def test_answer_is_minimal_by_plain_simulation(small_plan):
-    data = small_plan.data
-    recommended = Scenario.model_validate(data["recommended_scenario"])
-    fewer = Scenario.model_validate(data["one_fewer_scenario"])
-    assert recommended.cluster.replicas == data["recommendation"]["replicas"] >= 2
+    report = small_plan.report
+    recommended = Scenario.model_validate(report.recommended_scenario)
+    fewer = Scenario.model_validate(report.one_fewer_scenario)
+    assert recommended.cluster.replicas == report.recommendation.replicas >= 2
     assert fewer.cluster.replicas == recommended.cluster.replicas - 1
     assert simulate(recommended).summary.meets_slo is True
     missed = simulate(fewer).summary
     assert missed["meets_slo"] is False
     # the binding constraint is a term that one replica less really misses
-    binding = data["recommendation"]["binding_constraint"]
+    binding = report.recommendation.binding_constraint
     assert binding in ("slo_ttft", "slo_tpot", "timeouts")
     limits = {
         "slo_ttft": ("ttft_p99_s", recommended.slo.ttft_p99_s),
@@ -46,13 +47,13 @@ def test_answer_is_minimal_by_plain_simulation(small_plan):
 
 
 def test_answer_figures_are_consistent(small_plan):
-    rec = small_plan.data["recommendation"]
-    price = small_plan.data["per_gpu_type"][0]["price_usd_per_gpu_hour"]
-    assert rec["gpus"] == rec["replicas"] * rec["tensor_parallel"]
-    assert rec["cost_per_hour_usd"] == pytest.approx(rec["gpus"] * price)
-    assert 0 < rec["cost_per_request_usd"] < rec["cost_per_hour_usd"]
-    assert 0 <= rec["headroom"] < 1 and rec["one_fewer_misses"] is True
-    assert rec["calibration"]["label"] in ("measured", "fitted", "derived")
+    rec = small_plan.report.recommendation
+    price = small_plan.report.per_gpu_type[0].price_usd_per_gpu_hour
+    assert rec.gpus == rec.replicas * rec.tensor_parallel
+    assert rec.cost_per_hour_usd == pytest.approx(rec.gpus * price)
+    assert 0 < rec.cost_per_request_usd < rec.cost_per_hour_usd
+    assert 0 <= rec.headroom < 1 and rec.one_fewer_misses is True
+    assert rec.calibration["label"] in ("measured", "fitted", "derived")
 
 
 class _FakeRunner:
@@ -99,10 +100,8 @@ def test_bisect_finds_least_meeting_size(trial):
 
 def test_processes_give_the_serial_answer(small_plan):
     parallel = plan(spike_scenario(), quick_settings(), workers=2, progress=False)
-    strip = ("elapsed_s", "simulations")
-    assert {k: v for k, v in parallel.data.items() if k not in strip} == {
-        k: v for k, v in small_plan.data.items() if k not in strip
-    }
+    strip = {"elapsed_s": None, "simulations": None}
+    assert replace(parallel.report, **strip) == replace(small_plan.report, **strip)
     volatile = ("cpu_s", "cached")
     assert [
         {k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows
@@ -112,12 +111,12 @@ def test_processes_give_the_serial_answer(small_plan):
 def test_outcomes_are_cached_by_scenario_hash(tmp_path):
     scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
     first = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)
-    assert first.data["simulations"]["simulated"] > 0 and len(list(tmp_path.glob("*.json"))) > 0
+    assert first.report.simulations.simulated > 0 and len(list(tmp_path.glob("*.json"))) > 0
     again = plan(
         scenario, settings, workers=1, cache_dir=tmp_path, progress=False
     )  # a fresh cache object
-    assert again.data["simulations"]["simulated"] == 0
-    assert again.data["recommendation"] == first.data["recommendation"]
+    assert again.report.simulations.simulated == 0
+    assert again.report.recommendation == first.report.recommendation
     # another seed is another scenario: a different key
     assert (
         make_job(scenario)["scenario"]

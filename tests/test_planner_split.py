@@ -8,7 +8,8 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from simulator import Scenario
-from simulator.planner.split import Layout, _staircase, layout_scenario, plan_split
+from simulator.planner import split_answer
+from simulator.planner.split import Layout, Outcome, _staircase, layout_scenario, plan_split
 
 
 def _small() -> Scenario:
@@ -46,6 +47,43 @@ def test_plan_split_keeps_the_cheapest_of_each_layout_and_recommends_one():
     split = plan.best["disaggregated, 0 GB host KV"]
     assert split.layout.prefill_replicas == split.layout.decode_replicas == 1 and split.gpus == 2
     assert split.kv_transfer_p99_s is not None and split.kv_transfer_p99_s > 0
+    answer = plan.answer  # light traffic: one co-located GPU; a split needs two, so no saving
+    assert answer.recommendation is plan.recommendation and answer.ratio == "co-located"
+    assert answer.gpus_saved == 0 and not answer.split_saves_gpus
+    assert "splitting prefill and decode does not save GPUs" in answer.sentence()
+
+
+def _outcome(layout: Layout, cost_usd: float) -> Outcome:
+    return Outcome(layout, True, layout.gpus, cost_usd, None, 0.8, 0.03, 0.99, None, 0.0)
+
+
+def test_answer_names_the_ratio_cost_and_savings_of_a_cheaper_split():
+    best = {
+        "colocated, 0 GB host KV": _outcome(Layout("colocated", 0, 4, 4), 16.0),
+        "colocated, 256 GB host KV": _outcome(Layout("colocated", 256, 7, 2), 14.5),
+        "disaggregated, 0 GB host KV": _outcome(
+            Layout(
+                "disaggregated",
+                0,
+                prefill_replicas=2,
+                decode_replicas=1,
+                prefill_tensor_parallel=4,
+                decode_tensor_parallel=4,
+            ),
+            12.25,
+        ),
+        "disaggregated, 256 GB host KV": None,
+    }
+    answer = split_answer.answer(best, lambda o: (o.gpus, o.cost_usd))
+    assert answer.ratio == "2P1D" and answer.prefill_decode_gpus == (8, 4)
+    assert answer.recommendation.gpus == 12 and answer.baseline.gpus == 16
+    assert answer.gpus_saved == 4 and answer.cost_saved_usd == 3.75
+    assert answer.split_saves_gpus and answer.host_tier_saves_gpus  # 12 and 14 GPUs < 16
+    sentence = answer.sentence()
+    assert "2P1D" in sentence and "8 prefill : 4 decode" in sentence and "$12.25" in sentence
+    assert "P99 TTFT 0.80 s" in sentence and "4 GPUs and $3.75 saved" in sentence
+    none = split_answer.answer({"colocated, 0 GB host KV": None}, lambda o: (o.gpus,))
+    assert none.recommendation is None and "No layout in range" in none.sentence()
 
 
 def test_staircase_finds_the_minimal_ratio_with_few_runs():
@@ -61,8 +99,6 @@ def test_staircase_finds_the_minimal_ratio_with_few_runs():
             prefill_tensor_parallel=1,
             decode_tensor_parallel=1,
         )
-        from simulator.planner.split import Outcome
-
         return Outcome(layout, 2 * x + y >= 7, x + y, float(x + y), None, 0.0, 0.0, 1.0, None, 0.0)
 
     best = _staircase(run, 6)
@@ -97,6 +133,7 @@ def test_plan_split_command_prints_json(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["recommendation"]["gpus"] == 1 and data["recommendation"]["kind"] == "colocated"
+    assert data["answer"]["ratio"] == "co-located" and data["answer"]["gpus_saved"] == 0
 
 
 def test_split_page_renders_both_fleets():

@@ -141,3 +141,29 @@ def test_free_blocks_go_out_uncached_first_then_least_recently_used():
     bm.allocate(b, 13)  # 7 blocks: the uncached ones, then 1 (evicted)
     assert b.block_table == [2, 3, 4, 5, 6, 7, 1] and bm.free_blocks == [0]
     assert bm.num_cached_free_blocks == 1 and len(bm.hash_to_block) == 1
+
+
+def test_without_mixed_steps_waiting_prompts_go_first_whole_and_decodes_wait():
+    # vLLM v0's schedule (the co-located baseline of DistServe and Splitwise): prefill-only steps of
+    # whole prompts while any wait and fit, then decode-only steps
+    s = make_scheduler(
+        num_blocks=64,
+        block_size=4,
+        max_num_batched_tokens=32,
+        max_model_len=64,
+        mixed_steps=False,
+        prefix_caching=False,
+    )
+    s.add_request(make_request("a", [3] * 5, max_tokens=10))
+    run_step(s, random.Random(0), 0.0)  # a: whole prompt, first token
+    for name, length in (("b", 20), ("c", 9), ("d", 10)):
+        s.add_request(make_request(name, list(range(3, 3 + length)), max_tokens=5))
+    out = s.schedule(1.0)  # b and c fit the 32-token budget whole; d would be cut: it waits
+    assert out.shape.prefill_chunks == ((20, 0), (9, 0)) and out.shape.decode_context_lens == ()
+    s.update(out, [1, 1], 1.0)
+    out = s.schedule(2.0)  # a still waits: d goes first
+    assert out.shape.prefill_chunks == ((10, 0),) and out.shape.decode_context_lens == ()
+    s.update(out, [1], 2.0)
+    out = s.schedule(3.0)  # nothing waits: a decode-only step of all four
+    assert out.shape.prefill_chunks == () and out.shape.decode_context_lens == (6, 21, 10, 11)
+    assert s.decode_stretch(out, 8) > 1  # and, with nothing waiting, a stretch like any other

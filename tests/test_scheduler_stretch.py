@@ -108,6 +108,7 @@ def build(config: dict, specs: list[dict]) -> tuple[Scheduler, list[Request | No
             static_reserve=config["static_reserve"],
             batch_controller=config.get("controller", "fixed"),
             batch_target_tpot_s=config.get("target_tpot_s", 0.1),
+            mixed_steps=config.get("mixed_steps", True),
         ),
         CacheConfig(
             block_size=config["block_size"],
@@ -289,6 +290,13 @@ def test_stretches_match_under_tenant_quotas(workload, seed):
 def test_stretches_match_with_the_slo_batch_controller(workload, seed):
     config, specs, aborts = workload
     run_lockstep(config, specs, aborts, seed)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(policy="continuous"), st.integers(0, 2**31 - 1))
+def test_stretches_match_without_mixed_steps(workload, seed):
+    config, specs, aborts = workload  # vLLM v0's schedule: prefill-only steps while prompts wait
+    run_lockstep({**config, "mixed_steps": False}, specs, aborts, seed)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

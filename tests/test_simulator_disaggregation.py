@@ -123,3 +123,81 @@ def test_example_runs_disaggregated_and_colocated(tmp_path):
     plain = simulate(colocated).summary
     assert plain["kv_transfer_bytes"] == 0 and plain["kv_transfer_mean_s"] is None
     assert plain["completed"] == summary["completed"]
+
+
+def _two_at_once(link_name: str, kv_bytes_per_token: int, prompts: list[int]):
+    """Requests arriving together at one prefill replica, handed to two decode replicas."""
+    model = cost_model(0.01, 1e-5, 1e-7)
+    decode = _pool("decode", model, 1)
+    decode = PoolConfig(**{**decode.__dict__, "initial_replicas": 2})
+    cluster = DisaggregatedCluster(
+        cluster_config(model, replicas=0),
+        _pool("prefill", model, 1),
+        decode,
+        get_link(link_name),
+        kv_bytes_per_token,
+        [1.0] * len(prompts),
+        prompts,
+        [3] * len(prompts),
+        ["default"] * len(prompts),
+    )
+    cluster.run()
+    return cluster
+
+
+def test_transfers_from_one_prefill_replica_share_its_link():
+    # two prompts prefilled in one step, handed over at the same instant to two decode replicas (round
+    # robin): by hand, 100 GbE (12.5 GB/s, 50 us): the 100-token KV (1 MB a token: 100 MB) and the
+    # 300-token one (300 MB) share the link, so the first ends after 2 x 100 MB / 12.5 GB/s = 16 ms and
+    # the second after 16 ms + 200 MB / 12.5 GB/s = 32 ms, each + 50 us; alone they would take 8 and 24 ms
+    cluster = _two_at_once("ethernet-100g", 1_000_000, [100, 300])
+    assert sorted(cluster.transfer_s) == [
+        pytest.approx(50e-6 + 2 * 100e6 / 12.5e9),
+        pytest.approx(50e-6 + (2 * 100e6 + 200e6) / 12.5e9),
+    ]
+    assert cluster.transfer_wait_s == [0.0, 0.0]  # two decode replicas: no queue on their side
+    prefill = cluster.pools["prefill"].replicas[0]
+    assert prefill.link_out.peak_concurrent == 2 and prefill.link_out.in_flight == 0
+    assert all(r.status == "ok" and r.output_tokens == 3 for r in cluster.records)
+
+
+def test_shared_link_alone_matches_the_catalog_formula():
+    import simpy
+
+    from simulator.cluster.shared_link import SharedLink
+
+    env, link = simpy.Environment(), get_link("pcie-gen4-x16")
+    shared = SharedLink(env, link.bandwidth_bytes_per_s * 2)
+    ends = []
+
+    def one(start_s, num_bytes):
+        yield env.timeout(start_s)
+        yield shared.send(num_bytes)
+        ends.append(env.now)
+
+    env.process(one(0.0, 64e6))  # alone: 64 MB over 2 x 32 GB/s = 1 ms
+    env.process(one(1.0, 64e6))  # joined 0.5 ms later by a second: both share from then on
+    env.process(one(1.0005, 64e6))
+    env.run()
+    assert ends[0] == pytest.approx(link.transfer_s(64e6, 2, 4) - link.latency_s)
+    # by hand: the second has 32 MB left at 1.0005 s, then both move at 32 GB/s: it ends 1 ms later,
+    # the third (32 MB left then) alone at 64 GB/s after 0.5 ms more
+    assert ends[1:] == [pytest.approx(1.0015), pytest.approx(1.002)]
+
+
+def test_kv_transfer_bytes_follow_the_kv_cache_dtype():
+    base = Scenario.load(EXAMPLE)
+    runs = {}
+    for dtype in ("auto", "fp8"):
+        scenario = base.model_copy(
+            update={
+                "traffic": base.traffic.model_copy(update={"duration_s": 20.0}),
+                "scheduler": base.scheduler.model_copy(update={"kv_cache_dtype": dtype}),
+            }
+        )
+        runs[dtype] = simulate(scenario)
+    auto, fp8 = (runs[d].facts["disaggregation"]["kv_bytes_per_token"] for d in ("auto", "fp8"))
+    assert auto == 2 * 80 * 8 * 128 * 2 and fp8 == auto // 2  # Llama-3-70B: bf16, then 1 byte
+    assert runs["fp8"].summary["kv_transfer_bytes"] * 2 == pytest.approx(
+        runs["auto"].summary["kv_transfer_bytes"], rel=0.05
+    )

@@ -80,7 +80,7 @@ def _trace(tmp_path) -> Path:
     ).save(tmp_path / "t.jsonl")
 
 
-def _validate(*args, timeout=240):
+def _validate(*args, timeout=600):
     return subprocess.run(
         [sys.executable, "-m", "surgeplan_cli", "validate", *args],
         cwd=ROOT,

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, handoff, views
+from dashboard import handoff, views
 from dashboard import widgets as w
+from dashboard.charts.calibration import predicted_vs_measured, step_curves
+from dashboard.data import catalogs, trace_files
 from simulator.scenario import HardwareChoice
 
 KEY = "calibrations_"
@@ -23,7 +25,7 @@ DEFAULT_COMPARE = [
 
 
 def _table() -> None:
-    rows = data.calibration_rows()
+    rows = catalogs.calibration_rows()
     st.dataframe(
         rows,
         hide_index=True,
@@ -46,7 +48,7 @@ def _table() -> None:
 
 
 def _detail(name: str) -> None:
-    calibration = data.shipped_calibrations()[name]
+    calibration = catalogs.shipped_calibrations()[name]
     fit = calibration.cost_model
     st.markdown(
         f"**{calibration.name}** — `{calibration.label}`; {calibration.model.name} ({calibration.dtype}) on "
@@ -99,11 +101,11 @@ def _uploaded():
     )
     if upload is None:
         return None
-    calibration, error = data.read_calibration(upload.getvalue(), upload.name)
+    calibration, error = catalogs.read_calibration(upload.getvalue(), upload.name)
     if error:
         st.error(error)
         return None
-    points = data.measured_points(calibration)
+    points = catalogs.measured_points(calibration)
     fit_error = calibration.cost_model.fit_errors[0] if calibration.cost_model.fit_errors else None
     summary = f"{calibration.name} ({calibration.label}): {len(points)} measured points" + (
         f", fit error {fit_error.mape_train:.1%} train / "
@@ -113,9 +115,7 @@ def _uploaded():
     )
     if points:
         st.plotly_chart(
-            charts.predicted_vs_measured(
-                points, f"{calibration.name}: predicted vs measured step time"
-            ),
+            predicted_vs_measured(points, f"{calibration.name}: predicted vs measured step time"),
             key="calibrations_pvm",
         )
     st.caption(summary)
@@ -128,7 +128,7 @@ def _use_it(calibration, content: bytes, filename: str) -> None:
     if st.button(
         "Use this calibration on the What-if page", key=KEY + "use", icon=":material/send:"
     ):
-        path = data.keep_upload(content, filename)
+        path = trace_files.keep_upload(content, filename)
         handoff.offer(
             handoff.CALIBRATION,
             {
@@ -142,7 +142,7 @@ def _use_it(calibration, content: bytes, filename: str) -> None:
         )
         st.session_state[KEY + "sent"] = calibration.name
     if st.session_state.get(KEY + "sent") == calibration.name:
-        known = calibration.model.name in data.model_names()
+        known = calibration.model.name in catalogs.model_names()
         st.success(
             f"The What-if page now simulates with **{calibration.name}** ({calibration.label})"
             + (
@@ -163,7 +163,7 @@ def render() -> None:
         "(Vidur, A100/H100); `derived`: carried to other hardware by datasheet ratios, or a roofline estimate."
     )
     _table()
-    names = list(data.shipped_calibrations())
+    names = list(catalogs.shipped_calibrations())
     chosen = st.multiselect(
         "Compare predicted step times",
         names,
@@ -174,9 +174,9 @@ def render() -> None:
     with st.expander("Your own calibration file"):
         extra = _uploaded()
     if chosen or extra is not None:
-        curves = data.step_curves(chosen, CONTEXT_TOKENS, BATCHES, PREFILL_TOKENS, extra)
+        curves = catalogs.step_curves(chosen, CONTEXT_TOKENS, BATCHES, PREFILL_TOKENS, extra)
         st.plotly_chart(
-            charts.step_curves(curves, BATCHES, PREFILL_TOKENS, CONTEXT_TOKENS),
+            step_curves(curves, BATCHES, PREFILL_TOKENS, CONTEXT_TOKENS),
             key="calibrations_curves",
         )
         st.caption("Each line names its calibration and label; dashed lines are `derived`.")

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
 from dashboard import widgets as w
+from dashboard.charts.load import latency_vs_load
+from dashboard.charts.style import POLICY_NAMES
+from dashboard.data import catalogs, saved_files, scenarios
+from dashboard.data.scenarios import LoadPoint
 from simulator.scenario import (
     SLO,
     HardwareChoice,
@@ -16,6 +19,7 @@ from simulator.scenario import (
     SchedulerSettings,
     TrafficSpec,
 )
+from simulator.summary import SimSummary
 from traces.arrivals import PoissonArrivals
 
 KEY = "paged_"
@@ -24,7 +28,7 @@ LEVELS = 6  # load levels per curve, evenly spaced up to the highest load
 
 def _inputs(base: dict) -> tuple[dict, float, float]:
     side = st.sidebar
-    catalog = data.gpus()
+    catalog = catalogs.gpus()
     side.subheader("One replica")
     base["model"]["name"] = w.select(
         ModelChoice,
@@ -33,7 +37,7 @@ def _inputs(base: dict) -> tuple[dict, float, float]:
         KEY + "model",
         "model",
         where=side,
-        options=data.model_names(),
+        options=catalogs.model_names(),
     )
     base["hardware"]["gpu"] = w.select(
         HardwareChoice,
@@ -99,29 +103,29 @@ def _inputs(base: dict) -> tuple[dict, float, float]:
     return base, highest, fleet
 
 
-def _sweep(base, loads: list[float]) -> tuple[list[dict], dict | None, str | None]:
+def _sweep(base, loads: list[float]) -> tuple[list[LoadPoint], dict | None, str | None]:
     points = [(policy, load) for policy in ("continuous", "static") for load in loads]
     bar = st.progress(0.0, text="Simulating the load sweep…")
     rows, facts = [], None
     for i, (policy, load) in enumerate(points):
-        result, error = data.run(data.policy_point(base, policy, load))
+        result, error = scenarios.run(scenarios.policy_point(base, policy, load))
         if error:
             bar.empty()
             return [], None, error
         facts = result.facts
-        rows.append({"policy": policy, "load_rps": load, **result.summary.as_dict()})
+        rows.append(LoadPoint(policy, load, result.summary))
         bar.progress((i + 1) / len(points), text=f"Simulated {policy} at {load:g} requests/s")
     bar.empty()
     return rows, facts, None
 
 
-def _at(rows: list[dict], policy: str, load: float) -> dict:
-    return next(row for row in rows if row["policy"] == policy and row["load_rps"] == load)
+def _at(rows: list[LoadPoint], policy: str, load: float) -> SimSummary:
+    return next(row for row in rows if row.policy == policy and row.load_rps == load).summary
 
 
 def _engine_measured() -> dict | None:
     """The live engine's own CPU benchmark (benchmarks/engine_cpu.py), when its results are present."""
-    bench, _ = data.read_json(data.ENGINE_BENCH_JSON)
+    bench, _ = saved_files.read_json(saved_files.ENGINE_BENCH_JSON)
     if not bench:
         return None
     offline = {row["label"]: row for row in bench.get("offline", [])}
@@ -146,18 +150,18 @@ def _engine_measured() -> dict | None:
     }
 
 
-def _spread(row: dict) -> float | None:
+def _spread(summary: SimSummary) -> float | None:
     """TTFT variability: P99 over P50 time to first token."""
     return (
-        row["ttft_p99_s"] / row["ttft_p50_s"]
-        if row.get("ttft_p50_s") and row.get("ttft_p99_s")
+        summary.ttft_p99_s / summary.ttft_p50_s
+        if summary.ttft_p50_s and summary.ttft_p99_s
         else None
     )
 
 
 def _claims(
-    cont: dict,
-    static: dict,
+    cont: SimSummary,
+    static: SimSummary,
     compare_load: float,
     throughput_ratio: float,
     per_100: int,
@@ -172,7 +176,7 @@ def _claims(
     lat_m = ", ".join(f"{ratio:.2f}x at {load}" for load, ratio in m.get("latency", [])) or "—"
     thr_m = f"{m['throughput']:.2f}x output tokens/s" if m else "—"
     spread_text = "; ".join(
-        f"{name} {row['ttft_p50_s']:.2f}–{row['ttft_p99_s']:.2f} s ({_spread(row):.1f}x)"
+        f"{name} {row.ttft_p50_s:.2f}–{row.ttft_p99_s:.2f} s ({_spread(row):.1f}x)"
         if _spread(row)
         else f"{name} n/a"
         for name, row in (("continuous", cont), ("static", static))
@@ -188,16 +192,16 @@ def _claims(
             "| --- | --- | --- | --- |",
             (
                 f"| KV cache holding tokens, paged vs reserved | near-full vs mostly wasted (vLLM paper: under 4% waste; "
-                f"20–38% used by earlier servers) | {cont['kv_utilization']:.0%} vs {static['kv_utilization']:.0%} "
+                f"20–38% used by earlier servers) | {cont.kv_utilization:.0%} vs {static.kv_utilization:.0%} "
                 f"| {kv_m} |"
             ),
             (
-                f"| mean latency, continuous / static | about 50% lower | {cont['e2e_mean_s'] / static['e2e_mean_s']:.2f}x "
+                f"| mean latency, continuous / static | about 50% lower | {cont.e2e_mean_s / static.e2e_mean_s:.2f}x "
                 f"{at} | {lat_m} |"
             ),
             (
                 f"| P99 latency, continuous / static | lower: no request waits for a whole batch | "
-                f"{cont['e2e_p99_s'] / static['e2e_p99_s']:.2f}x {at} | — |"
+                f"{cont.e2e_p99_s / static.e2e_p99_s:.2f}x {at} | — |"
             ),
             f"| throughput, continuous / static | 2–4x | {throughput_ratio:.2f}x requests/s at saturation | {thr_m} |",
             (
@@ -217,8 +221,8 @@ def render() -> None:
         "against **static batching** that admits a batch together and reserves KV for each request's longest "
         "possible sequence. Both run the engine's own scheduler and block manager."
     )
-    values, highest, fleet = _inputs(data.default_policy_base().model_dump(mode="json"))
-    base, error = data.build_scenario(values)
+    values, highest, fleet = _inputs(scenarios.default_policy_base().model_dump(mode="json"))
+    base, error = scenarios.build_scenario(values)
     if error:
         st.error(f"These inputs do not make a valid scenario: {error}")
         return
@@ -227,14 +231,12 @@ def render() -> None:
     if error:
         st.error(error)
         return
-    by_policy = {p: [row for row in rows if row["policy"] == p] for p in ("continuous", "static")}
-    keeping_up = [
-        load for load in loads if _at(rows, "static", load)["throughput_rps"] >= 0.9 * load
-    ]
+    by_policy = {p: [row for row in rows if row.policy == p] for p in ("continuous", "static")}
+    keeping_up = [load for load in loads if _at(rows, "static", load).throughput_rps >= 0.9 * load]
     compare = max(keeping_up) if keeping_up else loads[0]
     cont, static = _at(rows, "continuous", compare), _at(rows, "static", compare)
-    saturation = {p: data.capacity_rps(by_policy[p], slo_bound=False) for p in by_policy}
-    within_slo = {p: data.capacity_rps(by_policy[p], slo_bound=True) for p in by_policy}
+    saturation = {p: scenarios.capacity_rps(by_policy[p], slo_bound=False) for p in by_policy}
+    within_slo = {p: scenarios.capacity_rps(by_policy[p], slo_bound=True) for p in by_policy}
     if not all(saturation.values()):
         st.error(
             "A policy completed no request in the sweep; raise the traffic per point or the highest load."
@@ -242,8 +244,8 @@ def render() -> None:
         return
     throughput_ratio = saturation["continuous"] / saturation["static"]
     per_100 = int(-(-100 * saturation["static"] // saturation["continuous"]))
-    kv = (cont["kv_utilization"], static["kv_utilization"])
-    latency_ratio = cont["e2e_mean_s"] / static["e2e_mean_s"]
+    kv = (cont.kv_utilization, static.kv_utilization)
+    latency_ratio = cont.e2e_mean_s / static.e2e_mean_s
     columns = st.columns(4)
     columns[0].metric(
         "KV cache holding tokens",
@@ -287,7 +289,7 @@ def render() -> None:
         f"{facts['kv_blocks_per_replica']:,} KV blocks × {facts['block_size']} tokens, max_model_len "
         f"{facts['max_model_len']:,} (what static batching reserves per request)."
     )
-    st.plotly_chart(charts.latency_vs_load(rows, base.slo.ttft_p99_s), key="paged_curves")
+    st.plotly_chart(latency_vs_load(rows, base.slo.ttft_p99_s), key="paged_curves")
     tp, price = base.hardware.tensor_parallel, facts["price_usd_per_gpu_hour"]
     fleet_rows, fleet_cost = [], {"rate": fleet}
     for bound, capacity in (
@@ -295,10 +297,10 @@ def render() -> None:
         (f"within the SLO (P99 TTFT ≤ {base.slo.ttft_p99_s:g} s)", within_slo),
     ):
         for p in by_policy:
-            gpus = data.gpus_needed(fleet, capacity[p], tp)
+            gpus = scenarios.gpus_needed(fleet, capacity[p], tp)
             fleet_rows.append(
                 {
-                    "policy": charts.POLICY_NAMES[p],
+                    "policy": POLICY_NAMES[p],
                     "sized by": bound,
                     "req/s per replica": capacity[p],
                     "GPUs": gpus,

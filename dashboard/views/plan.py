@@ -14,11 +14,13 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from dashboard import charts, data, handoff, views
-from dashboard import widgets as w
-from simulator.scenario import SLO, Scenario, SchedulerSettings
+from dashboard import handoff, views
+from dashboard.charts.pareto import pareto
+from dashboard.data import plans, scenarios
+from dashboard.views.plan_inputs import KEY, inputs
+from simulator.planner.report import PlanReport
+from simulator.scenario import SLO, Scenario
 
-KEY = "plan_"
 HIGHLIGHT = "background-color: #fef9c3; font-weight: 600"
 TERMS = {
     "slo_ttft": "P99 TTFT",
@@ -30,104 +32,22 @@ TERMS = {
 }
 
 
-def _inputs(scenario: Scenario):
-    from simulator.planner.spec import BatchGrid, Candidate, PlanSettings
-
-    side = st.sidebar
-    catalog = data.gpus()
-    defaults = PlanSettings()
-    side.subheader("Search")
-    w.start(KEY + "gpus", [scenario.hardware.gpu] if scenario.hardware.gpu in catalog else [])
-    w.start(KEY + "seqs", list(defaults.batch.max_num_seqs))
-    w.start(KEY + "tokens", list(defaults.batch.max_num_batched_tokens))
-    gpus = side.multiselect(
-        "candidate GPUs",
-        list(catalog),
-        key=KEY + "gpus",
-        persist_state=w.PERSIST,
-        help=w.field_help(Candidate, "gpu"),
-        format_func=lambda n: f"{n} (${catalog[n].price_usd_per_hour:.2f}/h)",
-    )
-    settings = {"candidates": [{"gpu": gpu} for gpu in gpus]}
-    settings["max_replicas"] = w.number(
-        PlanSettings, "max_replicas", 16, KEY + "max_replicas", "largest fleet searched", where=side
-    )
-    seqs = side.multiselect(
-        "max_num_seqs values",
-        sorted({32, 64, 128, 256, 512, *defaults.batch.max_num_seqs}),
-        key=KEY + "seqs",
-        help=w.field_help(BatchGrid, "max_num_seqs"),
-        persist_state=w.PERSIST,
-    )
-    tokens = side.multiselect(
-        "max_num_batched_tokens values",
-        sorted({1024, 2048, 4096, 8192, 16384, *defaults.batch.max_num_batched_tokens}),
-        key=KEY + "tokens",
-        persist_state=w.PERSIST,
-        help=w.field_help(BatchGrid, "max_num_batched_tokens"),
-    )
-    settings["batch"] = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens}
-    side.subheader("SLO")
-    slo = scenario.slo.model_dump()
-    slo["ttft_p99_s"] = w.number(
-        SLO,
-        "ttft_p99_s",
-        slo["ttft_p99_s"],
-        KEY + "ttft",
-        "P99 TTFT (s)",
-        where=side,
-        step=0.5,
-        fmt="%.2f",
-    )
-    slo["tpot_p99_s"] = w.number(
-        SLO,
-        "tpot_p99_s",
-        slo["tpot_p99_s"],
-        KEY + "tpot",
-        "P99 TPOT (s)",
-        where=side,
-        step=0.01,
-        fmt="%.3f",
-    )
-    with side.expander("Comparisons"):
-        for name, label in (
-            ("static_baseline", "traditional server"),
-            ("autoscaled", "autoscaled fleet"),
-            ("dynamic_batch", "SLO-aware batch size"),
-            ("uncertainty", "± calibration error"),
-        ):
-            settings[name] = w.toggle(
-                PlanSettings, name, getattr(defaults, name), KEY + name, label
-            )
-        w.start(KEY + "kv", [])
-        settings["kv_cache_dtypes"] = st.multiselect(
-            "KV cache dtypes (does FP8 KV help?)",
-            w.choices(SchedulerSettings, "kv_cache_dtype"),
-            key=KEY + "kv",
-            help=w.field_help(
-                PlanSettings, "kv_cache_dtypes", w.field_help(SchedulerSettings, "kv_cache_dtype")
-            ),
-            persist_state=w.PERSIST,
-        )
-    return settings, slo
-
-
-def _kv_cache(answer: dict) -> None:
+def _kv_cache(report: PlanReport) -> None:
     """What each KV cache dtype buys (simulated) beside what it costs (measured quality)."""
     rows = []
-    for row in answer.get("kv_cache_dtypes") or []:
-        quality = row.get("quality") or {}
+    for row in report.kv_cache_dtypes:
+        quality = row.quality or {}
         rows.append(
             {
-                "KV cache dtype": row["kv_cache_dtype"],
-                "KV blocks / replica": row["kv_blocks_per_replica"],
-                "replicas": row["replicas"],
-                "GPUs": row["gpus"],
+                "KV cache dtype": row.kv_cache_dtype,
+                "KV blocks / replica": row.kv_blocks_per_replica,
+                "replicas": row.replicas,
+                "GPUs": row.gpus,
                 "$ / 1k requests": None
-                if row["cost_per_request_usd"] is None
-                else row["cost_per_request_usd"] * 1000,
-                "P99 TTFT (s)": row["ttft_p99_s"],
-                "P99 TPOT (s)": row["tpot_p99_s"],
+                if row.cost_per_request_usd is None
+                else row.cost_per_request_usd * 1000,
+                "P99 TTFT (s)": row.ttft_p99_s,
+                "P99 TPOT (s)": row.tpot_p99_s,
                 "KL divergence (measured)": quality.get("kl_divergence"),
                 "top-1 agreement (measured)": quality.get("top1_agreement"),
                 "perplexity (measured)": quality.get("perplexity"),
@@ -150,31 +70,31 @@ def _kv_cache(answer: dict) -> None:
         )
 
 
-def _recommendation(answer: dict) -> None:
-    r = answer["recommendation"]
-    st.success(r["sentence"])
+def _recommendation(report: PlanReport) -> None:
+    r = report.recommendation
+    st.success(r.sentence)
     cols = st.columns(5)
-    plural = "s" if r["replicas"] != 1 else ""
+    plural = "s" if r.replicas != 1 else ""
     cols[0].metric(
         "Fleet",
-        f"{r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}",
-        f"{r['replicas']} × {r['gpu']}",
+        f"{r.gpus} GPU{'s' if r.gpus != 1 else ''}",
+        f"{r.replicas} × {r.gpu}",
         delta_color="off",
         delta_arrow="off",
         border=True,
-        help=f"{r['replicas']} replica{plural} of {r['tensor_parallel']} × {r['gpu']} (tensor parallel)",
+        help=f"{r.replicas} replica{plural} of {r.tensor_parallel} × {r.gpu} (tensor parallel)",
     )
-    cols[1].metric("Cost per hour", f"${r['cost_per_hour_usd']:,.2f}", border=True)
-    cost = r.get("cost_per_request_usd")
+    cols[1].metric("Cost per hour", f"${r.cost_per_hour_usd:,.2f}", border=True)
+    cost = r.cost_per_request_usd
     cols[2].metric(
         "Cost / 1k requests", "n/a" if cost is None else f"${cost * 1000:.3f}", border=True
     )
-    binding = r["binding_constraint"] or "—"
+    binding = r.binding_constraint or "—"
     cols[3].metric(
         "Binding constraint",
         TERMS.get(binding, binding.split(":")[0]),
         "−1 replica misses it"
-        if r.get("one_fewer_misses")
+        if r.one_fewer_misses
         else "smallest fleet searched"
         if binding.startswith("none")
         else None,
@@ -186,15 +106,15 @@ def _recommendation(answer: dict) -> None:
     )
     cols[4].metric(
         "P99 TTFT",
-        "n/a" if r.get("ttft_p99_s") is None else f"{r['ttft_p99_s']:.2f} s",
-        f"{r['headroom']:.0%} headroom" if r.get("headroom") is not None else None,
+        "n/a" if r.ttft_p99_s is None else f"{r.ttft_p99_s:.2f} s",
+        f"{r.headroom:.0%} headroom" if r.headroom is not None else None,
         delta_color="off",
         delta_arrow="off",
         border=True,
-        help=f"headroom on {TERMS.get(r.get('headroom_term'), r.get('headroom_term'))}: how far the "
+        help=f"headroom on {TERMS.get(r.headroom_term, r.headroom_term)}: how far the "
         "tightest SLO term is from its limit",
     )
-    calibration = r.get("calibration") or {}
+    calibration = r.calibration or {}
     error = calibration.get("fit_error")
     st.caption(
         f"Every figure on this page is simulated with calibration **{calibration.get('name')}** "
@@ -202,48 +122,47 @@ def _recommendation(answer: dict) -> None:
         + (f", fit error {error:.1%}" if error is not None else "")
         + ")."
     )
-    band = answer.get("uncertainty")
+    band = report.uncertainty
     if band:
-        st.info(f"**Error band** ({band['source']}): {band['text']}.", icon=":material/error_med:")
+        st.info(f"**Error band** ({band.source}): {band.text}.", icon=":material/error_med:")
 
 
-def _comparisons(answer: dict) -> None:
-    r = answer["recommendation"]
+def _comparisons(report: PlanReport) -> None:
+    r = report.recommendation
     rows = [
         {
-            "fleet": f"fixed: the recommendation ({r['replicas']} × {r['gpu']})",
-            "GPUs": r["gpus"],
-            "cost per hour": r["cost_per_hour_usd"],
-            "cost per 1,000 requests": (r.get("cost_per_request_usd") or 0) * 1000 or None,
+            "fleet": f"fixed: the recommendation ({r.replicas} × {r.gpu})",
+            "GPUs": r.gpus,
+            "cost per hour": r.cost_per_hour_usd,
+            "cost per 1,000 requests": (r.cost_per_request_usd or 0) * 1000 or None,
             "status": "meets",
         }
     ]
-    for key, label in (
-        ("static_baseline", "traditional server (static batching)"),
-        ("dynamic_batch", "SLO-aware batch size"),
+    for other, label in (
+        (report.static_baseline, "traditional server (static batching)"),
+        (report.dynamic_batch, "SLO-aware batch size"),
     ):
-        other = answer.get(key)
         if other:
             rows.append(
                 {
                     "fleet": label,
-                    "GPUs": other["gpus"],
-                    "cost per hour": other["cost_per_hour_usd"],
-                    "cost per 1,000 requests": (other["cost_per_request_usd"] or 0) * 1000 or None,
-                    "status": other["status"]
-                    if other["replicas"]
-                    else f"misses up to {other['searched_up_to']}",
+                    "GPUs": other.gpus,
+                    "cost per hour": other.cost_per_hour_usd,
+                    "cost per 1,000 requests": (other.cost_per_request_usd or 0) * 1000 or None,
+                    "status": other.status
+                    if other.replicas
+                    else f"misses up to {other.searched_up_to}",
                 }
             )
-    scaled = answer.get("autoscaled")
+    scaled = report.autoscaled
     if scaled:
         rows.append(
             {
-                "fleet": f"autoscaled: warm pool {scaled['warm_pool']} of up to {scaled['max_replicas']}",
-                "GPUs": scaled.get("replicas_peak"),
-                "cost per hour": scaled.get("cost_per_hour_usd"),
-                "cost per 1,000 requests": (scaled.get("cost_per_request_usd") or 0) * 1000 or None,
-                "status": "meets" if scaled["meets"] else "misses",
+                "fleet": f"autoscaled: warm pool {scaled.warm_pool} of up to {scaled.max_replicas}",
+                "GPUs": scaled.replicas_peak,
+                "cost per hour": scaled.cost_per_hour_usd,
+                "cost per 1,000 requests": (scaled.cost_per_request_usd or 0) * 1000 or None,
+                "status": "meets" if scaled.meets else "misses",
             }
         )
     if len(rows) > 1:
@@ -258,34 +177,32 @@ def _comparisons(answer: dict) -> None:
         )
 
 
-def _per_gpu(answer: dict) -> None:
+def _per_gpu(report: PlanReport) -> None:
     """One row per candidate GPU type, the recommendation highlighted."""
-    r = answer["recommendation"]
+    r = report.recommendation
     rows = [
         {
-            "": "★"
-            if (row["gpu"], row["tensor_parallel"]) == (r["gpu"], r["tensor_parallel"])
-            else "",
-            "GPU (TP)": f"{row['gpu']} ({row['tensor_parallel']})",
-            "replicas": row["replicas"],
-            "GPUs": row.get("gpus"),
-            "batch (seqs / tokens)": f"{row.get('max_num_seqs')} / {row.get('max_num_batched_tokens')}",
-            "$ / hour": row.get("cost_per_hour_usd"),
+            "": "★" if (row.gpu, row.tensor_parallel) == (r.gpu, r.tensor_parallel) else "",
+            "GPU (TP)": f"{row.gpu} ({row.tensor_parallel})",
+            "replicas": row.replicas,
+            "GPUs": row.gpus,
+            "batch (seqs / tokens)": f"{row.max_num_seqs} / {row.max_num_batched_tokens}",
+            "$ / hour": row.cost_per_hour_usd,
             "$ / 1k requests": None
-            if row.get("cost_per_request_usd") is None
-            else row["cost_per_request_usd"] * 1000,
-            "$ / 1M output tokens": row.get("cost_per_million_output_tokens_usd"),
-            "P99 TTFT (s)": row.get("ttft_p99_s"),
+            if row.cost_per_request_usd is None
+            else row.cost_per_request_usd * 1000,
+            "$ / 1M output tokens": row.cost_per_million_output_tokens_usd,
+            "P99 TTFT (s)": row.ttft_p99_s,
             "binding": TERMS.get(
-                row.get("binding_constraint"), (row.get("binding_constraint") or "").split(":")[0]
+                row.binding_constraint, (row.binding_constraint or "").split(":")[0]
             ),
-            "calibration": f"{row['calibration']['name']} ({row['calibration']['label']})"
-            if row.get("calibration")
+            "calibration": f"{row.calibration['name']} ({row.calibration['label']})"
+            if row.calibration
             else "—",
-            "status": row["status"],
-            "why": row.get("reason") or "",
+            "status": row.status,
+            "why": row.reason or "",
         }
-        for row in answer["per_gpu_type"]
+        for row in report.per_gpu_type
     ]
     table = pd.DataFrame(rows)
     if not table["why"].any():  # every candidate met the SLO: no reason to give
@@ -309,7 +226,7 @@ def _per_gpu(answer: dict) -> None:
 def render() -> None:
     st.title("Plan the fleet")
     stored = st.session_state.get(handoff.SCENARIO)
-    scenario = Scenario.model_validate_json(stored) if stored else data.default_whatif()
+    scenario = Scenario.model_validate_json(stored) if stored else scenarios.default_whatif()
     traffic = scenario.traffic
     what = (
         f"the trace {Path(traffic.trace).name}"
@@ -322,7 +239,7 @@ def render() -> None:
         f"{scenario.model.name}. Change it there; search settings and the SLO are here."
     )
     views.link("whatif", "Change the traffic on the What-if page")
-    settings, slo = _inputs(scenario)
+    settings, slo = inputs(scenario)
     batch = settings["batch"]
     if (
         not settings["candidates"]
@@ -347,49 +264,47 @@ def render() -> None:
         )
         return
     with st.spinner("Searching fleets and batch settings…"):
-        answer, error = data.plan(scenario.model_dump_json(), settings)
+        answer, error = plans.plan(scenario.model_dump_json(), settings)
     if error:
         st.error(error)
         return
-    _recommendation(answer)
+    report = answer.report
+    _recommendation(report)
     st.plotly_chart(
-        charts.pareto(
-            answer["pareto_points"],
-            answer["pareto_front"],
-            answer["recommendation"],
+        pareto(
+            answer.pareto_points,
+            answer.pareto_front,
+            report.recommendation,
             scenario.slo.ttft_p99_s,
         ),
         key=KEY + "pareto",
     )
     st.subheader("Per GPU type")
-    _per_gpu(answer)
-    _comparisons(answer)
-    _kv_cache(answer)
-    simulations = answer.get("simulations", {})
+    _per_gpu(report)
+    _comparisons(report)
+    _kv_cache(report)
+    simulations = report.simulations
     st.caption(
-        f"{simulations.get('evaluated', '?')} candidate fleets evaluated ({simulations.get('simulated', '?')} "
-        f"simulated) in {answer.get('elapsed_s', 0):.0f} s."
+        f"{simulations.evaluated} candidate fleets evaluated ({simulations.simulated} "
+        f"simulated) in {report.elapsed_s or 0:.0f} s."
     )
     left, middle, right = st.columns(3)
-    plain = {
-        key: value for key, value in answer.items() if not key.startswith(("pareto", "ledger"))
-    }
     left.download_button(
-        f"Download the ledger ({answer['ledger_rows']} rows, CSV)",
-        answer["ledger_csv"],
+        f"Download the ledger ({answer.ledger_rows} rows, CSV)",
+        answer.ledger_csv,
         file_name="ledger.csv",
         mime="text/csv",
         key=KEY + "ledger",
     )
     middle.download_button(
         "Download plan.json",
-        json.dumps(plain, indent=1, default=str),
+        json.dumps(report.to_json(), indent=1, default=str),
         file_name="plan.json",
         key=KEY + "json",
     )
     right.download_button(
         "Download the recommended scenario",
-        yaml.safe_dump(answer["recommended_scenario"], sort_keys=False),
+        yaml.safe_dump(report.recommended_scenario, sort_keys=False),
         file_name="recommended.yaml",
         key=KEY + "yaml",
     )

@@ -5,34 +5,35 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data
+from dashboard.charts.timeline import split_lines
+from dashboard.data import scenarios
 
 
 def _metrics(column, name: str, result) -> None:
     summary = result.summary
     column.subheader(name)
     column.metric(
-        "P99 TTFT", f"{summary['ttft_p99_s']:.2f} s" if summary["ttft_p99_s"] is not None else "n/a"
+        "P99 TTFT", f"{summary.ttft_p99_s:.2f} s" if summary.ttft_p99_s is not None else "n/a"
     )
     column.metric(
         "P99 TPOT",
-        f"{summary['tpot_p99_s'] * 1000:.0f} ms" if summary["tpot_p99_s"] is not None else "n/a",
+        f"{summary.tpot_p99_s * 1000:.0f} ms" if summary.tpot_p99_s is not None else "n/a",
     )
-    column.metric("GPU-hours", f"{summary['gpu_hours']:.2f}")
-    column.metric("cost per request", f"${summary['cost_per_request_usd'] or 0:.4f}")
-    column.metric("SLO", "met" if summary["meets_slo"] else "missed")
-    if summary.get("kv_transfer_p99_s") is not None:
+    column.metric("GPU-hours", f"{summary.gpu_hours:.2f}")
+    column.metric("cost per request", f"${summary.cost_per_request_usd or 0:.4f}")
+    column.metric("SLO", "met" if summary.meets_slo else "missed")
+    if summary.kv_transfer_p99_s is not None:
         column.caption(
-            f"KV moved: {summary['kv_transfer_bytes'] / 1e9:,.1f} GB, P99 transfer "
-            f"{summary['kv_transfer_p99_s'] * 1000:.1f} ms"
+            f"KV moved: {summary.kv_transfer_bytes / 1e9:,.1f} GB, P99 transfer "
+            f"{summary.kv_transfer_p99_s * 1000:.1f} ms"
         )
-    if summary.get("prefix_hit_rate_cpu"):
-        column.caption(f"host KV tier hit rate {summary['prefix_hit_rate_cpu']:.1%}")
+    if summary.prefix_hit_rate_cpu:
+        column.caption(f"host KV tier hit rate {summary.prefix_hit_rate_cpu:.1%}")
 
 
 def render() -> None:
     st.title("Co-located vs disaggregated prefill/decode")
-    base = data.default_split()
+    base = scenarios.default_split()
     spec = base.cluster.disaggregation
     st.caption(
         f"{base.model.name} on {base.hardware.gpu}, TP{base.hardware.tensor_parallel}; KV over "
@@ -69,7 +70,7 @@ def render() -> None:
         key="split_duration",
     )
     with st.spinner("simulating both fleets"):
-        colocated, split, error = data.split_pair(
+        colocated, split, error = scenarios.split_pair(
             base, prefill, decode, colocated_replicas, long_rate, cpu_kv_gb, float(duration_s)
         )
     if error:
@@ -82,4 +83,4 @@ def render() -> None:
         spec.decode_tensor_parallel or tp
     )
     _metrics(two, f"disaggregated {prefill}P{decode}D: {gpus} GPUs", split)
-    st.plotly_chart(charts.split_lines(colocated, split), use_container_width=True)
+    st.plotly_chart(split_lines(colocated, split), use_container_width=True)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import charts, data, handoff, views
+from dashboard import handoff, views
 from dashboard import widgets as w
+from dashboard.charts.traffic import lengths, rate
+from dashboard.data import trace_files
 from simulator.scenario import Scenario, TrafficSpec
 from traces.arrivals import PoissonArrivals, SpikeArrivals
 
@@ -105,9 +107,12 @@ def _describe_source() -> tuple[dict | None, str | None]:
         fmt="%.0f",
     )
     if source == SOURCES[0]:
-        files = data.shared_traces()
+        files = trace_files.shared_traces()
         if not files:
-            return None, f"No public traces found in {data.SHARED_TRACES}; upload one instead."
+            return (
+                None,
+                f"No public traces found in {trace_files.SHARED_TRACES}; upload one instead.",
+            )
         default = next(
             (p for p in files if "conv" in p.name), files[0]
         )  # the chat trace, the article's case
@@ -122,7 +127,7 @@ def _describe_source() -> tuple[dict | None, str | None]:
             format_func=lambda p: Path(p).name,
         )
         with st.spinner(f"Reading {Path(path).name}…"):
-            return data.trace_file(path, Path(path).stat().st_mtime, window)
+            return trace_files.trace_file(path, Path(path).stat().st_mtime, window)
     if source == SOURCES[1]:
         upload = side.file_uploader(
             "trace file",
@@ -132,11 +137,11 @@ def _describe_source() -> tuple[dict | None, str | None]:
         )
         if upload is None:
             return None, None
-        return data.trace_upload(upload.getvalue(), upload.name, window)
+        return trace_files.trace_upload(upload.getvalue(), upload.name, window)
     spike = _spike_inputs(side)
     if None in (*spike.values(), window):
         return None, "Every synthetic-spike input needs a value."
-    described, error = data.trace_spike(
+    described, error = trace_files.trace_spike(
         spike["rate"],
         spike["multiplier"],
         spike["duration"],
@@ -209,7 +214,7 @@ def render() -> None:
         st.warning("This trace has no requests.")
         return
     st.plotly_chart(
-        charts.rate(
+        rate(
             described["starts"],
             described["rates"],
             stats["window_s"],
@@ -219,7 +224,7 @@ def render() -> None:
         key="traces_chart_rate",
     )
     st.plotly_chart(
-        charts.lengths(described["prompt"], described["output"], described["lognormal"]),
+        lengths(described["prompt"], described["output"], described["lognormal"]),
         key="traces_chart_lengths",
     )
     rows = [

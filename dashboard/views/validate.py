@@ -12,7 +12,10 @@ import json
 
 import streamlit as st
 
-from dashboard import charts, data, jobs
+from dashboard import jobs
+from dashboard.charts.calibration import published_scatter
+from dashboard.charts.validation import validation_distributions, validation_errors
+from dashboard.data import catalogs, live, saved_files, trace_files
 
 KEY = "validate_"
 SHOWN = (
@@ -130,7 +133,7 @@ def _show(result: dict, source: str, key: str) -> None:
             help=f"calibration {_calibrations(result, level)}",
         )
     st.subheader("Error per metric against the live noise floor")
-    st.plotly_chart(charts.validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
+    st.plotly_chart(validation_errors(levels, list(SHOWN)), key=f"{KEY}{key}_errors")
     st.subheader("Measured and simulated distributions")
     tabs = st.tabs(
         [f"{level['load']:.0%} load ({level['rate_rps']:.2f} req/s)" for level in levels]
@@ -141,17 +144,15 @@ def _show(result: dict, source: str, key: str) -> None:
                 f"Simulated with calibration {_calibrations(result, level)}. Each distribution drawn by the "
                 "P50, mean and P99 the validation keeps of it."
             )
-            st.plotly_chart(
-                charts.validation_distributions(level), key=f"{KEY}{key}_distributions_{i}"
-            )
+            st.plotly_chart(validation_distributions(level), key=f"{KEY}{key}_distributions_{i}")
             st.dataframe(_level_table(level), hide_index=True, height="content")
 
 
 def _start(trace: str) -> jobs.Job:
     return jobs.Job(
-        data.live_validation,
+        live.live_validation,
         (trace, LIVE_REQUESTS, LIVE_LEVELS),
-        steps=data.live_validation_steps(LIVE_LEVELS),
+        steps=live.live_validation_steps(LIVE_LEVELS),
     )
 
 
@@ -185,9 +186,11 @@ def _live_section() -> None:
         "time and twice each for the noise floor; the simulator runs the same requests with a calibration "
         "fitted on the engine's own steps. It takes a few minutes and can be cancelled."
     )
-    traces = [p for p in data.shared_traces() if "conv" in p.name] or data.shared_traces()
+    traces = [
+        p for p in trace_files.shared_traces() if "conv" in p.name
+    ] or trace_files.shared_traces()
     if not traces:
-        st.warning(f"No trace found in {data.SHARED_TRACES} to validate on.")
+        st.warning(f"No trace found in {trace_files.SHARED_TRACES} to validate on.")
         return
     job: jobs.Job | None = st.session_state.get(KEY + "job")
     if job is not None and job.state in (jobs.RUNNING, jobs.CANCELLING):
@@ -225,7 +228,34 @@ def _published_section() -> None:
         "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
         "held-out rows are the honest error. `surgeplan validate --published all` prints the same."
     )
-    for result in data.published_validation():
+    held = [e for e in catalogs.profile_errors() if e["split"] == "held_out"]
+    st.markdown(
+        "**Held-out error per engine profile and GPU** (rows the profile was not fitted on)"
+    )
+    st.dataframe(
+        [
+            {
+                "profile": e["profile"],
+                "GPU": e["gpu"],
+                "published set": e["source"],
+                "rows": e["num_rows"],
+                "median |error|": f"{e['median_abs_error']:.1%}",
+                "bias (geo. mean ratio)": f"{e['bias']:.3f}",
+                "within 10%": f"{e['within_10pct']:.0%}",
+            }
+            for e in held
+        ],
+        hide_index=True,
+    )
+    names = catalogs.published_set_names()
+    small = "lambdalabs-vllm"  # replays in a second; the Argonne checks take longer
+    chosen = st.selectbox(
+        "published set to replay",
+        names,
+        index=names.index(small) if small in names else 0,
+        key=KEY + "published_set",
+    )
+    for result in [catalogs.published_validation(chosen)] if chosen else []:
         source = result["source"]
         st.markdown(
             f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
@@ -247,7 +277,7 @@ def _published_section() -> None:
             hide_index=True,
         )
         st.plotly_chart(
-            charts.published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
+            published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
         )
         with st.expander("every row"):
             st.dataframe(
@@ -273,15 +303,15 @@ def render() -> None:
         "Same requests, same engine settings and KV pool: the live engine measured, the simulator predicted. An "
         "error inside the live noise floor (grey bars) is as small as the engine's own run-to-run difference."
     )
-    saved, error = data.read_json(data.VALIDATE_JSON)
+    saved, error = saved_files.read_json(saved_files.VALIDATE_JSON)
     if error:
         st.error(error)
     elif saved is None:
         st.info(
-            f"No validation results yet: `{data.VALIDATE_JSON.relative_to(data.ROOT)}` is absent. "
+            f"No validation results yet: `{saved_files.VALIDATE_JSON.relative_to(saved_files.ROOT)}` is absent. "
             f"Write them with `{COMMAND}`."
         )
     else:
-        _show(saved, f"`{data.VALIDATE_JSON.relative_to(data.ROOT)}`", "saved")
+        _show(saved, f"`{saved_files.VALIDATE_JSON.relative_to(saved_files.ROOT)}`", "saved")
     _published_section()
     _live_section()

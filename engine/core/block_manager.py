@@ -112,6 +112,7 @@ class BlockManager:
         """Bring the blocks that continue `hits` in the host tier back into free GPU blocks (cached, so
         they are ordinary hits), while a free block that is not itself a hit is left to take."""
         tier, uncached, cached = self.host_tier, self._free_uncached, self._free_cached
+        assert tier is not None  # (called only with a host tier)
         hit_set = set(hits)
         for h in hashes:
             if tier.lookup(h) is None:
@@ -191,6 +192,23 @@ class BlockManager:
         if fresh:
             self.take_fresh_blocks(request, fresh)
 
+    def grow(self, request: Request, num_tokens: int) -> bool:
+        """`allocate(request, num_tokens)` if `can_allocate(request, num_tokens)`, in one pass (a running
+        request's next tokens: no cached blocks); False, changing nothing, when it cannot."""
+        fresh = -(-num_tokens // self.block_size) - len(request.block_table)
+        if fresh <= 0:
+            return True  # `allocate` would hand out nothing (and count no lookup: the table is not empty)
+        if fresh > len(self._free_uncached) + len(self._free_cached):
+            return False
+        if self.tenant_block_quota:
+            quota = self.tenant_block_quota.get(request.tenant)
+            if quota is not None and fresh > quota - self.tenant_blocks[request.tenant]:
+                return False
+        if self.enable_prefix_caching and not request.block_table:
+            self.num_prefix_queries += request.num_tokens
+        self.take_fresh_blocks(request, fresh)
+        return True
+
     def take_fresh_blocks(self, request: Request, count: int = 1) -> None:
         """Hand the `count` least recently used free blocks to the end of the request's table (evicting
         what they cached); the caller has checked the pool and the tenant's quota."""
@@ -257,8 +275,9 @@ class BlockManager:
         ref_counts, block_hash = self.ref_counts, self.block_hash
         uncached, cached, runs = self._free_uncached, self._free_cached, self._runs
         for block in reversed(request.block_table):
-            ref_counts[block] -= 1
-            if ref_counts[block] == 0:
+            count = ref_counts[block] - 1
+            ref_counts[block] = count
+            if count == 0:
                 if block_hash[block] is None:
                     uncached.append(block)  # nothing to reuse: hand it out first
                 else:

@@ -12,6 +12,7 @@ from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
+Admission = Literal["optimistic", "guaranteed_no_evict"]
 BatchController = Literal["fixed", "slo"]
 Role = Literal["both", "prefill", "decode"]
 # vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
@@ -62,6 +63,20 @@ class CacheConfig(BaseModel):
         return self.num_kv_blocks * self.block_size
 
 
+class MetricsConfig(BaseModel):
+    """How often the engine's load gauges (waiting, running, KV usage) are read by whoever routes to it."""
+
+    model_config = ConfigDict(extra="forbid")
+    metrics_interval_s: float = Field(
+        0.05,
+        ge=0,
+        le=60,
+        description="seconds between two reads of an engine's load gauges by the router: "
+        "llm-d's endpoint picker refreshes them every 50 ms (--refresh-metrics-interval, its default "
+        "and minimum); 0: read at every request",
+    )
+
+
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_num_seqs: int = Field(
@@ -89,6 +104,15 @@ class SchedulerConfig(BaseModel):
         description="static policy's reservation per "
         "request: max_model_len (traditional) or its own prompt + max_tokens",
     )
+    # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when the
+    # pool can hold it and every running request at their full lengths; vLLM admits what fits now
+    # and preempts later.
+    admission: Admission = Field(
+        "optimistic",
+        description="continuous policy's admission: optimistic (vLLM: what fits now, preempt "
+        "later) or guaranteed_no_evict (TensorRT-LLM: only when every admitted request can reach "
+        "its full length without eviction)",
+    )
     batch_controller: BatchController = Field(
         "fixed",
         description="fixed: max_num_seqs and max_num_batched_tokens "
@@ -97,6 +121,13 @@ class SchedulerConfig(BaseModel):
     )
     batch_target_tpot_s: float = Field(
         0.1, gt=0, description="the slo batch controller's target time per output token, seconds"
+    )
+    mixed_steps: bool = Field(
+        True,
+        description="True: a step decodes the running requests and prefills waiting ones together "
+        "(vLLM v1, Sarathi-Serve); False: vLLM v0's default scheduler, the co-located baseline of "
+        "DistServe and Splitwise: while prompts wait and fit, a step prefills only them (whole "
+        "prompts, they go first) and every running decode waits for it; otherwise a step only decodes",
     )
     role: Role = Field(
         "both",
@@ -111,6 +142,11 @@ class SchedulerConfig(BaseModel):
             raise ValueError(
                 f"role={self.role!r} needs policy='continuous' (got {self.policy!r}); the static "
                 "policy cannot hand requests over"
+            )
+        if not self.mixed_steps and (self.policy != "continuous" or self.role != "both"):
+            raise ValueError(
+                f"mixed_steps=False needs policy='continuous' and role='both' (got {self.policy!r}, "
+                f"{self.role!r}); it is a co-located continuous-batching schedule"
             )
         return self
 

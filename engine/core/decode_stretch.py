@@ -269,7 +269,9 @@ def advance(
             first = (2 * (-(computed + 1) % size) + 1) * num_running + i
             if first < end:
                 events.extend(range(first, end, stride))
-        req.append_decoded_tokens(tokens)
+        req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
+        req.num_tokens += num_steps
+        req.num_computed_tokens = computed + num_steps
         if req.first_token_time is None:
             req.first_token_time = first_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:

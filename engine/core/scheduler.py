@@ -174,16 +174,24 @@ class Scheduler:
         out = SchedulerOutput()
         if self.config.policy == "static" and not self.running:
             self._admit_static_batch(out, now)
+        elif not self.config.mixed_steps and self.waiting:  # vLLM v0: waiting prompts go first
+            self._admit_waiting(out, self.config.max_num_batched_tokens, now, whole=True)
+            if out.num_admitted:  # a prefill-only step: every running decode waits for it
+                return self._finish_schedule(out)
+            out = SchedulerOutput()
         budget = self._schedule_running(out, now)
-        if self.config.policy == "continuous" and not out.preempted:
+        if self.config.policy == "continuous" and not out.preempted and self.config.mixed_steps:
             if self.arrived:  # decode role: hand-overs whose KV is here go first
                 admitted = out.num_admitted
                 budget = kv_handoff.admit_arrived(self, out, budget, now)
                 self.num_handoffs -= out.num_admitted - admitted
             if out.blocked is None:
                 self._admit_waiting(out, budget, now)
-                if self.block_manager.host_tier is not None:
-                    out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
+        return self._finish_schedule(out)
+
+    def _finish_schedule(self, out: SchedulerOutput) -> SchedulerOutput:
+        if self.block_manager.host_tier is not None:
+            out.host_loaded_blocks = self.block_manager.host_tier.take_loaded()
         out._shape = StepShape(tuple(out._prefill), tuple(out._decode))
         return out
 
@@ -203,7 +211,7 @@ class Scheduler:
                 num_new = budget
             target = computed + num_new
             if target > len(req.block_table) * size:  # it needs blocks (a decode mostly does not)
-                while not bm.can_allocate(req, target):
+                while not bm.grow(req, target):  # (`allocate` once `can_allocate`)
                     victim = self._pick_victim(req, i)
                     self._preempt(victim)
                     out.preempted.append(victim)
@@ -211,7 +219,6 @@ class Scheduler:
                         break
                 if req.status is not RequestStatus.RUNNING:
                     continue
-                bm.allocate(req, target)
             scheduled.append((req, num_new))
             if num_new == 1 and computed:  # as `SchedulerOutput.shape` tells them apart
                 decode.append(target)
@@ -239,13 +246,23 @@ class Scheduler:
         self.num_preemptions += 1
         self.waiting.appendleft(req)
 
-    def _admit_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
+    def _admit_waiting(
+        self, out: SchedulerOutput, budget: int, now: float, whole: bool = False
+    ) -> None:
+        """FCFS admission into `budget` tokens; `whole`: after the first, only prompts that fit whole
+        (vLLM v0 took whole prompts; the first may still be cut to the budget, so none starves)."""
         bm, skipped = self.block_manager, []
+        guaranteed = self.config.admission == "guaranteed_no_evict"
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             cached = bm.get_computed_blocks(req)
             num_cached = len(cached) * self.block_size
             num_new = min(req.num_tokens - num_cached, budget)
+            if whole and out.num_admitted and num_new < req.num_tokens - num_cached:
+                break
+            if guaranteed and not self._fits_at_full_length(req, len(cached)):
+                out.blocked = req
+                break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
             if not bm.can_allocate(req, num_cached + num_new, cached):
                 if self._over_tenant_quota(req, num_cached + num_new):
                     skipped.append(self.waiting.popleft())  # let other tenants pass
@@ -265,6 +282,16 @@ class Scheduler:
             budget -= num_new
         out.num_skipped = len(skipped)
         self.waiting.extendleft(reversed(skipped))
+
+    def _fits_at_full_length(self, req: Request, num_cached_blocks: int) -> bool:
+        """Whether the free pool holds this request and every running one at their full lengths
+        (prompt + max_tokens, capped at max_model_len): the blocks they still lack."""
+        size, cap = self.block_size, self.config.max_model_len
+        still_needed = blocks_for(min(req.max_num_tokens, cap), size) - num_cached_blocks
+        for running in self.running:
+            lacking = blocks_for(min(running.max_num_tokens, cap), size) - len(running.block_table)
+            still_needed += lacking if lacking > 0 else 0
+        return still_needed <= self.block_manager.num_free_blocks
 
     def _over_tenant_quota(self, req: Request, num_tokens: int) -> bool:
         headroom = self.block_manager.tenant_headroom(req.tenant)
@@ -367,7 +394,10 @@ class Scheduler:
         each decoding one token, if nothing outside the scheduler happens (no arrival, no abort): no
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
-        if self.waiting and self.block_manager.host_tier is not None:
+        if self.waiting and (
+            self.block_manager.host_tier is not None or not self.config.mixed_steps
+        ):
+            # (without mixed steps a waiting prompt that fits ends the stretch with a prefill step)
             out.max_decode_steps = (
                 1  # an eviction could turn a refused request's GPU hit into a host hit
             )

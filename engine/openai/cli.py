@@ -79,6 +79,7 @@ def serve(
     max_model_len: int | None = cli_option(EngineConfig, "max_model_len"),
     policy: str = cli_option(EngineConfig, "policy"),
     batch_controller: str = cli_option(EngineConfig, "batch_controller"),
+    mixed_steps: bool = cli_option(EngineConfig, "mixed_steps"),
     batch_target_tpot: float = cli_option(
         EngineConfig, "batch_target_tpot_s", flag="--batch-target-tpot"
     ),
@@ -146,6 +147,7 @@ def serve(
             max_model_len=max_model_len,
             policy=policy,
             batch_controller=batch_controller,
+            mixed_steps=mixed_steps,
             batch_target_tpot_s=batch_target_tpot,
             enable_prefix_caching=enable_prefix_caching,
             tenant_block_quota=parse_quotas(tenant_kv_quota),

@@ -19,7 +19,7 @@ from simulator.calibration.aic_fit import (
 from simulator.calibration.aic_step_check import step_error
 from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, host_terms
 from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
 # catalog GPU -> aiconfigurator system folder

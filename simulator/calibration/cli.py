@@ -14,6 +14,7 @@ from simulator.calibration.engine_profile import (
     HOST_FEATURES,
     EngineProfile,
     ProfiledCostModel,
+    calibration_table,
     default_profile_name,
     load_profile,
     profile_names,
@@ -145,7 +146,12 @@ def show(
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     _print_profile(profile, loaded.device.hardware)
-    total = ProfiledCostModel(model, profile)
+    total = ProfiledCostModel(
+        model,
+        profile,
+        calibration_backend=loaded.provenance.backend,
+        calibration_table=calibration_table(loaded),
+    )
     examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
     for name, shape in EXAMPLE_SHAPES.items():
         examples.add_row(
@@ -169,6 +175,25 @@ def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         profile.overlap_label,
         profile.overlap_source,
     )
+    by_bound = ", ".join(f"{k} x{v:.2f}" for k, v in profile.kernel_scale_by_bound.items())
+    fitted = profile.kernel_scale != 1.0 or profile.kernel_scale_by_bound
+    table.add_row(
+        f"kernel time vs the calibration's (stack's kernels: {profile.kernel_backend or 'any'}; "
+        "applied only on another backend's calibration)",
+        f"x{profile.kernel_scale:.2f}" + (f"; {by_bound}" if by_bound else ""),
+        "fitted" if fitted else "derived",
+        profile.kernel_scale_source,
+    )
+    if profile.kernel_era_scales:
+        era = profile.kernel_era_scales.get(gpu or "")
+        table.add_row(
+            "linear layers vs its own backend's kernel tables (an older stack's GEMMs)",
+            f"x{era:.3f} on {gpu}"
+            if era
+            else ", ".join(f"{name} x{v:.3f}" for name, v in profile.kernel_era_scales.items()),
+            "derived",
+            profile.kernel_era_source,
+        )
     _out(table)
     if profile.errors:
         errors = Table(
@@ -421,7 +446,7 @@ def roofline(
 ) -> None:
     """A `derived` roofline calibration for any catalog GPU and preset."""
     from simulator.calibration.roofline import roofline_calibration
-    from simulator.hardware import get_hardware
+    from simulator.hardware.catalog import get_hardware
     from simulator.model_spec import ModelSpec
 
     calibration = roofline_calibration(

@@ -19,7 +19,7 @@ are only the systematic gap between live and profiled steps.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration, Label
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -83,15 +84,46 @@ class EngineProfile(_Strict):
         "shapes (1: the calibration's steps are the live engine's)",
     )
     kernel_scale_source: str = "none: the calibration's kernel time as it is"
+    kernel_backend: str | None = Field(
+        None,
+        description="whose kernels the stack runs ('vllm', 'sglang', 'trtllm'): the simulator "
+        "prefers a calibration measured on that backend's kernels, and applies `kernel_scale` and "
+        "`kernel_scale_by_bound` only to calibrations of another backend's kernels",
+    )
+    kernel_scale_by_bound: dict[Literal["memory", "compute", "latency"], float] = Field(
+        {},
+        description="this stack's kernel time over the calibration's, per kind of kernel term "
+        "(memory-bound, compute-bound, latency floors): a stack may stream KV and weights at a "
+        "different share of peak bandwidth than it reaches of peak FLOPs (1 where absent)",
+    )
+    kernel_era_scales: dict[str, float] = Field(
+        {},
+        description="per GPU: this stack's linear-layer time over its own backend's kernel tables "
+        "(a stack older than the tables runs older GEMMs; see `kernel_era`); applied only to "
+        "calibrations of this backend's tables (a backend version named), 1 where absent",
+    )
+    kernel_era_source: str = "none: the tables' linear-layer time as it is"
     errors: list[ProfileError] = []
+
+    def scales_kernels_of(self, calibration_backend: str | None) -> bool:
+        """Whether `kernel_scale` (and per-bound scales) apply to a calibration of this backend's
+        kernels (a calibration naming none is taken as vLLM's: Vidur and our profiles)."""
+        if self.kernel_backend is None:
+            return True
+        return (calibration_backend or "vllm") != self.kernel_backend
 
     def host_s(self, shape: StepShape) -> float:
         """Host seconds of one step (before overlap; the wake-up term apart)."""
-        seconds = 0.0
-        for term in self.terms:
-            if term.feature != "wake":
-                seconds += term.seconds_per_unit * _units(term.feature, shape)
-        return seconds
+        return _host_seconds(self.host_terms(), shape)
+
+    def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
+        """(units function, seconds per unit) of each per-step host term, in order (`wake` apart): what
+        `host_s` adds up, read once by `ProfiledCostModel` so its per-step path does no lookup."""
+        return tuple(
+            (_units_of(term.feature), term.seconds_per_unit)
+            for term in self.terms
+            if term.feature != "wake"
+        )
 
     @property
     def wake_s(self) -> float:
@@ -100,9 +132,7 @@ class EngineProfile(_Strict):
     def step_s(self, gpu_s: float, shape: StepShape) -> float:
         """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
         share hidden."""
-        host = self.host_s(shape)
-        hidden = self.overlap * host
-        return max(gpu_s * self.kernel_scale, hidden) + (host - hidden)
+        return _wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
 
     def held_out_error(self, gpu: str | None = None) -> float | None:
         """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
@@ -137,18 +167,59 @@ class EngineProfile(_Strict):
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
 
 
-def _units(feature: str, shape: StepShape) -> float:
-    if feature == "step":
-        return 1.0
-    if feature == "sequence":
-        return float(shape.num_seqs)
-    if feature == "prefill_token":
-        return float(shape.num_prefill_tokens)
-    if feature == "output_token":
-        return float(shape.num_decode_seqs)
-    if feature == "wake":
-        return 0.0  # not per step: `EngineProfile.wake_s`, paid after idleness
-    raise ValueError(f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}")
+# host feature -> its units in a step (`wake` is not per step: `EngineProfile.wake_s`, paid after idleness)
+_HOST_UNITS: dict[str, Callable[[StepShape], float]] = {
+    "step": lambda shape: 1.0,
+    "sequence": lambda shape: float(shape.num_seqs),
+    "prefill_token": lambda shape: float(shape.num_prefill_tokens),
+    "output_token": lambda shape: float(shape.num_decode_seqs),
+    "wake": lambda shape: 0.0,
+}
+
+
+def _units_of(feature: str) -> Callable[[StepShape], float]:
+    units = _HOST_UNITS.get(feature)
+    if units is None:
+        raise ValueError(
+            f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}"
+        )
+    return units
+
+
+def _wall_s(gpu_s: float, host_s: float, overlap: float, kernel_scale: float) -> float:
+    """A step's wall time: the GPU's time (times `kernel_scale`) and the host's, the overlapped share
+    of the host's hidden."""
+    hidden = overlap * host_s
+    return max(gpu_s * kernel_scale, hidden) + (host_s - hidden)
+
+
+def _host_seconds(
+    terms: tuple[tuple[Callable[[StepShape], float], float], ...], shape: StepShape
+) -> float:
+    seconds = 0.0
+    for units, seconds_per_unit in terms:
+        seconds += seconds_per_unit * units(shape)
+    return seconds
+
+
+def _scaled_by_bound(fit, scales: dict[str, float]):
+    """The kernel model with each term's time times its bound's scale (host terms untouched):
+    built once per replica, so the per-step path is unchanged."""
+    terms = [
+        term.model_copy(
+            update={"seconds_per_unit": term.seconds_per_unit * scales.get(term.bound, 1.0)}
+        )
+        for term in fit.terms
+    ]
+    return fit.model_copy(update={"terms": terms})
+
+
+def calibration_table(calibration: Calibration) -> tuple[str, str | None]:
+    """(GPU, kernel-table version) of a calibration: what `ProfiledCostModel` weighs the era by."""
+    return (
+        calibration.device.hardware or calibration.device.name,
+        calibration.provenance.backend_version,
+    )
 
 
 def profile_names() -> list[str]:
@@ -183,32 +254,55 @@ class ProfiledCostModel:
     interface as `CostModel` (`step_time`, `decode_stretch_times`); a decode stretch keeps its sequences,
     so its host time is the same every step and each step's total is exact."""
 
-    def __init__(self, gpu, profile: EngineProfile, scale: float = 1.0):
+    def __init__(
+        self,
+        gpu,
+        profile: EngineProfile,
+        scale: float = 1.0,
+        calibration_backend: str | None = None,
+        calibration_table: tuple[str, str | None] | None = None,
+    ):
+        """`calibration_table`: (GPU, backend version) of the calibration, for the era scale."""
         if not scale > 0:
             raise ValueError(
                 f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
             )
+        self.stated_profile = profile  # as named, before the calibration's backend was weighed
+        if not profile.scales_kernels_of(calibration_backend):
+            # the calibration measured this stack's own kernels: its time as it is
+            profile = profile.model_copy(update={"kernel_scale": 1.0, "kernel_scale_by_bound": {}})
+            gpu_name, version = calibration_table or (None, None)
+            era = profile.kernel_era_scales.get(gpu_name or "", 1.0)
+            if version is not None and era != 1.0 and hasattr(gpu, "fit"):
+                gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
+        elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
+            gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu
         self.profile = profile
         self.scale = scale  # every step that many times as long (the planner's error band)
         self.fit = gpu.fit
         self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
+        # the profile's per-step figures, read once (the profile is not changed after this)
+        self._host_terms = profile.host_terms()
+        self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
 
     @property
     def knee_tokens(self) -> float:
         return self.gpu.knee_tokens
 
     def step_time(self, shape: StepShape) -> float:
+        """`profile.step_s(gpu.step_time(shape), shape) * scale`, with the host terms read once."""
         if shape.is_empty:
             return 0.0
-        return self.profile.step_s(self.gpu.step_time(shape), shape) * self.scale
+        host = _host_seconds(self._host_terms, shape)
+        gpu_s = self.gpu.step_time(shape)
+        return _wall_s(gpu_s, host, self._overlap, self._kernel_scale) * self.scale
 
     def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
-        host = self.profile.host_s(shape)
-        hidden = self.profile.overlap * host
-        scale, kernel = self.scale, self.profile.kernel_scale
+        host = _host_seconds(self._host_terms, shape)
+        overlap, scale, kernel = self._overlap, self.scale, self._kernel_scale
         return [
-            (max(gpu_s * kernel, hidden) + (host - hidden)) * scale
+            _wall_s(gpu_s, host, overlap, kernel) * scale
             for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
         ]
 

@@ -25,7 +25,7 @@ from simulator.calibration.schema import (
     Provenance,
     ShapeRecord,
 )
-from simulator.hardware import local_cpu
+from simulator.hardware.catalog import local_cpu
 from simulator.model_spec import ModelSpec
 
 

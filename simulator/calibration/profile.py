@@ -31,7 +31,7 @@ from simulator.calibration.schema import (
     SoftwareInfo,
     StepSample,
 )
-from simulator.hardware import local_cpu, match_device
+from simulator.hardware.catalog import local_cpu, match_device
 from simulator.model_spec import ModelSpec
 
 

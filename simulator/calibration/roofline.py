@@ -5,7 +5,7 @@ GPUs we have no measurement of. Also: carrying a calibration to other hardware b
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
-from simulator.hardware import HardwareSpec
+from simulator.hardware.spec import HardwareSpec
 from simulator.model_spec import ModelSpec
 
 DECODE_BW_MEASURED = 0.82

@@ -9,7 +9,7 @@ from rich.progress import track
 from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
 from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
 from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
 # (model, GPU, tensor parallel, backend) fitted on aiconfigurator's measured kernel tables: every GPU

@@ -28,7 +28,8 @@ from simulator.calibration.schema import (
     FitError,
     Provenance,
 )
-from simulator.hardware import HardwareSpec, get_hardware
+from simulator.hardware.catalog import get_hardware
+from simulator.hardware.spec import HardwareSpec
 from simulator.model_spec import ModelSpec
 
 VIDUR_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "calibration" / "vidur"

@@ -45,6 +45,9 @@ class ClusterConfig:
     scrape_interval_s: float | None
     seed: int
     max_stretch_steps: int = 256
+    router_staleness_s: float = (
+        0.0  # > 0: replicas advance in parallel (simulator.cluster.parallel)
+    )
     host_tier_costs: tuple[float, float] | None = (
         None  # (load, recompute) seconds per block, host KV tier
     )
@@ -159,8 +162,11 @@ class Cluster:
             self._attempt(index, 0)
 
     def _attempt(self, index: int, attempt: int) -> None:
+        self._send(index, attempt, self.router.choose(self.serving, self._probe(index)))
+
+    def _send(self, index: int, attempt: int, replica: Replica) -> None:
+        """Request `index`'s attempt, sent now to `replica` (rejected when its waiting queue is full)."""
         config, record = self.config, self.records[index]
-        replica = self.router.choose(self.serving, self._probe(index))
         record.sent_s, record.retries, record.replica = self.env.now, attempt, replica.replica_id
         if (
             config.max_waiting_per_replica is not None
@@ -209,7 +215,7 @@ class Cluster:
             )
             return
         self.records[index].status = status
-        self._close()
+        self._close(index)
 
     def _on_progress(self, request: Request) -> None:
         if request.first_token_time == self.env.now:
@@ -228,9 +234,10 @@ class Cluster:
         record.queue_s = request.first_scheduled_time - arrival
         record.num_preemptions += request.num_preemptions
         self.monitor.on_finish(request.num_output_tokens)
-        self._close()
+        self._close(index)
 
-    def _close(self) -> None:
+    def _close(self, index: int) -> None:
+        """Request `index` has ended (its record is final)."""
         self._open -= 1
         if self._open == 0 and not self.done.triggered:
             self.done.succeed()

@@ -5,8 +5,9 @@ link. The replicas run the engine's own scheduler in its prefill or decode role 
 A request goes to a prefill replica (the prefill pool's router); when its first token is sampled the
 prefill replica hands it over, still holding its KV blocks; the decode pool's router picks a decode
 replica, which reserves blocks for the KV as soon as it has room (at a step boundary), then receives
-the bytes over the link (`simulator.links`: latency + bytes / bandwidth, one transfer at a time per
-decode replica); the prefill replica frees its blocks when the transfer ends, and the decode replica
+the bytes over the link (`simulator.links`: latency + bytes / bandwidth; each decode replica receives
+one transfer at a time, and the transfers leaving one prefill replica share its link's bandwidth,
+`simulator.cluster.shared_link`); the prefill replica frees its blocks when the transfer ends, and the decode replica
 admits the request at its next step. TTFT is the prefill replica's first token; the transfer shows in
 the first inter-token gap, as on DistServe / Splitwise deployments.
 """
@@ -27,6 +28,7 @@ from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.metrics import Monitor
 from simulator.cluster.replica import SERVING, STOPPED, Replica
 from simulator.cluster.router import Router
+from simulator.cluster.shared_link import SharedLink
 from simulator.links import LinkSpec
 
 
@@ -130,6 +132,7 @@ class Pool:
         replica.tensor_parallel = config.tensor_parallel
         if isinstance(replica, PrefillReplica):
             replica.on_handoff = cluster.hand_over
+            replica.link_out = SharedLink(self.env, cluster.link_bandwidth_bytes_per_s)
         else:
             replica.transfer = cluster.transfer
             replica.link = simpy.Resource(self.env, capacity=1)
@@ -193,7 +196,7 @@ class DisaggregatedCluster(Cluster):
         prefill: PoolConfig,
         decode: PoolConfig,
         link: LinkSpec,
-        kv_bytes_per_token: int,
+        kv_bytes_per_token: int,  # in the KV cache's dtype (fp8 / int8: half of bf16's)
         arrival_s: list[float],
         prompt_tokens: list[int],
         output_tokens: list[int],
@@ -202,6 +205,11 @@ class DisaggregatedCluster(Cluster):
         prompt_hashes: Callable[[int], list[int]] | None = None,
     ):
         self.link = link
+        # one prefill replica's links together: each of its transfers goes over min(prefill TP,
+        # decode TP) of them (`LinkSpec.transfer_s`), and concurrent ones share them
+        self.link_bandwidth_bytes_per_s = link.bandwidth_bytes_per_s * min(
+            prefill.tensor_parallel, decode.tensor_parallel
+        )
         self.kv_bytes_per_token = kv_bytes_per_token
         self.transfer_bytes: list[int] = []
         self.transfer_s: list[
@@ -263,14 +271,17 @@ class DisaggregatedCluster(Cluster):
         """The KV of `request` (blocks reserved on `replica`) over the link; then both sides move on."""
         source, original = self._handed.pop(request.request_id)
         num_bytes = kv_tokens(request) * self.kv_bytes_per_token
-        link_s = self.link.transfer_s(num_bytes, source.tensor_parallel, replica.tensor_parallel)
         queued_at = self.env.now
         with replica.link.request() as turn:
             yield turn
-            self.transfer_wait_s.append(self.env.now - queued_at)
-            yield self.env.timeout(link_s)
+            started = self.env.now
+            self.transfer_wait_s.append(started - queued_at)
+            # alone: latency + bytes / (bandwidth x min(TPs)), as `LinkSpec.transfer_s`; beside other
+            # transfers from the same prefill replica, a share of its bandwidth
+            yield self.env.timeout(self.link.latency_s)
+            yield source.link_out.send(num_bytes)
         self.transfer_bytes.append(num_bytes)
-        self.transfer_s.append(link_s)
+        self.transfer_s.append(self.env.now - started)
         source.release(original)
         replica.finish_receive(request)
 

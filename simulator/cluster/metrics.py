@@ -26,6 +26,8 @@ class Monitor:
         self._retired_allocations = self._retired_preemptions = 0
         self._last_allocations = self._last_preemptions = 0
         self.price_usd_per_gpu_hour = 0.0
+        # per row, what a merge over shards of replicas needs (`simulator.cluster.parallel`); None: off
+        self.parts: list[dict] | None = None
         cluster.env.process(self._sample())
 
     # ---- events ------------------------------------------------------------------------------
@@ -72,6 +74,20 @@ class Monitor:
             stored, reserved = stored + stats.tokens_stored, reserved + stats.slots_reserved
         allocations, preemptions = self._totals()
         gpu_hours = cluster.gpu_hours(now)
+        if self.parts is not None:
+            self.parts.append(
+                {
+                    "ttfts": self._window_ttfts,
+                    "kv_usage": [(r.replica_id, r.kv_usage) for r in active],
+                    "stored": stored,
+                    "reserved": reserved,
+                    "arrivals": self._arrivals,
+                    "finishes": self._finishes,
+                    "tokens": self._tokens,
+                    "allocations": allocations - self._last_allocations,
+                    "window": window,
+                }
+            )
         self.rows.append(
             {
                 "time_s": now,

@@ -4,7 +4,8 @@ cost per request, error bars from the calibration, and the baselines it beats.
     from simulator.planner import plan, load_plan
     scenario, settings = load_plan("examples/scenarios/plan-spike-llama-2-7b.yaml")
     result = plan(scenario, settings)
-    result.data["recommendation"]        # GPU, replicas, batch settings, $/hour, $/request, binding constraint
+    result.report.recommendation         # GPU, replicas, batch settings, $/hour, $/request, binding constraint
+    result.report.to_json()              # the same as `surgeplan plan --json`
     result.write("out/")                 # plan.json, ledger.csv/.json, pareto.html, the two scenarios
 
 Exports load on first use (`plan` pulls in SimPy and the cluster).

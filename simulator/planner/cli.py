@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from simulator.cli import ENGINE_PROFILE_OPTION
+from simulator.planner.report import KvCacheRow, PlanReport
 
 report_app = typer.Typer(
     help="Reports built on the simulator and the planner.", no_args_is_help=True
@@ -94,9 +95,9 @@ def plan_command(
         raise typer.Exit(code=2) from None
     written = result.write(out) if out is not None else []
     if as_json:
-        typer.echo(json.dumps(result.data))
+        typer.echo(json.dumps(result.report.to_json()))
         return
-    for line in format_plan(scenario.name, result.data):
+    for line in format_plan(scenario.name, result.report):
         typer.echo(line)
     if written:
         typer.echo(f"wrote {', '.join(path.name for path in written)} in {out}")
@@ -121,82 +122,78 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def format_plan(name: str, data: dict) -> list[str]:
+def format_plan(name: str, report: PlanReport) -> list[str]:
     """The plan as terminal lines: traffic and SLO, one row per GPU type, then the comparisons."""
-    traffic, slo, rec = data["traffic"], data["slo"], data["recommendation"]
+    traffic, slo, rec = report.traffic, report.slo, report.recommendation
     lines = [
-        f"{name}: {traffic['requests']:,} requests over {traffic['duration_s']:.0f} s (mean "
-        f"{traffic['mean_rate_per_s']:.1f}/s, peak {traffic['peak_rate_per_s']:.1f}/s); SLO P99 TTFT ≤ "
-        f"{slo['ttft_p99_s']:g} s, P99 TPOT ≤ {slo['tpot_p99_s']:g} s, abandoned ≤ {slo['max_abandon_rate']:.1%}",
+        f"{name}: {traffic.requests:,} requests over {traffic.duration_s:.0f} s (mean "
+        f"{traffic.mean_rate_per_s:.1f}/s, peak {traffic.peak_rate_per_s:.1f}/s); SLO P99 TTFT ≤ "
+        f"{slo.ttft_p99_s:g} s, P99 TPOT ≤ {slo.tpot_p99_s:g} s, abandoned ≤ {slo.max_abandon_rate:.1%}",
         f"{'GPU':<12}{'TP':>3}{'repl':>6}{'GPUs':>6}{'seqs':>6}{'tokens':>8}{'$/hour':>10}{'$/request':>11}"
         f"{'$/1M out':>10}{'P99 TTFT':>10}{'P99 TPOT':>10}  {'binding':<10}{'headroom':>9}  calibration",
     ]
-    for row in data["per_gpu_type"]:
-        if row["status"] != "meets":
-            lines.append(
-                f"{row['gpu']:<12}{row['tensor_parallel']:>3}  {row['status']}: {row['reason']}"
-            )
+    for row in report.per_gpu_type:
+        if row.status != "meets":
+            lines.append(f"{row.gpu:<12}{row.tensor_parallel:>3}  {row.status}: {row.reason}")
             continue
-        calibration = row["calibration"] or {}
+        calibration = row.calibration or {}
         error = calibration.get("fit_error")
         lines.append(
-            f"{row['gpu']:<12}{row['tensor_parallel']:>3}{row['replicas']:>6}{row['gpus']:>6}{row['max_num_seqs']:>6}"
-            f"{row['max_num_batched_tokens']:>8}{_money(row['cost_per_hour_usd']):>10}"
-            f"{_money(row['cost_per_request_usd'], 6):>11}{_money(row['cost_per_million_output_tokens_usd']):>10}"
-            f"{_seconds(row['ttft_p99_s']):>10}{_seconds(row['tpot_p99_s']):>10}  {row['binding_constraint']:<10}"
-            f"{row['headroom']:>9.0%}  {calibration.get('label', '?')}"
+            f"{row.gpu:<12}{row.tensor_parallel:>3}{row.replicas:>6}{row.gpus:>6}{row.max_num_seqs:>6}"
+            f"{row.max_num_batched_tokens:>8}{_money(row.cost_per_hour_usd):>10}"
+            f"{_money(row.cost_per_request_usd, 6):>11}{_money(row.cost_per_million_output_tokens_usd):>10}"
+            f"{_seconds(row.ttft_p99_s):>10}{_seconds(row.tpot_p99_s):>10}  {row.binding_constraint:<10}"
+            f"{row.headroom:>9.0%}  {calibration.get('label', '?')}"
             + (f" ±{error:.1%}" if error else " (no measured error)")
         )
-    lines.append(f"recommendation: {rec['sentence']}")
+    lines.append(f"recommendation: {rec.sentence}")
     lines.append(
-        f"  binding constraint: {rec['binding_constraint']} (one replica less "
-        f"{'misses' if rec.get('one_fewer_misses') else 'was not checked or meets'}); headroom "
-        f"{rec['headroom']:.0%} on {rec['headroom_term']}"
+        f"  binding constraint: {rec.binding_constraint} (one replica less "
+        f"{'misses' if rec.one_fewer_misses else 'was not checked or meets'}); headroom "
+        f"{rec.headroom:.0%} on {rec.headroom_term}"
     )
-    if data.get("uncertainty"):
-        lines.append(
-            f"  error bars: {data['uncertainty']['text']} ({data['uncertainty']['source']})"
-        )
-    static = data.get("static_baseline")
+    if report.uncertainty:
+        lines.append(f"  error bars: {report.uncertainty.text} ({report.uncertainty.source})")
+    static = report.static_baseline
     if static:
         lines.append(
-            f"  traditional server (static batching): {static['replicas'] or 'more than ' + str(static['searched_up_to'])}"
-            f" replicas, {_money(static['cost_per_hour_usd'])}/hour, {_money(static['cost_per_request_usd'], 6)}/request"
+            f"  traditional server (static batching): {static.replicas or 'more than ' + str(static.searched_up_to)}"
+            f" replicas, {_money(static.cost_per_hour_usd)}/hour, {_money(static.cost_per_request_usd, 6)}/request"
         )
-    scaled = data.get("autoscaled")
+    scaled = report.autoscaled
     if scaled:
-        if scaled["meets"]:
+        if scaled.meets:
             lines.append(
-                f"  autoscaled: warm pool {scaled['warm_pool']} (peak {scaled['replicas_peak']}, cold start "
-                f"{scaled['cold_start_s']:.0f} s) costs {_money(scaled['cost_usd'])} vs {_money(scaled['fixed_cost_usd'])} "
-                f"fixed over the run: saves {_money(scaled['saved_usd'])} ({scaled['saved_share']:.0%}), "
-                f"{_money(scaled['cost_per_request_usd'], 6)}/request"
+                f"  autoscaled: warm pool {scaled.warm_pool} (peak {scaled.replicas_peak}, cold start "
+                f"{scaled.cold_start_s:.0f} s) costs {_money(scaled.cost_usd)} vs {_money(scaled.fixed_cost_usd)} "
+                f"fixed over the run: saves {_money(scaled.saved_usd)} ({scaled.saved_share:.0%}), "
+                f"{_money(scaled.cost_per_request_usd, 6)}/request"
             )
         else:
             lines.append(
-                f"  autoscaled: no warm pool up to {rec['replicas']} holds the SLO ({', '.join(scaled['reasons'])})"
+                f"  autoscaled: no warm pool up to {rec.replicas} holds the SLO ({', '.join(scaled.reasons)})"
             )
-    dynamic = data.get("dynamic_batch")
+    dynamic = report.dynamic_batch
     if dynamic:
-        fixed = dynamic["best_fixed"]
+        fixed = dynamic.best_fixed
         lines.append(
-            f"  dynamic batch (SLO-aware, TPOT target {_seconds(dynamic['batch_target_tpot_s'])}): "
-            f"{dynamic['replicas'] or 'more than ' + str(dynamic['searched_up_to'])} replicas, "
-            f"P99 TTFT {_seconds(dynamic['ttft_p99_s'])}, P99 TPOT {_seconds(dynamic['tpot_p99_s'])}, "
-            f"{_money(dynamic['cost_per_request_usd'], 6)}/request; best fixed: {fixed['replicas']} replicas, "
-            f"P99 TTFT {_seconds(fixed['ttft_p99_s'])}, P99 TPOT {_seconds(fixed['tpot_p99_s'])}, "
-            f"{_money(fixed['cost_per_request_usd'], 6)}/request"
+            f"  dynamic batch (SLO-aware, TPOT target {_seconds(dynamic.batch_target_tpot_s)}): "
+            f"{dynamic.replicas or 'more than ' + str(dynamic.searched_up_to)} replicas, "
+            f"P99 TTFT {_seconds(dynamic.ttft_p99_s)}, P99 TPOT {_seconds(dynamic.tpot_p99_s)}, "
+            f"{_money(dynamic.cost_per_request_usd, 6)}/request; best fixed: {fixed.replicas} replicas, "
+            f"P99 TTFT {_seconds(fixed.ttft_p99_s)}, P99 TPOT {_seconds(fixed.tpot_p99_s)}, "
+            f"{_money(fixed.cost_per_request_usd, 6)}/request"
         )
-    lines += kv_cache_lines(data.get("kv_cache_dtypes") or [])
-    sims = data["simulations"]
+    lines += kv_cache_lines(report.kv_cache_dtypes)
+    sims = report.simulations
     lines.append(
-        f"{sims['evaluated']} evaluations ({sims['simulated']} simulated, {sims['from_cache']} from cache) "
-        f"on {sims['backend']} in {data['elapsed_s']:.1f} s"
+        f"{sims.evaluated} evaluations ({sims.simulated} simulated, {sims.from_cache} from cache) "
+        f"on {sims.backend} in {report.elapsed_s:.1f} s"
     )
     return lines
 
 
-def kv_cache_lines(rows: list[dict]) -> list[str]:
+def kv_cache_lines(rows: list[KvCacheRow]) -> list[str]:
     """ "Does FP8 KV help?": per KV cache dtype, what it buys (simulated) beside what it costs (measured)."""
     if not rows:
         return []
@@ -207,17 +204,17 @@ def kv_cache_lines(rows: list[dict]) -> list[str]:
         f"{'P99 TPOT':>10} | {'KL':>9}{'top-1':>8}{'ppl':>8}",
     ]
     for row in rows:
-        quality = row.get("quality") or {}
+        quality = row.quality or {}
         kl, top1, ppl = (
             quality.get("kl_divergence"),
             quality.get("top1_agreement"),
             quality.get("perplexity"),
         )
         lines.append(
-            f"    {row['kv_cache_dtype']:<10}{row['kv_blocks_per_replica'] or 0:>8}"
-            f"{row['replicas'] or '>' + str(row['searched_up_to']):>6}{row['gpus'] or '-':>6}"
-            f"{_money(row['cost_per_request_usd'], 6):>11}{_seconds(row['ttft_p99_s']):>10}"
-            f"{_seconds(row['tpot_p99_s']):>10} | "
+            f"    {row.kv_cache_dtype:<10}{row.kv_blocks_per_replica or 0:>8}"
+            f"{row.replicas or '>' + str(row.searched_up_to):>6}{row.gpus or '-':>6}"
+            f"{_money(row.cost_per_request_usd, 6):>11}{_seconds(row.ttft_p99_s):>10}"
+            f"{_seconds(row.tpot_p99_s):>10} | "
             + ("not measured" if not quality else f"{kl:>9.2e}{top1:>8.1%}{ppl:>8.3f}")
         )
     return lines
@@ -245,7 +242,8 @@ def claims_command(
 ) -> None:
     """The source article's claims (KV use, latency, throughput, low load, spike, fleet, long context, tenant
     quotas), simulated, with chosen points confirmed on the live engine."""
-    from simulator.planner.claims import run_claims, write_claims
+    from simulator.planner.claims import run_claims
+    from simulator.planner.claims_page import write_claims
 
     report = run_claims(
         repeats=repeats,

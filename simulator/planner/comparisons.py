@@ -71,7 +71,8 @@ def warm_pool(fleet: Fleet, answer: Answer):
         scaler = spec.model_copy(update={"min_replicas": pool, "max_replicas": max(top, pool)})
         return fleet.probe(pool, answer.batch, False, "autoscaled", autoscaler=scaler)
 
-    found, seen = yield from bisect(probe, 1, answer.replicas)
+    # the fixed fleet's answer less one first: a warm pool rarely does with much less (a miss ends early)
+    found, seen = yield from bisect(probe, 1, answer.replicas, guess=answer.replicas - 1)
     return found, seen[found] if found is not None else seen[answer.replicas]
 
 
@@ -86,7 +87,11 @@ def dynamic_batch(
         batch_target_tpot_s=target_tpot_s,
     )
     dynamic = replace(fleet, label="dynamic ")
-    return (yield from fewest_replicas(dynamic, [batch], fast_pass=fast_pass, check_below=True))
+    return (
+        yield from fewest_replicas(
+            dynamic, [batch], fast_pass=fast_pass, check_below=True, guess=answer.replicas
+        )
+    )
 
 
 def kv_cache(fleet: Fleet, answer: Answer, kv_cache_dtype: str, fast_pass: bool):
@@ -98,5 +103,6 @@ def kv_cache(fleet: Fleet, answer: Answer, kv_cache_dtype: str, fast_pass: bool)
             [batch],
             fast_pass=fast_pass,
             check_below=True,
+            guess=answer.replicas,
         )
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simulator.planner.report import PlanReport
+
 
 def pareto_points(rows: list[dict]) -> list[dict]:
     """Ledger rows of full-fleet, fixed-fleet simulations that ran to the end (they have a P99 TTFT)."""
@@ -28,7 +30,7 @@ def pareto_front(points: list[dict]) -> list[dict]:
     return front
 
 
-def write_pareto(rows: list[dict], plan_data: dict, path: str | Path) -> Path:
+def write_pareto(rows: list[dict], report: PlanReport, path: str | Path) -> Path:
     import plotly.graph_objects as go
 
     points = pareto_points(rows)
@@ -67,12 +69,12 @@ def write_pareto(rows: list[dict], plan_data: dict, path: str | Path) -> Path:
                 line={"dash": "dot", "color": "grey"},
             )
         )
-    recommendation = plan_data.get("recommendation") or {}
-    if recommendation.get("ttft_p99_s") is not None:
+    recommendation = report.recommendation
+    if recommendation.ttft_p99_s is not None:
         figure.add_trace(
             go.Scatter(
-                x=[recommendation["cost_per_hour_usd"]],
-                y=[recommendation["ttft_p99_s"]],
+                x=[recommendation.cost_per_hour_usd],
+                y=[recommendation.ttft_p99_s],
                 mode="markers+text",
                 name="recommendation",
                 marker={
@@ -81,11 +83,11 @@ def write_pareto(rows: list[dict], plan_data: dict, path: str | Path) -> Path:
                     "color": "gold",
                     "line": {"width": 1, "color": "black"},
                 },
-                text=[f"{recommendation['replicas']} x {recommendation['gpu']}"],
+                text=[f"{recommendation.replicas} x {recommendation.gpu}"],
                 textposition="top center",
             )
         )
-    target = (plan_data.get("slo") or {}).get("ttft_p99_s")
+    target = report.slo.ttft_p99_s
     if target is not None:
         figure.add_hline(
             y=target,

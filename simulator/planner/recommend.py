@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.hardware import get_hardware
+from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 from simulator.planner import comparisons
 from simulator.planner.assemble import assemble, explain_failure
@@ -28,6 +28,7 @@ from simulator.planner.backends import Runner, make_backend
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.ledger import Ledger
 from simulator.planner.outcome import Outcome
+from simulator.planner.report import GpuRow, PlanReport, Simulations, TrafficFacts
 from simulator.planner.search import (
     Answer,
     Batch,
@@ -50,7 +51,7 @@ TP_DEGREES = (1, 2, 4, 8)
 
 @dataclass
 class PlanResult:
-    data: dict  # the JSON answer (`surgeplan plan --json`)
+    report: PlanReport  # the answer; `report.to_json()` is `surgeplan plan --json`
     ledger: Ledger
 
     def write(self, out_dir: str | Path) -> list[Path]:
@@ -60,12 +61,15 @@ class PlanResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "plan.json"]
-        written[0].write_text(json.dumps(self.data, indent=1))
+        written[0].write_text(json.dumps(self.report.to_json(), indent=1))
         written += self.ledger.write(out)
-        for name in ("recommended_scenario", "one_fewer_scenario"):
-            if self.data.get(name):
-                written.append(Scenario.model_validate(self.data[name]).save(out / f"{name}.yaml"))
-        written.append(write_pareto(self.ledger.rows, self.data, out / "pareto.html"))
+        for name, scenario in (
+            ("recommended_scenario", self.report.recommended_scenario),
+            ("one_fewer_scenario", self.report.one_fewer_scenario),
+        ):
+            if scenario:
+                written.append(Scenario.model_validate(scenario).save(out / f"{name}.yaml"))
+        written.append(write_pareto(self.ledger.rows, self.report, out / "pareto.html"))
         return written
 
 
@@ -112,8 +116,8 @@ def plan(
         best = min(
             found,
             key=lambda name: (
-                _row(per_gpu, name)["cost_per_hour_usd"],
-                _row(per_gpu, name)["cost_per_request_usd"] or 0.0,
+                _row(per_gpu, name).cost_per_hour_usd,
+                _row(per_gpu, name).cost_per_request_usd or 0.0,
             ),
         )
         fleet, answer = fleets[best], answers[best]
@@ -121,18 +125,18 @@ def plan(
         results = drive(runner, extras, ledger)
     finally:
         runner.close()
-    data = assemble(
+    report = assemble(
         scenario, settings, fleet, answer, _row(per_gpu, best), per_gpu, results, traffic
     )
     evaluated = sum(row["phase"] != "fit check" for row in ledger.rows)
-    data["simulations"] = {
-        "evaluated": evaluated,
-        "simulated": runner.simulated,
-        "from_cache": evaluated - runner.simulated,
-        "backend": runner.backend.name,
-    }
-    data["elapsed_s"] = time.perf_counter() - started
-    return PlanResult(data, ledger)
+    report.simulations = Simulations(
+        evaluated=evaluated,
+        simulated=runner.simulated,
+        from_cache=evaluated - runner.simulated,
+        backend=runner.backend.name,
+    )
+    report.elapsed_s = time.perf_counter() - started
+    return PlanResult(report, ledger)
 
 
 def _confirm_cheapest(
@@ -167,7 +171,7 @@ def _confirm_cheapest(
         ]
 
 
-def _traffic_facts(scenario: Scenario) -> dict:
+def _traffic_facts(scenario: Scenario) -> TrafficFacts:
     try:
         trace = load_traffic(scenario)
     except ValueError as error:
@@ -175,13 +179,13 @@ def _traffic_facts(scenario: Scenario) -> dict:
     arrivals = np.asarray(trace.arrival_s)
     window_s = 10.0
     counts = np.bincount((arrivals // window_s).astype(int)) if len(arrivals) else np.zeros(1)
-    return {
-        "requests": len(trace),
-        "duration_s": float(trace.duration_s),
-        "mean_rate_per_s": len(trace) / max(float(trace.duration_s), 1e-9),
-        "peak_rate_per_s": float(counts.max()) / window_s,
-        "peak_window_s": window_s,
-    }
+    return TrafficFacts(
+        requests=len(trace),
+        duration_s=float(trace.duration_s),
+        mean_rate_per_s=len(trace) / max(float(trace.duration_s), 1e-9),
+        peak_rate_per_s=float(counts.max()) / window_s,
+        peak_window_s=window_s,
+    )
 
 
 def _grid(settings: PlanSettings) -> list[Batch]:
@@ -248,68 +252,72 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
                 {"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome
             )
             unfit.append(
-                {
-                    "gpu": gpu,
-                    "tensor_parallel": degrees[-1],
-                    "status": "does_not_fit",
-                    "replicas": None,
-                    "reason": message,
-                }
+                GpuRow(
+                    gpu=gpu,
+                    tensor_parallel=degrees[-1],
+                    status="does_not_fit",
+                    replicas=None,
+                    reason=message,
+                )
             )
     return fleets, unfit
 
 
-def _row(rows: list[dict], name: str) -> dict:
-    return next(row for row in rows if f"{row['gpu']} TP{row['tensor_parallel']}" == name)
+def _row(rows: list[GpuRow], name: str) -> GpuRow:
+    return next(row for row in rows if f"{row.gpu} TP{row.tensor_parallel}" == name)
 
 
-def _gpu_row(fleet: Fleet, answer: Answer) -> dict:
+def _gpu_row(fleet: Fleet, answer: Answer) -> GpuRow:
     outcome, summary = answer.outcome, answer.outcome.summary
     facts = outcome.facts
-    row = {
-        "gpu": fleet.gpu,
-        "tensor_parallel": fleet.tensor_parallel,
-        "replicas": answer.replicas,
-        "gpus": answer.replicas * fleet.tensor_parallel if answer.replicas else None,
-        "max_num_seqs": answer.batch.max_num_seqs,
-        "max_num_batched_tokens": answer.batch.max_num_batched_tokens,
-        "kv_cache_dtype": answer.batch.kv_cache_dtype,
-        "calibration": facts.get("calibration"),
-        "kv_blocks_per_replica": facts.get("kv_blocks_per_replica"),
-        "price_usd_per_gpu_hour": facts.get("price_usd_per_gpu_hour"),
-        "batch_grid": answer.grid,
-    }
+    row = dict(
+        gpu=fleet.gpu,
+        tensor_parallel=fleet.tensor_parallel,
+        replicas=answer.replicas,
+        gpus=answer.replicas * fleet.tensor_parallel if answer.replicas else None,
+        max_num_seqs=answer.batch.max_num_seqs,
+        max_num_batched_tokens=answer.batch.max_num_batched_tokens,
+        kv_cache_dtype=answer.batch.kv_cache_dtype,
+        calibration=facts.get("calibration"),
+        kv_blocks_per_replica=facts.get("kv_blocks_per_replica"),
+        price_usd_per_gpu_hour=facts.get("price_usd_per_gpu_hour"),
+        batch_grid=answer.grid,
+    )
     if answer.replicas is None:
         reason = outcome.binding or "slo"
         status = reason if outcome.status == "invalid" else "exceeds_max_fleet"
-        return row | {
-            "status": status,
-            "reason": outcome.error
+        return GpuRow(
+            **row,
+            status=status,
+            reason=outcome.error
             or f"misses {' and '.join(outcome.reasons)} with {fleet.high} replicas (the most searched)",
-            "cost_per_hour_usd": None,
-            "cost_per_request_usd": None,
-        }
+        )
     ratios = outcome.ratios
     headroom_term = SLO.binding(ratios)
     below = answer.below
-    return row | {
-        "status": "meets",
-        "cost_per_hour_usd": row["gpus"] * row["price_usd_per_gpu_hour"],
-        "cost_per_request_usd": summary.cost_per_request_usd,
-        "cost_per_million_output_tokens_usd": summary.cost_per_million_output_tokens_usd,
-        "gpu_hours": _fleet_gpu_hours(outcome, answer.replicas),
-        "ttft_p99_s": summary.ttft_p99_s,
-        "tpot_p99_s": summary.tpot_p99_s,
-        "abandon_rate": summary.abandon_rate,
-        "checked_by": checked_by(outcome),
-        "binding_constraint": below.binding
+    return GpuRow(
+        **row,
+        status="meets",
+        cost_per_hour_usd=row["gpus"] * row["price_usd_per_gpu_hour"],
+        cost_per_request_usd=summary.cost_per_request_usd,
+        cost_per_million_output_tokens_usd=summary.cost_per_million_output_tokens_usd,
+        gpu_hours=_fleet_gpu_hours(outcome, answer.replicas),
+        ttft_p99_s=summary.ttft_p99_s,
+        tpot_p99_s=summary.tpot_p99_s,
+        abandon_rate=summary.abandon_rate,
+        checked_by=checked_by(outcome),
+        binding_constraint=below.binding
         if below is not None
-        else f"none: {fleet.low} is the smallest fleet searched",
-        "binding_checked_by": None if below is None else checked_by(below),
-        "headroom": 1.0 - ratios[headroom_term],
-        "headroom_term": headroom_term,
-        "slo_ratios": ratios,
-    }
+        else (
+            f"none: {fleet.low} is the smallest fleet searched"
+            if answer.replicas <= fleet.low
+            else "throughput: the cost model's ceiling rules out fewer replicas"
+        ),
+        binding_checked_by=None if below is None else checked_by(below),
+        headroom=1.0 - ratios[headroom_term],
+        headroom_term=headroom_term,
+        slo_ratios=ratios,
+    )
 
 
 def _fleet_gpu_hours(outcome: Outcome, replicas: int) -> float | None:

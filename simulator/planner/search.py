@@ -1,6 +1,9 @@
 """The capacity search: the fewest replicas (and the batch settings) of one GPU type that hold the SLO.
 
-Meeting the SLO is monotone in the fleet size, so the search bisects on the replica count. A fast
+Meeting the SLO is monotone in the fleet size, so the search bisects on the replica count, from the
+floor the cost model's throughput ceiling sets (`simulator.planner.ceiling`: no smaller fleet could
+serve the busiest minute), looking first a quarter above it (or, for the comparisons, at the fixed
+fleet's answer) before the top of the range. A fast
 first pass simulates one replica's share of the traffic (every N-th request: with load-balanced
 routing the N replicas of a fixed fleet are near independent, so the share costs 1/N of a full run)
 to bracket the answer for the first batch setting of the grid; the others are tried at that answer
@@ -33,10 +36,12 @@ on outcomes, never on timing, so any backend gives the same answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.planner.ceiling import replica_floor
 from simulator.planner.evaluate import make_job
 from simulator.planner.outcome import Outcome
 from simulator.scenario import AutoscalerSpec, Scenario
@@ -85,6 +90,24 @@ class Fleet:
     sample_replicas: int | None = (
         256  # larger fixed fleets are confirmed on this many (None: whole)
     )
+    # per (batch, step scale): the fewest replicas the cost model's throughput ceiling allows
+    floors: dict = field(default_factory=dict, repr=False)
+
+    def floor(self, batch: Batch) -> int:
+        """No fleet below this can meet (`simulator.planner.ceiling`), within [low, high]."""
+        key = (batch, self.step_scale)
+        if key not in self.floors:
+            try:
+                self.floors[key] = replica_floor(
+                    self.scenario(1, batch), _traffic(self.base), self.step_scale
+                )
+            except ValueError:  # a scenario that cannot run: its probes say why
+                self.floors[key] = self.low
+        return max(self.low, min(self.floors[key], self.high))
+
+    def guess(self, batch: Batch) -> int:
+        """Where the bisection looks first: a quarter above the floor."""
+        return min(self.high, math.ceil(self.floor(batch) * 1.25))
 
     def scenario(
         self, replicas: int, batch: Batch, autoscaler: AutoscalerSpec | None = None
@@ -210,14 +233,32 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     return results
 
 
-def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: Outcome | None = None):
-    """Fewest n in [low, high] whose probe meets, assuming monotone; (n or None, {n: outcome})."""
+def bisect(
+    probe: Callable[[int], Pair],
+    low: int,
+    high: int,
+    high_known: Outcome | None = None,
+    floor: int | None = None,
+    guess: int | None = None,
+):
+    """Fewest n in [low, high] whose probe meets, assuming monotone; (n or None, {n: outcome}).
+    `floor`: no n below it meets (the cost model's throughput ceiling), so the bisection starts there;
+    `guess`: a likely answer, probed before `high` (a meet there saves the probes above it)."""
     seen = {}
-    top = high_known if high_known is not None else (yield [probe(high)])[0]
-    seen[high] = top
-    if not top.meets:
-        return None, seen
-    failing, meeting = low - 1, high
+    failing = min(max(low, floor or low), high) - 1
+    meeting = None
+    if high_known is None and guess is not None and failing < guess < high:
+        seen[guess] = outcome = (yield [probe(guess)])[0]
+        if outcome.meets:
+            meeting = guess
+        else:
+            failing = guess
+    if meeting is None:
+        top = high_known if high_known is not None else (yield [probe(high)])[0]
+        seen[high] = top
+        if not top.meets:
+            return None, seen
+        meeting = high
     while meeting - failing > 1:
         middle = (failing + meeting) // 2
         outcome = (yield [probe(middle)])[0]
@@ -229,21 +270,40 @@ def bisect(probe: Callable[[int], Pair], low: int, high: int, high_known: Outcom
     return meeting, seen
 
 
+def _traffic(scenario: Scenario):
+    """The scenario's trace, loaded once per scenario object (the ceilings read its rates and lengths)."""
+    from simulator.simulation import load_traffic
+
+    key = id(scenario)
+    if _TRACES.get(key, (None,))[0] is not scenario:
+        _TRACES.clear()
+        _TRACES[key] = (scenario, load_traffic(scenario))
+    return _TRACES[key][1]
+
+
+_TRACES: dict[int, tuple] = {}
+
+
 def fewest_replicas(
     fleet: Fleet,
     grid: list[Batch],
     fast_pass: bool = True,
     check_below: bool = True,
     confirm: bool = True,
+    guess: int | None = None,
 ):
     """The search described above, for one GPU type; returns an `Answer` (with `confirm=False`, the share
-    pass's answer, to be confirmed later by `confirm_answer`)."""
+    pass's answer, to be confirmed later by `confirm_answer`). The first bisection starts at the cost
+    model's floor and looks first at `guess` (default: a quarter above the floor)."""
     share = fast_pass
     first = grid[0]
+    floor = fleet.floor(first)
     found, seen = yield from bisect(
         lambda n: fleet.probe(n, first, share, "share pass" if share else "bisect"),
         fleet.low,
         fleet.high,
+        floor=floor,
+        guess=fleet.guess(first) if guess is None else max(guess, floor),
     )
     if (
         found is None and share
@@ -268,6 +328,7 @@ def fewest_replicas(
                     fleet.low,
                     found - 1,
                     high_known=outcome,
+                    floor=fleet.floor(batch),
                 )
                 if n < best:
                     best, best_batch, best_seen = n, batch, more

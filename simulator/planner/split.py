@@ -8,9 +8,10 @@ the fewest GPUs that meet the SLO:
   replicas x and decode replicas y. The fewest prefill replicas that hold the SLO can only fall as decode
   replicas are added, so starting from (x_max, 1) it steps x down while the SLO holds and y up while it
   does not: O(x_max + y_max) simulations find every minimal (x, y), of which the cheapest is kept.
-The answer names the layout, its ratio and TP degrees, GPUs, cost and P99s, beside the best of each
-layout, so "would splitting prefill and decode, or adding host memory for KV, hold this spike with fewer
-GPUs?" is read off one table.
+The answer (`SplitAnswer`) names the cheapest fleet that holds the SLO, its ratio (xPyD and each pool's
+GPUs), TP degrees, cost and P99s, against the cheapest co-located fleet without a host tier, and says
+whether a split, and whether a host tier, holds the SLO with fewer GPUs: "would splitting prefill and
+decode, or adding host memory for KV, hold this spike with fewer GPUs?" in one sentence.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from simulator.planner.split_answer import SplitAnswer, answer
 from simulator.scenario import AutoscalerSpec, DisaggregationSpec, PoolSettings, Scenario
 from simulator.simulation import simulate
 
@@ -79,6 +81,7 @@ class SplitPlan:
     outcomes: list[Outcome] = field(default_factory=list)  # every simulation, in order
     best: dict[str, Outcome | None] = field(default_factory=dict)  # per layout kind (and tier)
     recommendation: Outcome | None = None
+    answer: SplitAnswer | None = None
 
     def rows(self) -> list[dict]:
         return [outcome.row() for outcome in self.outcomes]
@@ -133,15 +136,15 @@ def plan_split(
             summary = simulate(layout_scenario(scenario, layout, link)).summary
             cache[layout] = outcome = Outcome(
                 layout,
-                bool(summary["meets_slo"]),
+                bool(summary.meets_slo),
                 layout.gpus,
-                summary["cost_usd"],
-                summary["cost_per_request_usd"],
-                summary["ttft_p99_s"],
-                summary["tpot_p99_s"],
-                summary["slo_attainment"],
-                summary.get("kv_transfer_p99_s"),
-                summary.get("prefix_hit_rate_cpu", 0.0),
+                summary.cost_usd,
+                summary.cost_per_request_usd,
+                summary.ttft_p99_s,
+                summary.tpot_p99_s,
+                summary.slo_attainment,
+                summary.kv_transfer_p99_s,
+                summary.prefix_hit_rate_cpu,
             )
             plan.outcomes.append(outcome)
             if progress is not None:
@@ -179,8 +182,8 @@ def plan_split(
                         max_replicas,
                     ),
                 )
-    held = [best for best in plan.best.values() if best is not None]
-    plan.recommendation = min(held, key=_price, default=None)
+    plan.answer = answer(plan.best, _price)
+    plan.recommendation = plan.answer.recommendation
     return plan
 
 

@@ -51,6 +51,7 @@ def plan_split_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     data = {
+        "answer": result.answer.row(),
         "recommendation": result.recommendation.row() if result.recommendation else None,
         "best": {key: outcome.row() if outcome else None for key, outcome in result.best.items()},
         "simulations": result.rows(),
@@ -67,9 +68,4 @@ def plan_split_command(
                 f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs, ${outcome.cost_usd:.2f}, "
                 f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s"
             )
-    rec = result.recommendation
-    typer.echo(
-        f"recommendation: {rec.layout.label} ({rec.gpus} GPUs)"
-        if rec
-        else "recommendation: none (no layout in range holds the SLO; raise --max-replicas)"
-    )
+    typer.echo(result.answer.sentence())

@@ -26,6 +26,8 @@ from simulator.calibration.engine_profile import (
     ProfileError,
     load_profile,
 )
+from simulator.calibration.kernel_era import era_factor, era_source
+from simulator.calibration.shipped import load_all_shipped
 from traces import Trace
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
@@ -84,9 +86,19 @@ def load_published(name_or_path: str | Path) -> dict:
                 f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
                 f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
             )
+        if any(not 0 <= i < len(run["prompt_tokens"]) for i in run.get("ttft_unrecorded", ())):
+            raise ValueError(
+                f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
+                f"{len(run['prompt_tokens'])} requests; expected request indices"
+            )
         if run["split"] not in ("fit", "held_out"):
             raise ValueError(
                 f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'"
+            )
+        if data.get("held_out_only") and run["split"] != "held_out":
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) is split {run['split']!r} in a held-out-only "
+                "set; expected 'held_out' (an independent check is never fitted on)"
             )
     return data
 
@@ -98,7 +110,7 @@ def replay_run(
     from simulator.scenario import Scenario
     from simulator.simulation import simulate
 
-    settings = data.get("engine_settings", {})
+    settings = data.get("engine_settings", {}) | run.get("engine_settings", {})
     profile = profile if profile is not None else data["engine_profile"]
     n = len(run["prompt_tokens"])
     scenario = Scenario.model_validate(
@@ -125,9 +137,11 @@ def replay_run(
         raise ValueError(
             f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
         )
+    # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
+    unrecorded = set(run.get("ttft_unrecorded", ()))
     return {
         "makespan_s": max(r.arrival_s + r.e2e_s for r in records),
-        "ttft_mean_s": float(np.mean([r.ttft_s for r in records])),
+        "ttft_mean_s": float(np.mean([r.ttft_s for r in records if r.index not in unrecorded])),
         "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
     }
 
@@ -221,29 +235,56 @@ def fit_profile(
     token stays as it is (in decode steps it is not separable from per sequence). Writes the profile
     with its errors on fit and held-out rows when `write`."""
     data = load_published(name_or_path)
-    base = load_profile(data["engine_profile"])
+    if not any(run["split"] == "fit" for run in data["runs"]):
+        raise ValueError(
+            f"published set {data['name']!r} has no fit runs (held out only: an independent check); "
+            "expected a set with runs split 'fit' to fit a profile on"
+        )
+    base = with_era_scales(load_profile(data["engine_profile"]))
     fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
+    by_bound = base.kernel_scale_by_bound
     values = {term.feature: term.seconds_per_unit for term in base.terms} | {
-        "kernel_scale": base.kernel_scale
+        "kernel_scale": base.kernel_scale,
+        "memory_scale": by_bound.get("memory", 1.0),
+        "compute_scale": by_bound.get("compute", 1.0),
     }
+    scales = list(np.round(np.arange(0.60, 1.41, 0.02), 2))
     grids = {
         "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
         "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
-        "kernel_scale": list(np.round(np.arange(0.60, 1.31, 0.02), 2)),
+        "kernel_scale": scales,
+        # per kind of kernel term (`kernel_scale_by_bound`): only where a set names them
+        "memory_scale": scales,
+        "compute_scale": scales,
     }
-    chosen = data.get("fit_terms", list(grids))  # few fit rows: fit fewer terms
+    default_terms = ["step", "sequence", "prefill_token", "kernel_scale"]
+    chosen = data.get("fit_terms", default_terms)  # few fit rows: fit fewer terms
     grids = {key: grids[key] for key in chosen}
     source = f"fitted on the fit runs of published set {data['name']} ({data.get('url', '')})"
 
     base_terms = {term.feature: term for term in base.terms}
 
+    scale_keys = ("kernel_scale", "memory_scale", "compute_scale")
+    fits_scales = any(key in grids for key in scale_keys)
+
     def build(candidate: dict) -> EngineProfile:
-        terms = {key: value for key, value in candidate.items() if key != "kernel_scale"}
+        terms = {key: value for key, value in candidate.items() if key not in scale_keys}
+        bound = dict(base.kernel_scale_by_bound)
+        for kind in ("memory", "compute"):
+            if f"{kind}_scale" in grids:
+                bound[kind] = candidate[f"{kind}_scale"]
+                if bound[kind] == 1.0:
+                    del bound[kind]
         return base.with_terms(terms, "fitted", source).model_copy(
             update={
                 "kernel_scale": candidate["kernel_scale"],
-                "kernel_scale_source": f"{source}: this stack's kernel time over the calibration's",
+                "kernel_scale_by_bound": bound,
+                "kernel_scale_source": (
+                    f"{source}: this stack's kernel time over the calibration's"
+                    if fits_scales
+                    else base.kernel_scale_source
+                ),
             }
         )
 
@@ -258,11 +299,7 @@ def fit_profile(
                 score = trial(candidate)
                 if score < best:
                     best, values = score, candidate
-    untouched = ({term.feature for term in base.terms} | {"kernel_scale"}) - set(grids)
-    values = values | ({"kernel_scale": base.kernel_scale} if "kernel_scale" in untouched else {})
     fitted = build(values)
-    if "kernel_scale" in untouched:
-        fitted = fitted.model_copy(update={"kernel_scale_source": base.kernel_scale_source})
     fitted = fitted.model_copy(
         update={
             "terms": [
@@ -271,9 +308,34 @@ def fit_profile(
         }
     )
     rows = replay(data, fitted)
+    fitted = _with_errors(fitted, data["name"], rows)
+    if write:
+        fitted.save(PROFILES_DIR / f"{fitted.name}.json")
+    return fitted, rows
+
+
+def with_era_scales(profile: EngineProfile) -> EngineProfile:
+    """The profile with its per-GPU era scales (`kernel_era`) derived afresh from the shipped
+    calibrations, for the GPUs it already names (a profile naming none is left as it is)."""
+    if not profile.kernel_era_scales:
+        return profile
+    calibrations = load_all_shipped()
+    backend = profile.kernel_backend or "vllm"
+    scales = {gpu: era_factor(calibrations, gpu, backend) for gpu in profile.kernel_era_scales}
+    sources = [f"{gpu}: {era_source(calibrations, gpu, backend)}" for gpu in scales]
+    return profile.model_copy(
+        update={
+            "kernel_era_scales": {gpu: round(s, 4) for gpu, s in scales.items() if s},
+            "kernel_era_source": "; ".join(sources),
+        }
+    )
+
+
+def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> EngineProfile:
+    """The profile with its errors on one published set replaced by those of `rows`."""
     errors = [
         ProfileError(
-            source=data["name"],
+            source=source,
             gpu=entry["gpu"],
             split=entry["split"],
             num_rows=entry["rows"],
@@ -284,12 +346,20 @@ def fit_profile(
         for entry in grouped_stats(rows)
         if entry["gpu"] != "all"
     ]
-    fitted = fitted.model_copy(
-        update={"errors": [e for e in base.errors if e.source != data["name"]] + errors}
-    )
+    kept = [error for error in profile.errors if error.source != source]
+    return profile.model_copy(update={"errors": kept + errors})
+
+
+def record_errors(name_or_path: str | Path, write: bool = True) -> tuple[EngineProfile, list[Row]]:
+    """Replay a set with its profile as it is (nothing fitted) and store the errors in the profile:
+    how a held-out-only set (an independent check) reaches the planner's band and the README."""
+    data = load_published(name_or_path)
+    profile = load_profile(data["engine_profile"])
+    rows = replay(data, profile)
+    profile = _with_errors(profile, data["name"], rows)
     if write:
-        fitted.save(PROFILES_DIR / f"{fitted.name}.json")
-    return fitted, rows
+        profile.save(PROFILES_DIR / f"{profile.name}.json")
+    return profile, rows
 
 
 def format_table(result: dict) -> str:
@@ -322,6 +392,7 @@ __all__ = [
     "grouped_stats",
     "load_published",
     "published_names",
+    "record_errors",
     "replay",
     "stats",
     "validate_published",

@@ -1,54 +1,7 @@
-"""The hardware catalog: what each accelerator people plan for can hold, move and compute, and what
-an hour of it costs.
+"""The built-in catalog: each accelerator people plan for, from the vendors' published dense
+(non-sparse) peaks, with a default price and its source and date, and the common aliases."""
 
-Figures are the vendors' published dense (non-sparse) peaks; prices are editable defaults with
-their source and date, because contracts differ: pass a JSON file of overrides to `load_catalog`.
-"""
-
-import json
-import os
-from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-GB = 1e9
-GIB = 2**30
-TB_PER_S = 1e12
-TFLOPS = 1e12
-
-
-class HardwareSpec(BaseModel):
-    """One accelerator (or the host CPU): capacities per device, prices per device-hour."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    kind: str = Field(description="'gpu' or 'cpu'")
-    memory_bytes: float = Field(gt=0)
-    memory_bandwidth_bytes_per_s: float = Field(gt=0)
-    bf16_dense_flops: float = Field(gt=0, description="dense bf16/fp16 tensor peak, FLOP/s")
-    fp8_dense_flops: float | None = Field(
-        default=None, gt=0, description="None: no fp8 tensor cores"
-    )
-    interconnect: str
-    interconnect_bandwidth_bytes_per_s: float = Field(gt=0, description="per direction, per device")
-    max_devices_per_node: int = Field(default=8, ge=1)
-    price_usd_per_hour: float = Field(ge=0, description="per device-hour")
-    price_source: str
-    price_date: str
-    spec_source: str
-
-    def peak_flops(self, dtype: str) -> float:
-        """The dense tensor peak that a matmul in `dtype` can reach on this device."""
-        if dtype in ("float8", "fp8", "float8_e4m3fn") and self.fp8_dense_flops is not None:
-            return self.fp8_dense_flops
-        if dtype in ("float32", "fp32") and self.kind == "gpu":
-            return self.bf16_dense_flops / 2  # TF32 tensor cores: half the bf16 rate
-        return self.bf16_dense_flops
-
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_bytes / GIB
+from simulator.hardware.spec import GB, TB_PER_S, TFLOPS, HardwareSpec
 
 
 def _gpu(
@@ -85,7 +38,7 @@ def _gpu(
 _LAMBDA = "Lambda Cloud on-demand list price per GPU-hour (8-GPU SXM instance)"
 _AWS = "AWS EC2 on-demand us-east-1 list price of the 1-GPU instance"
 # NVLink figures are per direction (the datasheets quote both directions: 600 / 900 GB/s).
-_BUILTIN: tuple[HardwareSpec, ...] = (
+BUILTIN: tuple[HardwareSpec, ...] = (
     _gpu(
         "A100-40GB",
         40,
@@ -281,7 +234,7 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     ),
 )
 
-_ALIASES = {
+ALIASES = {
     "a100": "A100-80GB",
     "a100-80gb-sxm": "A100-80GB",
     "a100-40gb-sxm": "A100-40GB",
@@ -297,96 +250,3 @@ _ALIASES = {
     "b60": "Arc-Pro-B60-24GB",
     "cpu": "local-cpu",
 }
-
-# Per-core figures for the host CPU: AVX2/AVX-512 FMA at ~2.5 GHz, and the share of a server
-# socket's DRAM bandwidth one core's worth of threads can pull. Rough, so every figure derived from
-# them is labelled `derived` and a measured calibration should replace it.
-_CPU_FLOPS_PER_CORE = 40e9
-_CPU_BANDWIDTH_PER_CORE_BYTES_PER_S = 8e9
-
-
-def local_cpu() -> HardwareSpec:
-    """The machine we are running on, sized from its core count and physical memory."""
-    cores = os.cpu_count() or 1
-    return HardwareSpec(
-        name="local-cpu",
-        kind="cpu",
-        memory_bytes=_physical_memory_bytes(),
-        max_devices_per_node=1,
-        memory_bandwidth_bytes_per_s=cores * _CPU_BANDWIDTH_PER_CORE_BYTES_PER_S,
-        bf16_dense_flops=cores * _CPU_FLOPS_PER_CORE,
-        interconnect="none",
-        interconnect_bandwidth_bytes_per_s=1e9,
-        price_usd_per_hour=0.0,
-        price_source="local machine: no rental price",
-        price_date="n/a",
-        spec_source=f"os.cpu_count()={cores} and /proc/meminfo; bandwidth and FLOP/s estimated per core",
-    )
-
-
-def _physical_memory_bytes() -> float:
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 8 * GIB  # platforms without sysconf: a conservative laptop-sized default
-
-
-def load_catalog(overrides_path: str | Path | None = None) -> dict[str, HardwareSpec]:
-    """The built-in catalog plus the local CPU; `overrides_path` (JSON: {name: {field: value}}) edits
-    fields such as `price_usd_per_hour` or adds whole new entries."""
-    catalog = {spec.name: spec for spec in _BUILTIN}
-    catalog["local-cpu"] = local_cpu()
-    if overrides_path is None:
-        overrides_path = os.environ.get("SURGEPLAN_HARDWARE_OVERRIDES")
-    if overrides_path:
-        _apply_overrides(catalog, Path(overrides_path))
-    return catalog
-
-
-def _apply_overrides(catalog: dict[str, HardwareSpec], path: Path) -> None:
-    try:
-        overrides = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(
-            f"{path}: cannot read hardware overrides ({error}); expected a JSON object "
-            "{{name: {{field: value}}}}"
-        ) from error
-    if not isinstance(overrides, dict):
-        raise ValueError(
-            f"{path}: top level is {type(overrides).__name__}; expected a JSON object keyed by hardware name"
-        )
-    for name, fields in overrides.items():
-        base = catalog[name].model_dump() if name in catalog else {"name": name}
-        try:
-            catalog[name] = HardwareSpec(**{**base, **fields})
-        except (ValidationError, TypeError) as error:
-            raise ValueError(f"{path}: entry {name!r} is invalid: {error}") from error
-
-
-def get_hardware(name: str, catalog: dict[str, HardwareSpec] | None = None) -> HardwareSpec:
-    """Look a device up by catalog name or a common alias (case-insensitive)."""
-    catalog = catalog or load_catalog()
-    by_lower = {key.lower(): key for key in catalog}
-    key = _ALIASES.get(name.lower(), name).lower()
-    if key not in by_lower:
-        raise ValueError(
-            f"hardware {name!r} is unknown; expected one of {sorted(catalog)} "
-            f"or an alias among {sorted(_ALIASES)}"
-        )
-    return catalog[by_lower[key]]
-
-
-def match_device(
-    device_name: str, memory_bytes: float, catalog: dict[str, HardwareSpec] | None = None
-) -> str | None:
-    """The catalog entry for a detected GPU (e.g. 'NVIDIA H200' with 139 GiB -> 'H200-141GB'):
-    same family in the name, nearest memory size; None when no family matches."""
-    catalog = catalog or load_catalog()
-    family = [
-        spec
-        for spec in catalog.values()
-        if spec.kind == "gpu" and spec.name.split("-")[0].lower() in device_name.lower()
-    ]
-    if not family:
-        return None
-    return min(family, key=lambda spec: abs(spec.memory_bytes - memory_bytes)).name

@@ -1,0 +1,26 @@
+"""Where the dashboard finds files the project saved (`benchmarks/results/*.json`), and reading them
+as (contents, message) so a page shows a missing or broken file as a line, not an exception."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+VALIDATE_JSON = ROOT / "benchmarks" / "results" / "validate.json"
+ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
+
+
+def read_json(path: Path) -> tuple[dict | None, str | None]:
+    """(contents, None), (None, None) when the file is absent, or (None, why it cannot be read)."""
+    if not path.is_file():
+        return None, None
+    try:
+        return json.loads(path.read_text()), None
+    except (OSError, json.JSONDecodeError) as error:
+        return (
+            None,
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: cannot be read ({error})",
+        )
