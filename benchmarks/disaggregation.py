@@ -57,21 +57,11 @@ from engine.core.step_shape import StepShape  # noqa: E402
 from simulator import Scenario, simulate  # noqa: E402
 from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.shipped import calibration_for  # noqa: E402
+from simulator.calibration.vidur_import import PER_LAYER_OPS as LINEAR_OPS  # noqa: E402
 from simulator.planner.split import Layout, layout_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDUR_MLP = ROOT.parent / "shared/calibration/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
-LINEAR_OPS = (  # per layer, Vidur's names: everything but attention itself
-    "input_layernorm",
-    "attn_pre_proj",
-    "attn_rope",
-    "attn_post_proj",
-    "post_attention_layernorm",
-    "mlp_up_proj",
-    "mlp_act",
-    "mlp_down_proj",
-    "add",
-)
 
 # co-located schedules: (label, scheduler changes)
 V0 = ("no mixed steps (vLLM v0: the papers' baseline)", {"mixed_steps": False})
