@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import ProfiledCostModel, calibration_table
+from simulator.calibration.engine_profile import ProfiledCostModel, kernel_backend
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.schema import Calibration
 from simulator.calibration.shipped import calibration_for
@@ -67,9 +67,10 @@ def _pool_config(
             if isinstance(base.cost_model, ProfiledCostModel)
             else None
         )
-        backend = (stated.kernel_backend if stated is not None else None) or "vllm"
         calibration = kv_cache_calibration(
-            calibration_for(scenario.model.name, scenario.hardware.gpu, tp, backend=backend),
+            calibration_for(
+                scenario.model.name, scenario.hardware.gpu, tp, backend=kernel_backend(stated)
+            ),
             settings.kv_cache_dtype,
         )
     changes = {"role": role}
@@ -92,12 +93,8 @@ def _pool_config(
     if isinstance(
         base.cost_model, ProfiledCostModel
     ):  # the scenario's serving stack and error band
-        cost_model = ProfiledCostModel(
-            gpu_model,
-            base.cost_model.stated_profile,
-            base.cost_model.scale,
-            calibration_backend=calibration.provenance.backend,
-            calibration_table=calibration_table(calibration),
+        cost_model = ProfiledCostModel.of_calibration(
+            calibration, base.cost_model.stated_profile, base.cost_model.scale, gpu=gpu_model
         )
     costs = None
     if cache_config.num_cpu_kv_blocks:

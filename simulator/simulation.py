@@ -28,8 +28,8 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     ProfiledCostModel,
-    calibration_table,
     default_profile_name,
+    kernel_backend,
     load_profile,
 )
 from simulator.calibration.kv_cache import kv_cache_calibration
@@ -99,7 +99,7 @@ def kernel_backend_of(scenario: Scenario, profile: EngineProfile | None = None) 
             profile = load_profile(scenario.engine_profile)
         except ValueError:
             return "vllm"  # `resolve_profile` reports the unknown name
-    return (profile.kernel_backend if profile is not None else None) or "vllm"
+    return kernel_backend(profile)
 
 
 def resolve_calibration_for(
@@ -188,13 +188,7 @@ def build_cluster(
     profile = profile or resolve_profile(scenario, calibration)
     # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
     calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
-    step_model = ProfiledCostModel(
-        CostModel.from_calibration(calibration),
-        profile,
-        step_scale,
-        calibration_backend=calibration.provenance.backend,
-        calibration_table=calibration_table(calibration),
-    )
+    step_model = ProfiledCostModel.of_calibration(calibration, profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
     num_blocks = resolve_pool(scenario, model)

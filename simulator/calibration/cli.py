@@ -14,7 +14,6 @@ from simulator.calibration.engine_profile import (
     HOST_FEATURES,
     EngineProfile,
     ProfiledCostModel,
-    calibration_table,
     default_profile_name,
     load_profile,
     profile_names,
@@ -146,12 +145,7 @@ def show(
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     _print_profile(profile, loaded.device.hardware)
-    total = ProfiledCostModel(
-        model,
-        profile,
-        calibration_backend=loaded.provenance.backend,
-        calibration_table=calibration_table(loaded),
-    )
+    total = ProfiledCostModel.of_calibration(loaded, profile, gpu=model)
     examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
     for name, shape in EXAMPLE_SHAPES.items():
         examples.add_row(

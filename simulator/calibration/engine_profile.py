@@ -222,6 +222,11 @@ def calibration_table(calibration: Calibration) -> tuple[str, str | None]:
     )
 
 
+def kernel_backend(profile: EngineProfile | None) -> str:
+    """Whose kernels a serving stack runs: the calibration to prefer; vLLM's by default."""
+    return (profile.kernel_backend if profile is not None else None) or "vllm"
+
+
 def profile_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.json"))
 
@@ -285,6 +290,22 @@ class ProfiledCostModel:
         # the profile's per-step figures, read once (the profile is not changed after this)
         self._host_terms = profile.host_terms()
         self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
+
+    @classmethod
+    def of_calibration(
+        cls, calibration: Calibration, profile: EngineProfile, scale: float = 1.0, gpu=None
+    ) -> ProfiledCostModel:
+        """`profile` over `calibration`'s GPU model (`gpu`, when already built from it), weighing
+        the calibration's backend and kernel-table era."""
+        from simulator.calibration.cost_model import CostModel
+
+        return cls(
+            gpu if gpu is not None else CostModel.from_calibration(calibration),
+            profile,
+            scale,
+            calibration_backend=calibration.provenance.backend,
+            calibration_table=calibration_table(calibration),
+        )
 
     @property
     def knee_tokens(self) -> float:

@@ -25,8 +25,7 @@ from simulator.scenario import Scenario
 def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> float:
     """The most requests per second one replica of `scenario` could serve (optimistic: see above), its
     steps `step_scale` times as long."""
-    from simulator.calibration.cost_model import CostModel
-    from simulator.calibration.engine_profile import ProfiledCostModel, calibration_table
+    from simulator.calibration.engine_profile import ProfiledCostModel
     from simulator.calibration.kv_cache import kv_cache_calibration
     from simulator.model_spec import ModelSpec
     from simulator.simulation import resolve_calibration_for, resolve_pool, resolve_profile
@@ -34,12 +33,8 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
     settings = scenario.scheduler
     calibration = resolve_calibration_for(scenario)
     profile = resolve_profile(scenario, calibration)
-    cost = ProfiledCostModel(
-        CostModel.from_calibration(kv_cache_calibration(calibration, settings.kv_cache_dtype)),
-        profile,
-        step_scale,
-        calibration_backend=calibration.provenance.backend,
-        calibration_table=calibration_table(calibration),
+    cost = ProfiledCostModel.of_calibration(
+        kv_cache_calibration(calibration, settings.kv_cache_dtype), profile, step_scale
     )
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     slots = resolve_pool(scenario, model) * settings.block_size
