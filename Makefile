@@ -5,13 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup clean compiled pure
+.PHONY: run test setup clean compiled pure constraints
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -c constraints.txt
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -27,7 +27,7 @@ CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core
 	engine/core/scheduler.py engine/core/free_runs.py
 
 compiled: $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,compiled]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,compiled]' -c constraints.txt
 	$(VENV)/bin/mypyc $(CORE_COMPILED)
 
 pure:
@@ -36,3 +36,9 @@ pure:
 
 clean: pure
 	rm -rf $(VENV)
+
+# After a green `make test` on newer releases: record the versions it passed with (torch stays in pyproject).
+constraints: $(STAMP)
+	{ sed -n '1,/^# `make constraints`/p' constraints.txt; \
+	  $(PY) -m pip freeze --disable-pip-version-check | grep -v -E '^-e|^#|^torch==|@'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
