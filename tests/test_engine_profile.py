@@ -14,6 +14,7 @@ from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,
     ProfiledCostModel,
+    SourceEra,
     default_profile_name,
     load_profile,
     profile_names,
@@ -155,7 +156,8 @@ def test_fit_touches_only_fit_rows(tmp_path):
                 run["measured"] = {k: v * 1.5 for k, v in run["measured"].items()}
         path.write_text(json.dumps(changed))
         profile, _ = fit_profile(path, steps=1, write=False)
-        return [term.seconds_per_unit for term in profile.terms]
+        eras = {name: era.tables_gpus for name, era in profile.source_eras.items()}
+        return [term.seconds_per_unit for term in profile.terms] + [eras]
 
     assert fitted("held_out") == fitted("none")
     assert fitted("fit") != fitted("none")
@@ -364,3 +366,21 @@ def test_kernel_era_scales_only_the_linear_layers_of_kernel_tables():
     for where in (("A100-80GB", "0.24.0"), ("H100-80GB", None)):  # other GPU; not a table
         same = ProfiledCostModel(gpu, profile, calibration_backend="vllm", calibration_table=where)
         assert same.step_time(shape) == pytest.approx(gpu.step_time(shape))
+
+
+def test_source_era_applies_to_its_own_source_and_gpus_only():
+    """A published source whose stack ran the kernel tables' own GEMMs on a GPU drops the profile's
+    era scale there, for that source only; the shipped choice names the fit runs it was made on."""
+    profile = _profile(0.0).model_copy(
+        update={
+            "kernel_backend": "vllm",
+            "kernel_era_scales": {"H100-80GB": 1.2, "A100-80GB": 1.03},
+            "source_eras": {"lab": SourceEra(tables_gpus=["H100-80GB"], source="test")},
+        }
+    )
+    assert profile.for_source("lab").kernel_era_scales == {"A100-80GB": 1.03}
+    assert profile.for_source("other") is profile
+    shipped = load_profile("vllm-v0")
+    for name, era in shipped.source_eras.items():
+        assert not load_published(name).get("held_out_only")  # never chosen on an independent check
+        assert "fit runs" in era.source and set(era.tables_gpus) <= set(shipped.kernel_era_scales)

@@ -188,6 +188,13 @@ def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
             "derived",
             profile.kernel_era_source,
         )
+    for name, era in profile.source_eras.items():
+        table.add_row(
+            f"published source {name}: ran the kernel tables' own GEMMs (era scale x1)",
+            ", ".join(era.tables_gpus),
+            "fitted",
+            era.source,
+        )
     _out(table)
     if profile.errors:
         errors = Table(
