@@ -384,3 +384,42 @@ def test_source_era_applies_to_its_own_source_and_gpus_only():
     for name, era in shipped.source_eras.items():
         assert not load_published(name).get("held_out_only")  # never chosen on an independent check
         assert "fit runs" in era.source and set(era.tables_gpus) <= set(shipped.kernel_era_scales)
+
+
+def test_trtllm_sizes_its_kv_cache_from_the_memory_left_free():
+    """TensorRT-LLM's rule (`kv_memory`): `gpu_memory_utilization` of what is free after weights,
+    build-time activations, NCCL and context, with the embedding whole on every GPU; a profile
+    without a rule keeps the engine's formula, and the scenario field picks the rule."""
+    from simulator.hardware.catalog import get_hardware
+    from simulator.model_spec import ModelSpec
+    from simulator.simulation import resolve_pool
+
+    rule = load_profile("trtllm").kv_memory
+    assert rule is not None and "aiconfigurator" in rule.source
+    model, gpu = ModelSpec.from_preset("llama-2-70b", dtype="float16"), get_hardware("A100-40GB")
+    block = model.kv_block_bytes_per_gpu(4, 64)
+    embedding = model.vocab_size * model.hidden_size * model.dtype_bytes
+    weights = model.weight_bytes_per_gpu(4) + embedding * 3 / 4
+    free = gpu.memory_bytes - weights - rule.reserve_bytes(model.hidden_size, 4)
+    expected = int(0.9 * free * (1 - rule.reserved_fraction) // block)
+    blocks = rule.kv_blocks(
+        gpu.memory_bytes, 0.9, model.weight_bytes_per_gpu(4), embedding, model.hidden_size, 4, block
+    )
+    assert blocks == expected > 0
+    assert rule.reserve_bytes(model.hidden_size, 16) == rule.reserve_bytes(model.hidden_size, 8)
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        rule.kv_blocks(gpu.memory_bytes, 0.0, 1.0, 0.0, 1, 1, 1)
+
+    def pool(profile: str | None) -> int:
+        scenario = Scenario.model_validate(
+            {
+                "model": {"name": "llama-2-70b", "dtype": "float16"},
+                "hardware": {"gpu": "A100-40GB", "tensor_parallel": 4},
+                "engine_profile": profile,
+                "scheduler": {"block_size": 64, "gpu_memory_utilization": 0.9},
+            }
+        )
+        return resolve_pool(scenario, model)
+
+    assert pool("trtllm") == blocks
+    assert pool("vllm-v0") == pool(None) != blocks  # vLLM: a share of the whole GPU

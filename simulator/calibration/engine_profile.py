@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.core.step_shape import StepShape
 from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration, Label
+from simulator.calibration.stack_memory import StackMemory
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "vllm-v1"
@@ -116,6 +117,11 @@ class EngineProfile(_Strict):
         description="per published set: the GPUs on which its stack ran the tables' GEMMs, not "
         "the profile's era (two sources of one stack version can run GEMMs of different speed); "
         "chosen on the set's fit runs only",
+    )
+    kv_memory: StackMemory | None = Field(
+        None,
+        description="the stack's own KV-cache memory rule where it is not vLLM's (share of the "
+        "whole GPU less weights and activations)",
     )
     errors: list[ProfileError] = []
 
