@@ -93,7 +93,8 @@ def prediction_table() -> list[dict]:
 
 
 def profile_table(full: bool, calibration_out: str | None) -> list[dict]:
-    from simulator.calibration.profile import ProfileGrid, Profiler
+    from simulator.calibration.profile import Profiler
+    from simulator.calibration.profile_grid import ProfileGrid
 
     grid = ProfileGrid.full(16, 512, 1024) if full else ProfileGrid.quick()
     started = time.perf_counter()

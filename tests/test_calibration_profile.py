@@ -17,7 +17,8 @@ from simulator.calibration.cost_model import (
     fit_cost_model,
     points_for_fit,
 )
-from simulator.calibration.profile import ProfileGrid, profile_command
+from simulator.calibration.profile_command import profile_command
+from simulator.calibration.profile_grid import ProfileGrid
 from simulator.calibration.schema import Calibration
 
 ERROR_TARGET = 0.05
