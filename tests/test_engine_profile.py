@@ -24,13 +24,8 @@ from simulator.calibration.schema import load_shipped
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
-from simulator.validation.published import (
-    fit_profile,
-    load_published,
-    record_errors,
-    stats,
-    validate_published,
-)
+from simulator.validation.profile_fit import fit_profile, record_errors
+from simulator.validation.published import load_published, stats, validate_published
 from surgeplan_cli import app
 
 
