@@ -18,12 +18,12 @@ from simulator.calibration.cli_tables import (
 )
 from simulator.calibration.cost_model import CostModel, fit_calibration
 from simulator.calibration.engine_profile import (
-    ProfiledCostModel,
     default_profile_name,
     load_profile,
     profile_names,
 )
 from simulator.calibration.fit_plot import write_plot
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration, shipped_calibration_paths
 
 app = typer.Typer(

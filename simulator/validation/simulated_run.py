@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel, scaled_calibration
-from simulator.calibration.engine_profile import EngineProfile, ProfiledCostModel
+from simulator.calibration.engine_profile import EngineProfile
 from simulator.calibration.live_run import LiveEngine, LiveRequests
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.validation.compare import mean_by_key, relative_errors, summary_of, verdicts
