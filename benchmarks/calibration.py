@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from engine.core.step_shape import StepShape  # noqa: E402
-from simulator.calibration.cost_model import CostModel, fit_calibration  # noqa: E402
+from simulator.calibration.cost_fit import fit_calibration  # noqa: E402
+from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.roofline import roofline_calibration  # noqa: E402
 from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
 from simulator.hardware.catalog import get_hardware  # noqa: E402

@@ -16,7 +16,8 @@ from simulator.calibration.cli_tables import (
     print_profile,
     print_terms,
 )
-from simulator.calibration.cost_model import CostModel, fit_calibration
+from simulator.calibration.cost_fit import fit_calibration
+from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     default_profile_name,
     load_profile,

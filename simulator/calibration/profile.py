@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from engine.core.sampling_params import SamplingParams
 from engine.model.presets import PRESETS, preset_config
-from simulator.calibration.cost_model import fit_calibration
+from simulator.calibration.cost_fit import fit_calibration
 from simulator.calibration.profile_grid import ProfileGrid
 from simulator.calibration.schema import (
     Calibration,
