@@ -14,11 +14,10 @@ Workloads (the papers' settings where we have them; what differs is said):
 - Not run: DistServe's chatbot (OPT-13B on ShareGPT, TTFT ≤ 0.25 s, TPOT ≤ 0.1 s; 2.0x-4.6x the rate of
   vLLM). ShareGPT is not in ../shared, and with the Azure conversation trace's longer prompts more than
   10% of requests miss 0.25 s on an idle 13B replica, so every layout's goodput is ~0.
-- Splitwise coding: Llama-2-70B on DGX-A100 (TP4 here, the shipped Vidur-fitted calibration), the
-  Azure code trace's lengths (long prompts, short answers), TTFT ≤ 1 s, TPOT ≤ 0.1 s (Splitwise states
-  its SLOs as slowdowns against an unloaded machine; these absolute targets are ours). Published:
-  1.4x throughput at 20% lower cost (Splitwise-HH/AA against the co-located baseline). The same on the
-  Azure conversation trace's lengths.
+- Splitwise (conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at
+  iso-cost under its own slowdown SLOs, throughput against the co-located baseline
+  (`benchmarks/splitwise_anchor.py` says how; the last table). Published: 1.4x throughput at 20%
+  lower cost.
 - Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths with
   TTFT ≤ 1 s and TPOT ≤ 0.04 s (about three decode steps): long prompts and short answers, where a
   prefill stall is a large share of a request's TPOT.
@@ -52,6 +51,7 @@ from pathlib import Path
 
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
+from benchmarks import splitwise_anchor as splitwise  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
 from engine.core.step_shape import StepShape  # noqa: E402
 from simulator import Scenario, simulate  # noqa: E402
@@ -100,31 +100,6 @@ WORKLOADS = {
         start_rps=2.0,
         published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
         layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
-    ),
-    "Splitwise conversation (Llama-2-70B TP4, Azure conv)": dict(
-        model="llama-2-70b",
-        gpu="A100-80GB",
-        prompt={"kind": "preset", "name": "azure-conv-prompt"},
-        output={"kind": "preset", "name": "azure-conv-output"},
-        ttft_s=1.0,
-        tpot_s=0.1,
-        link="infiniband-hdr",
-        start_rps=0.25,
-        published="1.4x throughput at 20% lower cost",
-        layouts=_colocated(2, 4)
-        + [(_split(1, 1, 4), None), (_split(2, 1, 4), None), (_split(1, 2, 4), None)],
-    ),
-    "Splitwise coding (Llama-2-70B TP4, Azure code)": dict(
-        model="llama-2-70b",
-        gpu="A100-80GB",
-        prompt={"kind": "preset", "name": "azure-code-prompt"},
-        output={"kind": "preset", "name": "azure-code-output"},
-        ttft_s=1.0,
-        tpot_s=0.1,
-        link="infiniband-hdr",
-        start_rps=1.0,
-        published="1.4x throughput at 20% lower cost",
-        layouts=_colocated(2, 4) + [(_split(1, 1, 4), None), (_split(2, 1, 4), None)],
     ),
     "ours: long prompts, short answers (Llama-2-7B, Azure code)": dict(
         model="llama-2-7b",
@@ -205,19 +180,78 @@ def attainment(
     return simulate(scenario).summary["slo_attainment"]
 
 
-def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, changes: dict) -> float:
-    """Doubling from the workload's start rate (scaled by the layout's GPUs) to a miss, then bisection."""
-
-    def holds(rate: float) -> bool:
-        return attainment(workload, layout, rate, duration_s, changes) >= 0.9
-
-    low, high = 0.0, workload["start_rps"] * layout.gpus
+def highest_rate(holds, start_rps: float, steps: int) -> float:
+    """The highest rate that `holds`: doubled from `start_rps` to a miss, then `steps` bisections."""
+    low, high = 0.0, start_rps
     while holds(high):
         low, high = high, 2 * high
     for _ in range(steps):
         mid = (low + high) / 2
         low, high = (mid, high) if holds(mid) else (low, mid)
     return low
+
+
+def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, changes: dict) -> float:
+    """Doubling from the workload's start rate (scaled by the layout's GPUs) to a miss, then bisection."""
+
+    def holds(rate: float) -> bool:
+        return attainment(workload, layout, rate, duration_s, changes) >= 0.9
+
+    return highest_rate(holds, workload["start_rps"] * layout.gpus, steps)
+
+
+def splitwise_rows(duration_s: float, steps: int, only: list[str] | None) -> list[dict]:
+    """Each Splitwise design's throughput under Splitwise's SLO, against the co-located baseline."""
+    check = splitwise.check_reference(next(iter(splitwise.WORKLOADS.values())), scenario_for)
+    print(f"\nSplitwise: one request alone on a DGX-A100, TTFT slowdown {check:.3f} (expected 1)")
+    rows = []
+    for name, workload in splitwise.WORKLOADS.items():
+        if only and not any(name.startswith(prefix) for prefix in only):
+            continue
+        reference, base = None, {}
+        for design in splitwise.designs():
+            started = time.process_time()
+            margins: dict[float, dict] = {}
+
+            def holds(rate: float, design=design, margins=margins) -> bool:
+                nonlocal reference
+                result = splitwise.run(workload, design, rate, duration_s, scenario_for)
+                profile = result.facts["calibration"]["engine_profile"]
+                reference = reference or splitwise.Reference(profile)
+                margins[rate] = splitwise.slo_margin(result.records, reference)
+                return max(margins[rate].values()) <= 1.0
+
+            machines = design.layout.replicas or (
+                design.layout.prefill_replicas + design.layout.decode_replicas
+            )
+            rate = highest_rate(holds, workload["start_rps"] * machines, steps)
+            usd = design.usd_per_hour
+            base.setdefault("mixed", (rate, usd))
+            if "v0" in design.name:
+                base["v0"] = (rate, usd)
+            binding = margins[min(r for r in margins if r > rate)] if rate < max(margins) else {}
+            row = {
+                "workload": name,
+                "design": design.name,
+                "machines": design.machines,
+                "usd_per_hour": round(usd, 2),
+                "cost_vs_baseline": round(usd / base["mixed"][1], 2),
+                "throughput_rps": round(rate, 3),
+                "vs_baseline": round(rate / base["mixed"][0], 2) if base["mixed"][0] else None,
+                "vs_v0_baseline": round(rate / base["v0"][0], 2)
+                if base.get("v0", (0,))[0]
+                else None,
+                "per_usd_vs_baseline": round(
+                    (rate / usd) / (base["mixed"][0] / base["mixed"][1]), 2
+                )
+                if base["mixed"][0]
+                else None,
+                "binding_at_miss": max(binding, key=binding.get) if binding else None,
+                "cpu_s": round(time.process_time() - started, 1),
+            }
+            rows.append(row)
+            print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return rows
 
 
 def main() -> None:
@@ -268,6 +302,26 @@ def main() -> None:
     print(" | ".join(header))
     for row in rows:
         print(" | ".join(str(row[column]) for column in header))
+    split_rows = splitwise_rows(duration_s, steps, args.workload)
+    if split_rows:
+        print(
+            f"\nSplitwise: throughput (req/s) under Splitwise's slowdown SLO, iso-cost against "
+            f"{splitwise.BUDGET_H100_MACHINES} co-located DGX-H100s; published: 1.4x throughput at "
+            "20% lower cost"
+        )
+        columns = [
+            "workload",
+            "design",
+            "usd_per_hour",
+            "cost_vs_baseline",
+            "throughput_rps",
+            "vs_baseline",
+            "vs_v0_baseline",
+            "per_usd_vs_baseline",
+        ]
+        print(" | ".join(columns))
+        for row in split_rows:
+            print(" | ".join(str(row[column]) for column in columns))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
         json.dumps(
@@ -277,6 +331,7 @@ def main() -> None:
                 "steps": steps,
                 "mixed_step_check": check,
                 "rows": rows,
+                "splitwise_rows": split_rows,
             },
             indent=1,
         )
