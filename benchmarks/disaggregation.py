@@ -52,9 +52,11 @@ from pathlib import Path
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks import splitwise_anchor as splitwise  # noqa: E402
+from benchmarks.goodput_search import highest_rate, scenario_for  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
+from benchmarks.splitwise_rows import splitwise_rows  # noqa: E402
 from engine.core.step_shape import StepShape  # noqa: E402
-from simulator import Scenario, simulate  # noqa: E402
+from simulator import simulate  # noqa: E402
 from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.shipped import calibration_for  # noqa: E402
 from simulator.calibration.vidur_import import PER_LAYER_OPS as LINEAR_OPS  # noqa: E402
@@ -146,31 +148,6 @@ def mixed_step_check() -> list[dict]:
     return out
 
 
-def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) -> Scenario:
-    return Scenario.model_validate(
-        {
-            "name": "goodput",
-            "seed": 0,
-            "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": rate},
-                "duration_s": duration_s,
-                "prompt": workload["prompt"],
-                "output": workload["output"],
-                "too_long": "clip",
-            },
-            "model": {"name": workload["model"]},
-            "hardware": {"gpu": workload["gpu"]},
-            "scheduler": {
-                "max_num_seqs": 256,
-                "max_num_batched_tokens": 8192,
-                "max_model_len": 4096,
-                **changes,
-            },
-            "slo": {"ttft_p99_s": workload["ttft_s"], "tpot_p99_s": workload["tpot_s"]},
-        }
-    )
-
-
 def attainment(
     workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
 ) -> float:
@@ -180,17 +157,6 @@ def attainment(
     return simulate(scenario).summary["slo_attainment"]
 
 
-def highest_rate(holds, start_rps: float, steps: int) -> float:
-    """The highest rate that `holds`: doubled from `start_rps` to a miss, then `steps` bisections."""
-    low, high = 0.0, start_rps
-    while holds(high):
-        low, high = high, 2 * high
-    for _ in range(steps):
-        mid = (low + high) / 2
-        low, high = (mid, high) if holds(mid) else (low, mid)
-    return low
-
-
 def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, changes: dict) -> float:
     """Doubling from the workload's start rate (scaled by the layout's GPUs) to a miss, then bisection."""
 
@@ -198,60 +164,6 @@ def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, chang
         return attainment(workload, layout, rate, duration_s, changes) >= 0.9
 
     return highest_rate(holds, workload["start_rps"] * layout.gpus, steps)
-
-
-def splitwise_rows(duration_s: float, steps: int, only: list[str] | None) -> list[dict]:
-    """Each Splitwise design's throughput under Splitwise's SLO, against the co-located baseline."""
-    check = splitwise.check_reference(next(iter(splitwise.WORKLOADS.values())), scenario_for)
-    print(f"\nSplitwise: one request alone on a DGX-A100, TTFT slowdown {check:.3f} (expected 1)")
-    rows = []
-    for name, workload in splitwise.WORKLOADS.items():
-        if only and not any(name.startswith(prefix) for prefix in only):
-            continue
-        reference, base = None, {}
-        for design in splitwise.designs():
-            started = time.process_time()
-            margins: dict[float, dict] = {}
-
-            def holds(rate: float, design=design, margins=margins) -> bool:
-                nonlocal reference
-                result = splitwise.run(workload, design, rate, duration_s, scenario_for)
-                profile = result.facts["calibration"]["engine_profile"]
-                reference = reference or splitwise.Reference(profile)
-                margins[rate] = splitwise.slo_margin(result.records, reference)
-                return max(margins[rate].values()) <= 1.0
-
-            machines = design.layout.replicas or (
-                design.layout.prefill_replicas + design.layout.decode_replicas
-            )
-            rate = highest_rate(holds, workload["start_rps"] * machines, steps)
-            usd = design.usd_per_hour
-            base.setdefault("mixed", (rate, usd))
-            if "v0" in design.name:
-                base["v0"] = (rate, usd)
-            binding = margins[min(r for r in margins if r > rate)] if rate < max(margins) else {}
-            row = {
-                "workload": name,
-                "design": design.name,
-                "machines": design.machines,
-                "usd_per_hour": round(usd, 2),
-                "cost_vs_baseline": round(usd / base["mixed"][1], 2),
-                "throughput_rps": round(rate, 3),
-                "vs_baseline": round(rate / base["mixed"][0], 2) if base["mixed"][0] else None,
-                "vs_v0_baseline": round(rate / base["v0"][0], 2)
-                if base.get("v0", (0,))[0]
-                else None,
-                "per_usd_vs_baseline": round(
-                    (rate / usd) / (base["mixed"][0] / base["mixed"][1]), 2
-                )
-                if base["mixed"][0]
-                else None,
-                "binding_at_miss": max(binding, key=binding.get) if binding else None,
-                "cpu_s": round(time.process_time() - started, 1),
-            }
-            rows.append(row)
-            print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-    return rows
 
 
 def main() -> None:
@@ -311,6 +223,7 @@ def main() -> None:
         )
         columns = [
             "workload",
+            "step_model",
             "design",
             "usd_per_hour",
             "cost_vs_baseline",
@@ -318,6 +231,7 @@ def main() -> None:
             "vs_baseline",
             "vs_v0_baseline",
             "per_usd_vs_baseline",
+            "binding_at_miss",
         ]
         print(" | ".join(columns))
         for row in split_rows:

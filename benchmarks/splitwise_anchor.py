@@ -33,14 +33,18 @@ machines; here 2-3, so the ratios between pools are coarse).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from engine.core.step_shape import StepShape
 from simulator import simulate
 from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+from simulator.calibration.roofline import roofline_calibration
+from simulator.calibration.schema import resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.hardware.catalog import get_hardware
+from simulator.model_spec import ModelSpec
 from simulator.planner.split import Layout, layout_scenario
 
 MODEL = "llama-2-70b"
@@ -160,10 +164,13 @@ WORKLOADS = {
 class Reference:
     """Each request's times alone on a DGX-A100 (batch 1), from the step model the simulator runs there."""
 
-    def __init__(self, profile_name: str):
-        self.model = ProfiledCostModel.of_calibration(
-            calibration_for(MODEL, REFERENCE_GPU, TP), load_profile(profile_name)
+    def __init__(self, profile_name: str, calibrations: dict[str, str] | None = None):
+        calibration = (
+            resolve_calibration(calibrations[REFERENCE_GPU])
+            if calibrations
+            else calibration_for(MODEL, REFERENCE_GPU, TP)
         )
+        self.model = ProfiledCostModel.of_calibration(calibration, load_profile(profile_name))
         self._cache: dict[int, tuple[float, float]] = {}
 
     def times(self, prompt_tokens: int) -> tuple[float, float]:
@@ -206,19 +213,62 @@ def slo_margin(records, reference: Reference) -> dict[str, float]:
     }
 
 
-def run(workload: dict, design: Design, rate: float, duration_s: float, scenario_for):
+def roofline_calibrations(directory: Path) -> dict[str, str]:
+    """The sensitivity run's step models: each GPU's roofline-derived calibration (weights read once
+    per step, FLOPs at a fixed efficiency; no table behind it), as files a scenario can name."""
+    out = {}
+    for gpu in (H100, A100):
+        calibration = roofline_calibration(ModelSpec.from_preset(MODEL), get_hardware(gpu), TP)
+        out[gpu] = str(calibration.save(directory / f"{MODEL}-{gpu}-tp{TP}-roofline.json"))
+    return out
+
+
+def run(
+    workload: dict,
+    design: Design,
+    rate: float,
+    duration_s: float,
+    scenario_for,
+    calibrations: dict[str, str] | None = None,
+):
+    """One simulation of `design` at `rate`; `calibrations`: GPU -> calibration file for every
+    machine of that GPU (default: the shipped ones)."""
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, design.changes), design.layout, design.link
     )
+    if calibrations:
+        layout, spec = design.layout, scenario.cluster.disaggregation
+        if layout.kind == "colocated":
+            hardware = scenario.hardware.model_copy(
+                update={"calibration": calibrations[layout.gpu]}
+            )
+            scenario = scenario.model_copy(update={"hardware": hardware})
+        else:
+            pools = {
+                role: getattr(spec, role).model_copy(
+                    update={"calibration": calibrations[getattr(layout, f"{role}_gpu")]}
+                )
+                for role in ("prefill", "decode")
+            }
+            cluster = scenario.cluster.model_copy(
+                update={"disaggregation": spec.model_copy(update=pools)}
+            )
+            scenario = scenario.model_copy(update={"cluster": cluster})
     return simulate(scenario)
 
 
-def check_reference(workload: dict, scenario_for) -> float:
+def check_reference(
+    workload: dict, scenario_for, calibrations: dict[str, str] | None = None
+) -> float:
     """One request alone on a DGX-A100: its TTFT slowdown (1.00 when the reference is the simulator's)."""
     design = _colocated("one A100 machine", 1, A100, MIXED)
-    scenario = layout_scenario(scenario_for(workload, 1.0, 1.0, MIXED), design.layout)
     one = {"kind": "constant", "rate_per_s": 1.0}  # a single request at t = 0
-    traffic = scenario.traffic.model_copy(update={"arrivals": one})
-    result = simulate(scenario.model_copy(update={"traffic": traffic}))
-    reference = Reference(result.facts["calibration"]["engine_profile"])
+
+    def for_one(work, rate, duration_s, changes):
+        scenario = scenario_for(work, rate, duration_s, changes)
+        traffic = scenario.traffic.model_copy(update={"arrivals": one})
+        return scenario.model_copy(update={"traffic": traffic})
+
+    result = run(workload, design, 1.0, 1.0, for_one, calibrations)
+    reference = Reference(result.facts["calibration"]["engine_profile"], calibrations)
     return float(slowdowns(result.records, reference)["ttft"][0])

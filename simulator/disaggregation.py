@@ -13,7 +13,7 @@ from collections.abc import Callable
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import ProfiledCostModel, kernel_backend
 from simulator.calibration.kv_cache import kv_cache_calibration
-from simulator.calibration.schema import Calibration
+from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
@@ -47,6 +47,7 @@ def pinned_pools(scenario: Scenario) -> Scenario:
         }
     )
     same_gpu = gpus["prefill"] == get_hardware(hardware.gpu).name
+    calibration = spec.prefill.calibration or (hardware.calibration if same_gpu else None)
     return scenario.model_copy(
         update={
             "cluster": scenario.cluster.model_copy(update={"disaggregation": pinned}),
@@ -54,7 +55,7 @@ def pinned_pools(scenario: Scenario) -> Scenario:
                 update={
                     "gpu": gpus["prefill"],
                     "tensor_parallel": pinned.prefill_tensor_parallel,
-                    "calibration": hardware.calibration if same_gpu else None,
+                    "calibration": calibration,
                 }
             ),
         }
@@ -68,6 +69,18 @@ def pool_price_usd_per_gpu_hour(scenario: Scenario, gpu: HardwareSpec) -> float:
     if override is not None and gpu.name == get_hardware(scenario.hardware.gpu).name:
         return override
     return gpu.price_usd_per_hour
+
+
+def _pool_calibration(name: str, model: str, gpu: HardwareSpec, tp: int, role: str) -> Calibration:
+    calibration = resolve_calibration(name)
+    device = calibration.device
+    if (calibration.model.name, device.hardware, device.tensor_parallel) != (model, gpu.name, tp):
+        raise ValueError(
+            f"cluster.disaggregation.{role}.calibration {name!r} is for {calibration.model.name} on "
+            f"{device.hardware} at tensor_parallel={device.tensor_parallel}; expected one for {model} "
+            f"on {gpu.name} at tensor_parallel={tp} (the {role} pool's)"
+        )
+    return calibration
 
 
 def _pool_config(
@@ -107,7 +120,12 @@ def _pool_config(
             f"blocks but a request may need {need}; expected a larger {role}_tensor_parallel or "
             "shorter requests"
         )
-    if (
+    if pool.calibration is not None:  # named for this pool: of its GPU and TP degree
+        calibration = kv_cache_calibration(
+            _pool_calibration(pool.calibration, scenario.model.name, gpu, tp, role),
+            settings.kv_cache_dtype,
+        )
+    elif (
         calibration.device.tensor_parallel != tp
         or scenario.hardware.calibration is None
         or gpu.name != base_gpu.name

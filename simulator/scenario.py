@@ -243,6 +243,11 @@ class PoolSettings(_Strict):
         "hardware.gpu): its memory sizes the pool's KV, its calibration times the pool's steps and "
         "its catalog price prices the pool's GPU-hours (Splitwise-HA: H100 prompt, A100 token pools)",
     )
+    calibration: str | None = Field(
+        None,
+        description="calibration name or file for this pool's steps (default: the best shipped "
+        "one for the pool's model, GPU and TP degree); it must be of that GPU and TP degree",
+    )
     max_num_seqs: int | None = setting(SchedulerConfig, "max_num_seqs", default=None)
     max_num_batched_tokens: int | None = setting(
         SchedulerConfig, "max_num_batched_tokens", default=None

@@ -203,13 +203,15 @@ def test_kv_transfer_bytes_follow_the_kv_cache_dtype():
     )
 
 
-def _one_request_split(prefill_gpu: str | None, decode_gpu: str | None):
+def _one_request_split(prefill_gpu: str | None, decode_gpu: str | None, decode: dict | None = None):
     """One 1,000-token prompt with 4 output tokens, Llama-2-70B TP4 in each pool, over InfiniBand HDR."""
     pools = {
         name: {"gpu": gpu}
         for name, gpu in (("prefill", prefill_gpu), ("decode", decode_gpu))
         if gpu is not None
     }
+    if decode:
+        pools["decode"] = {**pools.get("decode", {}), **decode}
     return simulate(
         Scenario.model_validate(
             {
@@ -280,3 +282,29 @@ def test_heterogeneous_pools_step_on_their_own_gpus_and_cost_their_own_prices():
 def test_pool_gpu_must_be_in_the_catalog():
     with pytest.raises(ValueError, match="expected one of"):
         Scenario.model_validate({"cluster": {"disaggregation": {"decode": {"gpu": "Voodoo-5"}}}})
+
+
+def test_a_pool_steps_with_the_calibration_named_for_it(tmp_path):
+    # the decode pool on a roofline-derived A100 calibration (a file): its decode steps are that
+    # model's; a calibration of another GPU is refused, naming the setting
+    from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+    from simulator.calibration.roofline import roofline_calibration
+    from simulator.calibration.shipped import calibration_for
+    from simulator.hardware.catalog import get_hardware
+    from simulator.model_spec import ModelSpec
+
+    spec = ModelSpec.from_preset("llama-2-70b")
+    path = roofline_calibration(spec, get_hardware("A100-80GB"), 4).save(tmp_path / "a100.json")
+    result = _one_request_split("H100-80GB", None, decode={"calibration": str(path)})
+    profile = load_profile(result.facts["calibration"]["engine_profile"])
+    h100 = ProfiledCostModel.of_calibration(calibration_for("llama-2-70b", "H100-80GB", 4), profile)
+    roofline = ProfiledCostModel.of_calibration(
+        roofline_calibration(spec, get_hardware("A100-80GB"), 4), profile
+    )
+    prefill_s = h100.step_time(StepShape(((1000, 0),), ()))
+    transfer_s = 20e-6 + 1000 * 327_680 / (25e9 * 4)
+    decodes_s = sum(roofline.step_time(StepShape((), (ctx,))) for ctx in range(1001, 1004))
+    assert result.records[0].e2e_s == pytest.approx(prefill_s + transfer_s + decodes_s, rel=1e-9)
+    h100_file = roofline_calibration(spec, get_hardware("H100-80GB"), 4).save(tmp_path / "h.json")
+    with pytest.raises(ValueError, match="decode.calibration"):
+        _one_request_split("H100-80GB", None, decode={"calibration": str(h100_file)})
