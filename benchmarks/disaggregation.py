@@ -171,6 +171,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="90 s of traffic, 5 bisection steps")
     parser.add_argument("--workload", action="append", help="only these (name prefix); repeat")
     parser.add_argument(
+        "--splitwise-budget",
+        type=int,
+        default=splitwise.BUDGET_H100_MACHINES,
+        help="Splitwise: iso-cost budget in DGX-H100 machines (the baseline's fleet)",
+    )
+    parser.add_argument(
+        "--splitwise-design",
+        action="append",
+        help="Splitwise: only these designs (name prefix, e.g. Splitwise-HA); the baseline always",
+    )
+    parser.add_argument(
+        "--splitwise-step-model",
+        action="append",
+        choices=["shipped", "roofline"],
+        help="Splitwise: step models to run (default: both); repeat",
+    )
+    parser.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "disaggregation.json")
     )
     args = parser.parse_args()
@@ -214,11 +231,19 @@ def main() -> None:
     print(" | ".join(header))
     for row in rows:
         print(" | ".join(str(row[column]) for column in header))
-    split_rows = splitwise_rows(duration_s, steps, args.workload)
+    designs = ["Baseline-H100"] + args.splitwise_design if args.splitwise_design else None
+    split_rows = splitwise_rows(
+        duration_s,
+        steps,
+        args.workload,
+        args.splitwise_budget,
+        designs,
+        tuple(args.splitwise_step_model or ("shipped", "roofline")),
+    )
     if split_rows:
         print(
             f"\nSplitwise: throughput (req/s) under Splitwise's slowdown SLO, iso-cost against "
-            f"{splitwise.BUDGET_H100_MACHINES} co-located DGX-H100s; published: 1.4x throughput at "
+            f"{args.splitwise_budget} co-located DGX-H100s; published: 1.4x throughput at "
             "20% lower cost"
         )
         columns = [

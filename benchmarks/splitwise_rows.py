@@ -9,12 +9,19 @@ from benchmarks import splitwise_anchor as splitwise
 from benchmarks.goodput_search import highest_rate, scenario_for
 
 
-def splitwise_rows(duration_s: float, steps: int, only: list[str] | None) -> list[dict]:
+def splitwise_rows(
+    duration_s: float,
+    steps: int,
+    only: list[str] | None,
+    budget: int = splitwise.BUDGET_H100_MACHINES,
+    designs: list[str] | None = None,
+    step_models: tuple[str, ...] = ("shipped", "roofline"),
+) -> list[dict]:
     """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
     the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run)."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
-        for step_model in ("shipped", "roofline"):
+        for step_model in step_models:
             files = (
                 splitwise.roofline_calibrations(Path(directory))
                 if step_model == "roofline"
@@ -28,13 +35,22 @@ def splitwise_rows(duration_s: float, steps: int, only: list[str] | None) -> lis
                     f"\n{name}, {step_model} step models: one request alone on a DGX-A100 has "
                     f"TTFT slowdown {check:.3f} (expected 1)"
                 )
-                rows += _splitwise_workload(name, workload, step_model, files, duration_s, steps)
+                chosen = [
+                    design
+                    for design in splitwise.designs(budget)
+                    if not designs or any(design.name.startswith(prefix) for prefix in designs)
+                ]
+                rows += _splitwise_workload(
+                    name, workload, step_model, files, duration_s, steps, chosen
+                )
     return rows
 
 
-def _splitwise_workload(name, workload, step_model, files, duration_s, steps) -> list[dict]:
+def _splitwise_workload(
+    name, workload, step_model, files, duration_s, steps, designs
+) -> list[dict]:
     rows, base, reference = [], {}, None
-    for design in splitwise.designs():
+    for design in designs:  # the first: the baseline (co-located DGX-H100s, mixed batching)
         started = time.process_time()
         margins: dict[float, dict] = {}
 
