@@ -62,11 +62,14 @@ def pinned_pools(scenario: Scenario) -> Scenario:
     )
 
 
-def pool_price_usd_per_gpu_hour(scenario: Scenario, gpu: HardwareSpec) -> float:
+def pool_price_usd_per_gpu_hour(
+    scenario: Scenario, gpu: HardwareSpec, own_gpu: str | None = None
+) -> float:
     """A pool's price per GPU-hour: the catalog's for its GPU; `prices.gpu_usd_per_hour` replaces it
-    for the scenario's own GPU only (a pool on another GPU keeps that GPU's catalog price)."""
+    for the scenario's own GPU only (`own_gpu`: the scenario's `hardware.gpu` as written, before
+    `pinned_pools`); a pool on another GPU keeps that GPU's catalog price."""
     override = scenario.prices.gpu_usd_per_hour
-    if override is not None and gpu.name == get_hardware(scenario.hardware.gpu).name:
+    if override is not None and gpu.name == get_hardware(own_gpu or scenario.hardware.gpu).name:
         return override
     return gpu.price_usd_per_hour
 
@@ -91,6 +94,7 @@ def _pool_config(
     calibration: Calibration,
     role: str,
     need_tokens: int,
+    own_gpu: str | None,
 ) -> tuple[PoolConfig, float]:
     spec = scenario.cluster.disaggregation
     pool = spec.prefill if role == "prefill" else spec.decode
@@ -185,7 +189,7 @@ def _pool_config(
         seed=base.seed,
         host_tier_costs=costs,
         gpu=gpu.name,
-        price_usd_per_gpu_hour=pool_price_usd_per_gpu_hour(scenario, gpu),
+        price_usd_per_gpu_hour=pool_price_usd_per_gpu_hour(scenario, gpu, own_gpu),
     )
     return config, cold.provisioning_s + weight_load_s + cold.warmup_s
 
@@ -199,14 +203,17 @@ def build_disaggregated(
     trace: Trace,
     prompt_ids: Callable[[int], list[int]] | None,
     prompt_hashes: Callable[[int], list[int]] | None = None,
+    own_gpu: str | None = None,
 ) -> tuple[DisaggregatedCluster, dict]:
+    """`scenario` as `pinned_pools` wrote it; `own_gpu`: its `hardware.gpu` before that (the GPU a
+    `prices.gpu_usd_per_hour` override prices)."""
     spec = scenario.cluster.disaggregation
     need_tokens = int((trace.prompt_tokens + trace.output_tokens).max(initial=1))
     prefill, prefill_cold_s = _pool_config(
-        scenario, base, model, gpu, calibration, "prefill", need_tokens
+        scenario, base, model, gpu, calibration, "prefill", need_tokens, own_gpu
     )
     decode, decode_cold_s = _pool_config(
-        scenario, base, model, gpu, calibration, "decode", need_tokens
+        scenario, base, model, gpu, calibration, "decode", need_tokens, own_gpu
     )
     link = get_link(spec.link)
     # what moves: every layer's K and V of a token, in the cache's dtype (fp8 / int8 halve bf16's bytes;

@@ -169,6 +169,7 @@ def build_cluster(
     every step (GPU and serving stack) takes that many times as long (the planner's error band).
     `shards`: where the replicas of a parallel run advance (default: all in this process); it changes
     how fast the run goes, never its answer."""
+    own_gpu = scenario.hardware.gpu  # the GPU a prices.gpu_usd_per_hour override prices
     if scenario.cluster.disaggregation is not None:
         from simulator.disaggregation import pinned_pools
 
@@ -283,7 +284,15 @@ def build_cluster(
         from simulator.disaggregation import build_disaggregated
 
         cluster, extra_facts = build_disaggregated(
-            scenario, config, model, gpu, calibration, trace, prompt_ids, prompt_hashes
+            scenario,
+            config,
+            model,
+            gpu,
+            calibration,
+            trace,
+            prompt_ids,
+            prompt_hashes,
+            own_gpu=own_gpu,
         )
     elif parallel_eligible(scenario, config):
         config = replace(config, router_staleness_s=scenario.cluster.router.staleness_s)

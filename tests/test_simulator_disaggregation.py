@@ -203,7 +203,9 @@ def test_kv_transfer_bytes_follow_the_kv_cache_dtype():
     )
 
 
-def _one_request_split(prefill_gpu: str | None, decode_gpu: str | None, decode: dict | None = None):
+def _one_request_split(
+    prefill_gpu: str | None, decode_gpu: str | None, decode: dict | None = None, **extra
+):
     """One 1,000-token prompt with 4 output tokens, Llama-2-70B TP4 in each pool, over InfiniBand HDR."""
     pools = {
         name: {"gpu": gpu}
@@ -224,6 +226,7 @@ def _one_request_split(prefill_gpu: str | None, decode_gpu: str | None, decode: 
                 "model": {"name": "llama-2-70b"},
                 "hardware": {"gpu": "A100-80GB", "tensor_parallel": 4},
                 "cluster": {"disaggregation": {"link": "infiniband-hdr", **pools}},
+                **extra,
             }
         )
     )
@@ -269,6 +272,13 @@ def test_heterogeneous_pools_step_on_their_own_gpus_and_cost_their_own_prices():
         pytest.approx(cost) for cost in pool_costs
     ]
     assert result.timeseries[-1]["cost_usd"] == pytest.approx(sum(pool_costs))
+    # a price override is the scenario GPU's (A100) only: the H100 prefill pool keeps its catalog price
+    priced = _one_request_split("H100-80GB", None, prices={"gpu_usd_per_hour": 1.0})
+    pools = priced.facts["disaggregation"]
+    assert (pools["prefill_price_usd_per_gpu_hour"], pools["decode_price_usd_per_gpu_hour"]) == (
+        prices["H100-80GB"],
+        1.0,
+    )
     # the same split on A100s only: the A100 prefill, and both pools at the A100 price
     same = _one_request_split(None, None)
     assert same.records[0].ttft_s == pytest.approx(
