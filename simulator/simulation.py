@@ -131,21 +131,40 @@ def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfi
         raise ValueError(f"engine_profile: {error}") from None
 
 
-def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
+def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | None = None) -> int:
+    """KV blocks per replica: the engine's memory formula, or the serving stack's own rule where
+    its profile (`profile`, else the scenario's named one) has one (`EngineProfile.kv_memory`)."""
     settings, hardware = scenario.scheduler, scenario.hardware
     if settings.num_kv_blocks is not None:
         return settings.num_kv_blocks
     gpu = get_hardware(hardware.gpu)
-    blocks = kv_blocks_available(
-        model,
-        gpu,
-        hardware.tensor_parallel,
-        settings.gpu_memory_utilization,
-        settings.block_size,
-        kv_cache_dtype=settings.kv_cache_dtype,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_num_seqs=settings.max_num_seqs,
-    )
+    if profile is None and scenario.engine_profile:
+        try:
+            profile = load_profile(scenario.engine_profile)
+        except ValueError:
+            profile = None  # `resolve_profile` reports the unknown name
+    if profile is not None and profile.kv_memory is not None:
+        tp = hardware.tensor_parallel
+        blocks = profile.kv_memory.kv_blocks(
+            gpu.memory_bytes,
+            settings.gpu_memory_utilization,
+            model.weight_bytes_per_gpu(tp),
+            model.vocab_size * model.hidden_size * model.dtype_bytes,
+            model.hidden_size,
+            tp,
+            model.kv_block_bytes_per_gpu(tp, settings.block_size, settings.kv_cache_dtype),
+        )
+    else:
+        blocks = kv_blocks_available(
+            model,
+            gpu,
+            hardware.tensor_parallel,
+            settings.gpu_memory_utilization,
+            settings.block_size,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            max_num_seqs=settings.max_num_seqs,
+        )
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
         raise ModelDoesNotFit(
@@ -185,7 +204,7 @@ def build_cluster(
     step_model = ProfiledCostModel.of_calibration(calibration, profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
-    num_blocks = resolve_pool(scenario, model)
+    num_blocks = resolve_pool(scenario, model, profile)
     if scenario.traffic.too_long != "error":
         trace, _ = cap_lengths(trace, max_model_len, scenario.traffic.too_long)
     too_long = np.flatnonzero(trace.prompt_tokens + trace.output_tokens > max_model_len)
