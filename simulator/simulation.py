@@ -188,19 +188,13 @@ def build_cluster(
     every step (GPU and serving stack) takes that many times as long (the planner's error band).
     `shards`: where the replicas of a parallel run advance (default: all in this process); it changes
     how fast the run goes, never its answer."""
-    split = scenario.cluster.disaggregation
-    if split is not None and split.prefill_tensor_parallel not in (
-        None,
-        scenario.hardware.tensor_parallel,
-    ):
-        # disaggregated: the base settings (and the checks on them) are the prefill pool's
-        scenario = scenario.model_copy(
-            update={
-                "hardware": scenario.hardware.model_copy(
-                    update={"tensor_parallel": split.prefill_tensor_parallel}
-                )
-            }
-        )
+    own_gpu = scenario.hardware.gpu  # the GPU a prices.gpu_usd_per_hour override prices
+    if scenario.cluster.disaggregation is not None:
+        from simulator.disaggregation import pinned_pools
+
+        # disaggregated: the base settings (and the checks on them) are the prefill pool's (its GPU
+        # and TP degree); each pool's GPU and TP written out
+        scenario = pinned_pools(scenario)
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario, profile)
@@ -309,7 +303,15 @@ def build_cluster(
         from simulator.disaggregation import build_disaggregated
 
         cluster, extra_facts = build_disaggregated(
-            scenario, config, model, gpu, calibration, trace, prompt_ids, prompt_hashes
+            scenario,
+            config,
+            model,
+            gpu,
+            calibration,
+            trace,
+            prompt_ids,
+            prompt_hashes,
+            own_gpu=own_gpu,
         )
     elif parallel_eligible(scenario, config):
         config = replace(config, router_staleness_s=scenario.cluster.router.staleness_s)
@@ -326,8 +328,15 @@ def build_cluster(
         )
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
-    for pool in getattr(cluster, "pools", {}).values():
-        pool.monitor.price_usd_per_gpu_hour = cluster.monitor.price_usd_per_gpu_hour
+    pools = getattr(cluster, "pools", {})
+    if pools:  # a split fleet's mean price per GPU-hour at start (each pool's cost: its own price)
+        gpus = {
+            name: pool.config.initial_replicas * pool.config.tensor_parallel
+            for name, pool in pools.items()
+        }
+        cluster.monitor.price_usd_per_gpu_hour = sum(
+            gpus[name] * pool.config.price_usd_per_gpu_hour for name, pool in pools.items()
+        ) / sum(gpus.values())
     if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {

@@ -159,6 +159,8 @@ def split_pair(
     long_rate_per_s: float,
     cpu_kv_gb: float,
     duration_s: float,
+    prefill_gpu: str | None = None,
+    decode_gpu: str | None = None,
 ):
     """(co-located result, disaggregated result, error) for the Split page: the same traffic, long-context
     surge at `long_rate_per_s`, fixed fleets (autoscalers off)."""
@@ -204,7 +206,16 @@ def split_pair(
                 decode_replicas=decode_replicas,
                 prefill_tensor_parallel=tp_p,
                 decode_tensor_parallel=tp_d,
+                prefill_gpu=prefill_gpu,
+                decode_gpu=decode_gpu,
             ),
         )
     )
     return colocated, split, error
+
+
+def gpu_names() -> list[str]:
+    """The catalog's GPUs (the Split page's pool GPU choices)."""
+    from simulator.hardware.catalog import load_catalog
+
+    return [name for name, spec in load_catalog().items() if spec.kind == "gpu"]
