@@ -19,6 +19,7 @@ Prints a table (and writes benchmarks/results/planner.json); no timing is assert
 """
 
 import argparse
+import ast
 import json
 import sys
 import time
@@ -30,21 +31,32 @@ else:
     sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks.machine import describe_machine  # noqa: E402
+from simulator.planner import spec  # noqa: E402
 from simulator.planner.cache import OutcomeCache  # noqa: E402
 from simulator.planner.recommend import plan  # noqa: E402
 from simulator.planner.spec import PlanSettings, load_plan  # noqa: E402
 from simulator.scenario import Scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _answer_only() -> dict:
+    """The `answer` profile (`simulator.planner.spec.ANSWER_ONLY`); read from this checkout's spec.py
+    when `--tree` names one from before the profile had a name, so both run the same settings."""
+    if hasattr(spec, "ANSWER_ONLY"):
+        return spec.ANSWER_ONLY
+    module = ast.parse((ROOT / "simulator" / "planner" / "spec.py").read_text())
+    call = next(
+        node.value
+        for node in module.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ANSWER_ONLY"
+    )
+    return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+
+
+ANSWER_ONLY = _answer_only()
 DASHBOARD = ROOT / "examples" / "scenarios" / "plan-spike-llama-2-7b.yaml"
 CANDIDATES = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
-ANSWER = dict(
-    confirm="recommendation",
-    uncertainty=False,
-    static_baseline=False,
-    autoscaled=False,
-    dynamic_batch=False,
-)
 
 
 def timed(
@@ -105,7 +117,7 @@ def main() -> None:
     print(describe_machine())
     scenario, _ = load_plan(DASHBOARD)
     rows = []
-    answer = PlanSettings(candidates=CANDIDATES, **ANSWER)
+    answer = PlanSettings(candidates=CANDIDATES, **ANSWER_ONLY)
     if not args.skip_dashboard:
         rows.append(("(a) answer", timed(scenario, answer, args.workers)))
     if args.cli_spike:
@@ -115,7 +127,7 @@ def main() -> None:
         rows.append(
             ("(c) spike-llama-2-7b-a100, default plan", timed(spike, spike_settings, args.workers))
         )
-        spike_answer = spike_settings.model_copy(update=ANSWER)
+        spike_answer = spike_settings.model_copy(update=ANSWER_ONLY)
         rows.append(("(c) spike-llama-2-7b-a100, answer", timed(spike, spike_answer, args.workers)))
     if not args.skip_full and not args.skip_dashboard:
         cache = OutcomeCache()
@@ -140,7 +152,7 @@ def main() -> None:
             "duration_s": args.article_duration_s,
         }
         article = Scenario.model_validate(data)
-        settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER)
+        settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER_ONLY)
         rows.append(
             (
                 f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100",
