@@ -10,7 +10,7 @@ from test_planner_helpers import quick_settings, spike_scenario
 
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.cache import OutcomeCache
-from simulator.planner.evaluate import make_job
+from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
 from simulator.planner.search import bisect, drive
@@ -65,6 +65,9 @@ class _FakeRunner:
     def submit(self, job):
         self.calls.append(job)
         return len(self.calls) - 1, True
+
+    def ahead(self, jobs):
+        pass  # nothing runs ahead: every fake outcome is ready when asked
 
     def ready(self, key):
         return True
@@ -130,3 +133,22 @@ def test_runner_simulates_a_repeated_job_once():
     keys = [runner.submit(job) for _ in range(3)]
     assert [started for _, started in keys] == [True, False, False] and runner.simulated == 1
     assert len({runner.outcome(key).key for key, _ in keys}) == 1
+
+
+def test_jobs_started_ahead_are_joined_when_asked_and_never_run_serially():
+    jobs = [make_job(spike_scenario(duration_s=30, seed=seed), share=4) for seed in range(3)]
+    runner = Runner(LocalBackend(2), OutcomeCache(), progress=False)
+    try:
+        runner.ahead(jobs[:2])  # both start on the two free workers at the next wait
+        key, started = runner.submit(jobs[2])
+        runner.wait([key])
+        asked, asked_started = runner.submit(jobs[0])  # joins the run started ahead
+        assert started and asked_started and runner.simulated == 2 and runner.ahead_unused == 1
+        runner.wait([asked])
+        outcome = runner.outcome(asked)
+        assert outcome == replace(evaluate_job(jobs[0]), cpu_s=outcome.cpu_s)
+    finally:
+        runner.close()
+    serial = Runner(LocalBackend(1), OutcomeCache(), progress=False)
+    serial.ahead(jobs)  # one worker: nothing runs ahead of being asked
+    assert serial.ahead_unused == 0 and serial.simulated == 0 and not serial.cache.memory

@@ -50,6 +50,11 @@ Pair = tuple[dict, dict]  # (job, ledger context)
 Search = Generator[list[Pair], list[dict], Any]
 
 
+class Ahead(list):
+    """Yielded by a search: pairs it will probably ask for next (`Runner.ahead` starts them on free
+    workers); the search gets None back at once and asks for them as usual when it needs them."""
+
+
 @dataclass(frozen=True)
 class Batch:
     """The scheduler settings a fleet runs with."""
@@ -204,6 +209,9 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     def advance(name: str, value) -> None:
         try:
             pairs = searches[name].send(value)
+            while isinstance(pairs, Ahead):
+                runner.ahead([job for job, _ in pairs])
+                pairs = searches[name].send(None)
         except StopIteration as stop:
             results[name] = stop.value
             return
@@ -373,6 +381,8 @@ def _confirm(
     """Full-fleet confirmation of the share pass's `n`: while it misses, gallop up (+1, +2, +4, ...) and bisect
     back; then, if asked, step down while one replica less still meets."""
     probe = lambda k: fleet.probe(k, batch, False, "confirm")  # noqa: E731
+    if check_below and n > fleet.low:  # asked for next unless `n` misses: run it beside `n`
+        yield Ahead([fleet.probe(n - 1, batch, False, "one fewer")])
     outcome = (yield [probe(n)])[0]
     below, below_full = share_below, False
     if not outcome.meets:
