@@ -111,6 +111,21 @@ def test_processes_give_the_serial_answer(small_plan):
     ] == [{k: v for k, v in row.items() if k not in volatile} for row in small_plan.ledger.rows]
 
 
+def test_comparisons_started_ahead_give_the_serial_answer():
+    """One candidate: its comparisons start beside the confirmation (`likely_next`), the one-fewer run
+    and the warm pool's next size ahead; the report and the ledger stay those of the serial plan."""
+    scenario = spike_scenario(rate_per_s=4.0, duration_s=90)
+    settings = quick_settings(uncertainty=True, static_baseline=True, autoscaled=True)
+    serial, parallel = (plan(scenario, settings, workers=n, progress=False) for n in (1, 2))
+    strip = {"elapsed_s": None, "simulations": None}
+    assert replace(parallel.report, **strip) == replace(serial.report, **strip)
+    assert parallel.report.simulations.simulated == serial.report.simulations.simulated
+    volatile = ("cpu_s", "cached")
+    assert [
+        {k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows
+    ] == [{k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows]
+
+
 def test_outcomes_are_cached_by_scenario_hash(tmp_path):
     scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
     first = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)

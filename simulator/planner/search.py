@@ -299,10 +299,13 @@ def fewest_replicas(
     check_below: bool = True,
     confirm: bool = True,
     guess: int | None = None,
+    likely_next: Callable[[Answer], list[Pair]] | None = None,
 ):
     """The search described above, for one GPU type; returns an `Answer` (with `confirm=False`, the share
     pass's answer, to be confirmed later by `confirm_answer`). The first bisection starts at the cost
-    model's floor and looks first at `guess` (default: a quarter above the floor)."""
+    model's floor and looks first at `guess` (default: a quarter above the floor). `likely_next`: the
+    first probes of what follows the answer (the plan's comparisons), given the share pass's answer:
+    started ahead, beside its full-fleet confirmation (`Runner.ahead`)."""
     share = fast_pass
     first = grid[0]
     floor = fleet.floor(first)
@@ -354,6 +357,9 @@ def fewest_replicas(
             fleet.high,
             False,
         )
+    if likely_next is not None:  # what follows the answer, started beside its confirmation
+        provisional = Answer(best, best_batch, best_seen[best], confirmed=False, high=fleet.high)
+        yield Ahead(likely_next(provisional))
     return (
         yield from _confirm(fleet, best, best_batch, best_seen.get(best - 1), check_below, rows)
     )
