@@ -89,12 +89,15 @@ def timed(
     model_cores: int = 0,
     memo: Path | None = None,
 ) -> dict:
+    cache = cache if cache is not None else OutcomeCache()
+    known = dict(cache.memory)
     cpu_started, started = _cpu_s(), time.perf_counter()
     result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
     wall = time.perf_counter() - started
     process_cpu_s = _cpu_s() - cpu_started
+    new = {key: outcome for key, outcome in cache.memory.items() if key not in known}
     model = (
-        modelled(lambda: plan(scenario, settings, progress=False), model_cores, memo)
+        modelled(lambda: plan(scenario, settings, progress=False), model_cores, memo, new)
         if model_cores
         else None
     )

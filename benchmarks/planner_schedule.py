@@ -4,7 +4,7 @@ each plan on a virtual backend. Every job is really simulated once (in this proc
 measured CPU time on one of N virtual workers, first come first served as in the process pool; the
 plan's own scheduling (which jobs wait on which, what starts ahead) decides the rest. The result is the
 makespan on N cores that do nothing else, and the CPU of every job started (those started ahead and
-never asked for included). A memo file of job key -> (outcome, CPU s) lets two checkouts (before,
+never asked for included). Job times come from the real run just made (its outcomes' CPU time); a memo file of job key -> (outcome, CPU s) lets two checkouts (before,
 after) replay with the same job times, so their difference is the scheduling and the job count alone.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 class VirtualBackend:
     """A `LocalBackend` stand-in on a virtual clock: `slots` workers, jobs as long as their CPU time."""
 
-    def __init__(self, slots: int, memo_path: Path | None = None):
+    def __init__(self, slots: int, memo_path: Path | None = None, known: dict | None = None):
         from simulator.planner.evaluate import evaluate_job, job_key
         from simulator.planner.outcome import Outcome
 
@@ -28,6 +28,8 @@ class VirtualBackend:
         self.memo: dict = {}
         if memo_path is not None and memo_path.exists():
             self.memo = json.loads(memo_path.read_text())
+        for key, outcome in (known or {}).items():  # a real run's outcomes: not simulated again
+            self.memo.setdefault(key, [outcome.to_json(), outcome.cpu_s])
         self.clock_s = 0.0
         self.started_cpu_s = 0.0
         self._running: list[tuple[float, int]] = []  # (finish, handle) heap
@@ -65,7 +67,10 @@ class VirtualBackend:
         return finish is not None and finish <= self.clock_s
 
     def wait(self, handles: list[int]) -> None:
-        while not any(self.done(handle) for handle in handles):
+        """Until one of `handles` not done yet is done (a caller that passes done ones too would spin
+        in real time until then: so it does here, in no time)."""
+        pending = [handle for handle in handles if not self.done(handle)]
+        while pending and not any(self.done(handle) for handle in pending):
             self._advance()
 
     def result(self, handle: int):
@@ -80,11 +85,12 @@ class VirtualBackend:
             self.memo_path.write_text(json.dumps(self.memo))
 
 
-def modelled(plan_call, slots: int, memo_path: Path | None) -> dict:
-    """`plan_call(make_backend)` on `slots` virtual cores: {"wall_s", "cpu_s"} of the model."""
+def modelled(plan_call, slots: int, memo_path: Path | None, known: dict | None = None) -> dict:
+    """`plan_call()` on `slots` virtual cores: {"wall_s", "cpu_s"} of the model. `known`: outcomes by
+    job key (a real run's cache) used where the memo file has none."""
     import simulator.planner.recommend as recommend
 
-    backend = VirtualBackend(slots, memo_path)
+    backend = VirtualBackend(slots, memo_path, known)
     original = recommend.make_backend
     recommend.make_backend = lambda *args, **kwargs: backend
     try:

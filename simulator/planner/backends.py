@@ -182,12 +182,18 @@ class Runner:
         return handle is None or self.backend.done(handle)
 
     def wait(self, keys: list[str]) -> None:
-        """Until at least one of `keys` is ready (starting jobs queued ahead as workers free up)."""
-        handles = [self._running[key] for key in keys if key in self._running]
-        while handles and not any(self.backend.done(handle) for handle in handles):
+        """Until one more of `keys` is ready (not one that already was: a search waiting on several jobs
+        would spin), starting jobs queued ahead as workers free up."""
+        done = self.backend.done
+        handles = [
+            handle
+            for handle in (self._running.get(key) for key in keys)
+            if handle is not None and not done(handle)
+        ]
+        while handles and not any(done(handle) for handle in handles):
             self._fill()
             ahead = [self._running[key] for key in self._unasked if key in self._running]
-            self.backend.wait(handles + [h for h in ahead if not self.backend.done(h)])
+            self.backend.wait(handles + [handle for handle in ahead if not done(handle)])
         self._fill()
 
     def outcome(self, key: str) -> Outcome:
