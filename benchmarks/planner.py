@@ -152,7 +152,7 @@ def main() -> None:
         "--model-cores",
         type=int,
         default=0,
-        help="(c): also replay each plan on this many idle virtual cores (benchmarks/planner_schedule.py)",
+        help="(b), (c): also replay each plan on this many idle virtual cores (benchmarks/planner_schedule.py)",
     )
     parser.add_argument(
         "--schedule-memo",
@@ -170,11 +170,11 @@ def main() -> None:
     answer = PlanSettings(candidates=CANDIDATES, **ANSWER_ONLY)
     if not args.skip_dashboard:
         rows.append(("(a) answer", timed(scenario, answer, args.workers)))
+    model = dict(model_cores=args.model_cores, memo=args.schedule_memo)
     if args.cli_spike:
         spike, spike_settings = load_plan(
             ROOT / "examples" / "scenarios" / "spike-llama-2-7b-a100.yaml"
         )
-        model = dict(model_cores=args.model_cores, memo=args.schedule_memo)
         rows.append(
             (
                 "(c) spike-llama-2-7b-a100, default plan",
@@ -212,15 +212,16 @@ def main() -> None:
         rows.append(
             (
                 f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100",
-                timed(article, settings, args.workers),
+                timed(article, settings, args.workers, **model),
             )
         )
-    traffic = rows[0][1]["data"]["traffic"]
     print(f"planner from {args.tree or ROOT}")
-    print(
-        f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
-        f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}"
-    )
+    if not args.skip_dashboard:
+        traffic = rows[0][1]["data"]["traffic"]
+        print(
+            f"(a) {scenario.name}: {traffic['requests']:,} requests, peak "
+            f"{traffic['peak_rate_per_s']:.1f}/s; candidates {', '.join(c['gpu'] for c in CANDIDATES)}"
+        )
     print(
         f"{'run':<40}{'wall s':>8}{'CPU s':>7}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}"
         f"{'sim. requests':>14}  answer"
