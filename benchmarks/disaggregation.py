@@ -14,11 +14,10 @@ Workloads (the papers' settings where we have them; what differs is said):
 - Not run: DistServe's chatbot (OPT-13B on ShareGPT, TTFT ≤ 0.25 s, TPOT ≤ 0.1 s; 2.0x-4.6x the rate of
   vLLM). ShareGPT is not in ../shared, and with the Azure conversation trace's longer prompts more than
   10% of requests miss 0.25 s on an idle 13B replica, so every layout's goodput is ~0.
-- Splitwise coding: Llama-2-70B on DGX-A100 (TP4 here, the shipped Vidur-fitted calibration), the
-  Azure code trace's lengths (long prompts, short answers), TTFT ≤ 1 s, TPOT ≤ 0.1 s (Splitwise states
-  its SLOs as slowdowns against an unloaded machine; these absolute targets are ours). Published:
-  1.4x throughput at 20% lower cost (Splitwise-HH/AA against the co-located baseline). The same on the
-  Azure conversation trace's lengths.
+- Splitwise (conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at
+  iso-cost under its own slowdown SLOs, throughput against the co-located baseline
+  (`benchmarks/splitwise_anchor.py` says how; the last table). Published: 1.4x throughput at 20%
+  lower cost.
 - Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths with
   TTFT ≤ 1 s and TPOT ≤ 0.04 s (about three decode steps): long prompts and short answers, where a
   prefill stall is a large share of a request's TPOT.
@@ -52,9 +51,12 @@ from pathlib import Path
 
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
+from benchmarks import splitwise_anchor as splitwise  # noqa: E402
+from benchmarks.goodput_search import highest_rate, scenario_for  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
+from benchmarks.splitwise_rows import splitwise_rows  # noqa: E402
 from engine.core.step_shape import StepShape  # noqa: E402
-from simulator import Scenario, simulate  # noqa: E402
+from simulator import simulate  # noqa: E402
 from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.shipped import calibration_for  # noqa: E402
 from simulator.calibration.vidur_import import PER_LAYER_OPS as LINEAR_OPS  # noqa: E402
@@ -101,31 +103,6 @@ WORKLOADS = {
         published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
         layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
     ),
-    "Splitwise conversation (Llama-2-70B TP4, Azure conv)": dict(
-        model="llama-2-70b",
-        gpu="A100-80GB",
-        prompt={"kind": "preset", "name": "azure-conv-prompt"},
-        output={"kind": "preset", "name": "azure-conv-output"},
-        ttft_s=1.0,
-        tpot_s=0.1,
-        link="infiniband-hdr",
-        start_rps=0.25,
-        published="1.4x throughput at 20% lower cost",
-        layouts=_colocated(2, 4)
-        + [(_split(1, 1, 4), None), (_split(2, 1, 4), None), (_split(1, 2, 4), None)],
-    ),
-    "Splitwise coding (Llama-2-70B TP4, Azure code)": dict(
-        model="llama-2-70b",
-        gpu="A100-80GB",
-        prompt={"kind": "preset", "name": "azure-code-prompt"},
-        output={"kind": "preset", "name": "azure-code-output"},
-        ttft_s=1.0,
-        tpot_s=0.1,
-        link="infiniband-hdr",
-        start_rps=1.0,
-        published="1.4x throughput at 20% lower cost",
-        layouts=_colocated(2, 4) + [(_split(1, 1, 4), None), (_split(2, 1, 4), None)],
-    ),
     "ours: long prompts, short answers (Llama-2-7B, Azure code)": dict(
         model="llama-2-7b",
         gpu="A100-80GB",
@@ -171,31 +148,6 @@ def mixed_step_check() -> list[dict]:
     return out
 
 
-def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) -> Scenario:
-    return Scenario.model_validate(
-        {
-            "name": "goodput",
-            "seed": 0,
-            "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": rate},
-                "duration_s": duration_s,
-                "prompt": workload["prompt"],
-                "output": workload["output"],
-                "too_long": "clip",
-            },
-            "model": {"name": workload["model"]},
-            "hardware": {"gpu": workload["gpu"]},
-            "scheduler": {
-                "max_num_seqs": 256,
-                "max_num_batched_tokens": 8192,
-                "max_model_len": 4096,
-                **changes,
-            },
-            "slo": {"ttft_p99_s": workload["ttft_s"], "tpot_p99_s": workload["tpot_s"]},
-        }
-    )
-
-
 def attainment(
     workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
 ) -> float:
@@ -211,19 +163,30 @@ def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, chang
     def holds(rate: float) -> bool:
         return attainment(workload, layout, rate, duration_s, changes) >= 0.9
 
-    low, high = 0.0, workload["start_rps"] * layout.gpus
-    while holds(high):
-        low, high = high, 2 * high
-    for _ in range(steps):
-        mid = (low + high) / 2
-        low, high = (mid, high) if holds(mid) else (low, mid)
-    return low
+    return highest_rate(holds, workload["start_rps"] * layout.gpus, steps)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="90 s of traffic, 5 bisection steps")
     parser.add_argument("--workload", action="append", help="only these (name prefix); repeat")
+    parser.add_argument(
+        "--splitwise-budget",
+        type=int,
+        default=splitwise.BUDGET_H100_MACHINES,
+        help="Splitwise: iso-cost budget in DGX-H100 machines (the baseline's fleet)",
+    )
+    parser.add_argument(
+        "--splitwise-design",
+        action="append",
+        help="Splitwise: only these designs (name prefix, e.g. Splitwise-HA); the baseline always",
+    )
+    parser.add_argument(
+        "--splitwise-step-model",
+        action="append",
+        choices=["shipped", "roofline"],
+        help="Splitwise: step models to run (default: both); repeat",
+    )
     parser.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "disaggregation.json")
     )
@@ -268,6 +231,36 @@ def main() -> None:
     print(" | ".join(header))
     for row in rows:
         print(" | ".join(str(row[column]) for column in header))
+    designs = ["Baseline-H100"] + args.splitwise_design if args.splitwise_design else None
+    split_rows = splitwise_rows(
+        duration_s,
+        steps,
+        args.workload,
+        args.splitwise_budget,
+        designs,
+        tuple(args.splitwise_step_model or ("shipped", "roofline")),
+    )
+    if split_rows:
+        print(
+            f"\nSplitwise: throughput (req/s) under Splitwise's slowdown SLO, iso-cost against "
+            f"{args.splitwise_budget} co-located DGX-H100s; published: 1.4x throughput at "
+            "20% lower cost"
+        )
+        columns = [
+            "workload",
+            "step_model",
+            "design",
+            "usd_per_hour",
+            "cost_vs_baseline",
+            "throughput_rps",
+            "vs_baseline",
+            "vs_v0_baseline",
+            "per_usd_vs_baseline",
+            "binding_at_miss",
+        ]
+        print(" | ".join(columns))
+        for row in split_rows:
+            print(" | ".join(str(row[column]) for column in columns))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
         json.dumps(
@@ -277,6 +270,7 @@ def main() -> None:
                 "steps": steps,
                 "mixed_step_check": check,
                 "rows": rows,
+                "splitwise_rows": split_rows,
             },
             indent=1,
         )

@@ -53,6 +53,9 @@ def choices(model: type[BaseModel], name: str) -> list[Any]:
     return options
 
 
+NONE_CHOICE = "(default)"  # a select box's stand-in for the option None
+
+
 def start(key: str, value: Any) -> None:
     """Give the widget `key` its first value, unless the session (a test, another page) already has one."""
     if key not in st.session_state:
@@ -114,21 +117,27 @@ def select(
     format_func=str,
     help_extra: str = "",
 ) -> Any:
-    """A select box over the field's `Literal` values (or `options`, e.g. the hardware catalog)."""
-    options = list(options if options is not None else choices(model, name))
+    """A select box over the field's `Literal` values (or `options`, e.g. the hardware catalog). A `None`
+    option ("the default") is held as `NONE_CHOICE`: Streamlit shows a `None` selection as an empty box."""
+    options = [
+        NONE_CHOICE if o is None else o
+        for o in (options if options is not None else choices(model, name))
+    ]
+    value = NONE_CHOICE if value is None else value
     if (
         st.session_state.get(key, options[0]) not in options
     ):  # a choice another input has taken away
         del st.session_state[key]
     start(key, value if value in options else options[0])
-    return where.selectbox(
+    chosen = where.selectbox(
         label,
         options,
         key=key,
-        format_func=format_func,
+        format_func=lambda o: format_func(None if o == NONE_CHOICE else o),
         help=field_help(model, name, help_extra),
         persist_state=PERSIST,
     )
+    return None if chosen == NONE_CHOICE else chosen
 
 
 def toggle(

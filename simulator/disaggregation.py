@@ -13,11 +13,12 @@ from collections.abc import Callable
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import ProfiledCostModel, kernel_backend
 from simulator.calibration.kv_cache import kv_cache_calibration
-from simulator.calibration.schema import Calibration
+from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
+from simulator.hardware.catalog import get_hardware
 from simulator.hardware.spec import HardwareSpec
 from simulator.kv_tiers import host_tier_costs, kv_bytes_per_token
 from simulator.links import get_link
@@ -26,20 +27,81 @@ from simulator.scenario import Scenario
 from traces import Trace
 
 
+def pinned_pools(scenario: Scenario) -> Scenario:
+    """The disaggregated scenario with each pool's GPU and TP degree written out (catalog names), and
+    `hardware` set to the prefill pool's: the base settings (and the checks on them) are the prefill
+    pool's. A named calibration is kept only while the prefill pool's GPU is the scenario's."""
+    spec, hardware = scenario.cluster.disaggregation, scenario.hardware
+    gpus = {
+        role: get_hardware(getattr(spec, role).gpu or hardware.gpu).name
+        for role in ("prefill", "decode")
+    }
+    pinned = spec.model_copy(
+        update={
+            "prefill_tensor_parallel": spec.prefill_tensor_parallel or hardware.tensor_parallel,
+            "decode_tensor_parallel": spec.decode_tensor_parallel or hardware.tensor_parallel,
+            **{
+                role: getattr(spec, role).model_copy(update={"gpu": gpus[role]})
+                for role in ("prefill", "decode")
+            },
+        }
+    )
+    same_gpu = gpus["prefill"] == get_hardware(hardware.gpu).name
+    calibration = spec.prefill.calibration or (hardware.calibration if same_gpu else None)
+    return scenario.model_copy(
+        update={
+            "cluster": scenario.cluster.model_copy(update={"disaggregation": pinned}),
+            "hardware": hardware.model_copy(
+                update={
+                    "gpu": gpus["prefill"],
+                    "tensor_parallel": pinned.prefill_tensor_parallel,
+                    "calibration": calibration,
+                }
+            ),
+        }
+    )
+
+
+def pool_price_usd_per_gpu_hour(
+    scenario: Scenario, gpu: HardwareSpec, own_gpu: str | None = None
+) -> float:
+    """A pool's price per GPU-hour: the catalog's for its GPU; `prices.gpu_usd_per_hour` replaces it
+    for the scenario's own GPU only (`own_gpu`: the scenario's `hardware.gpu` as written, before
+    `pinned_pools`); a pool on another GPU keeps that GPU's catalog price."""
+    override = scenario.prices.gpu_usd_per_hour
+    if override is not None and gpu.name == get_hardware(own_gpu or scenario.hardware.gpu).name:
+        return override
+    return gpu.price_usd_per_hour
+
+
+def _pool_calibration(name: str, model: str, gpu: HardwareSpec, tp: int, role: str) -> Calibration:
+    calibration = resolve_calibration(name)
+    device = calibration.device
+    if (calibration.model.name, device.hardware, device.tensor_parallel) != (model, gpu.name, tp):
+        raise ValueError(
+            f"cluster.disaggregation.{role}.calibration {name!r} is for {calibration.model.name} on "
+            f"{device.hardware} at tensor_parallel={device.tensor_parallel}; expected one for {model} "
+            f"on {gpu.name} at tensor_parallel={tp} (the {role} pool's)"
+        )
+    return calibration
+
+
 def _pool_config(
     scenario: Scenario,
     base: ClusterConfig,
     model: ModelSpec,
-    gpu: HardwareSpec,
+    base_gpu: HardwareSpec,
     calibration: Calibration,
     role: str,
     need_tokens: int,
+    own_gpu: str | None,
 ) -> tuple[PoolConfig, float]:
     spec = scenario.cluster.disaggregation
     pool = spec.prefill if role == "prefill" else spec.decode
     tp = (
         spec.prefill_tensor_parallel if role == "prefill" else spec.decode_tensor_parallel
     ) or scenario.hardware.tensor_parallel
+    gpu = get_hardware(pool.gpu) if pool.gpu is not None else base_gpu
     settings = scenario.scheduler
     if settings.num_kv_blocks is not None:
         num_blocks = settings.num_kv_blocks
@@ -57,20 +119,28 @@ def _pool_config(
     need = -(-need_tokens // settings.block_size)
     if need > num_blocks:
         raise ValueError(
-            f"cluster.disaggregation: a {role} replica (tensor_parallel={tp}) holds {num_blocks} KV "
+            f"cluster.disaggregation: a {role} replica ({gpu.name}, tensor_parallel={tp}) holds "
+            f"{num_blocks} KV "
             f"blocks but a request may need {need}; expected a larger {role}_tensor_parallel or "
             "shorter requests"
         )
-    if calibration.device.tensor_parallel != tp or scenario.hardware.calibration is None:
+    if pool.calibration is not None:  # named for this pool: of its GPU and TP degree
+        calibration = kv_cache_calibration(
+            _pool_calibration(pool.calibration, scenario.model.name, gpu, tp, role),
+            settings.kv_cache_dtype,
+        )
+    elif (
+        calibration.device.tensor_parallel != tp
+        or scenario.hardware.calibration is None
+        or gpu.name != base_gpu.name
+    ):  # this pool's own GPU and TP degree
         stated = (
             base.cost_model.stated_profile
             if isinstance(base.cost_model, ProfiledCostModel)
             else None
         )
         calibration = kv_cache_calibration(
-            calibration_for(
-                scenario.model.name, scenario.hardware.gpu, tp, backend=kernel_backend(stated)
-            ),
+            calibration_for(scenario.model.name, gpu.name, tp, backend=kernel_backend(stated)),
             settings.kv_cache_dtype,
         )
     changes = {"role": role}
@@ -118,6 +188,8 @@ def _pool_config(
         window_s=base.window_s,
         seed=base.seed,
         host_tier_costs=costs,
+        gpu=gpu.name,
+        price_usd_per_gpu_hour=pool_price_usd_per_gpu_hour(scenario, gpu, own_gpu),
     )
     return config, cold.provisioning_s + weight_load_s + cold.warmup_s
 
@@ -131,14 +203,17 @@ def build_disaggregated(
     trace: Trace,
     prompt_ids: Callable[[int], list[int]] | None,
     prompt_hashes: Callable[[int], list[int]] | None = None,
+    own_gpu: str | None = None,
 ) -> tuple[DisaggregatedCluster, dict]:
+    """`scenario` as `pinned_pools` wrote it; `own_gpu`: its `hardware.gpu` before that (the GPU a
+    `prices.gpu_usd_per_hour` override prices)."""
     spec = scenario.cluster.disaggregation
     need_tokens = int((trace.prompt_tokens + trace.output_tokens).max(initial=1))
     prefill, prefill_cold_s = _pool_config(
-        scenario, base, model, gpu, calibration, "prefill", need_tokens
+        scenario, base, model, gpu, calibration, "prefill", need_tokens, own_gpu
     )
     decode, decode_cold_s = _pool_config(
-        scenario, base, model, gpu, calibration, "decode", need_tokens
+        scenario, base, model, gpu, calibration, "decode", need_tokens, own_gpu
     )
     link = get_link(spec.link)
     # what moves: every layer's K and V of a token, in the cache's dtype (fp8 / int8 halve bf16's bytes;
@@ -177,6 +252,8 @@ def build_disaggregated(
                 f"{pool.name}_{key}": value
                 for pool in (prefill, decode)
                 for key, value in (
+                    ("gpu", pool.gpu),
+                    ("price_usd_per_gpu_hour", pool.price_usd_per_gpu_hour),
                     ("replicas", pool.initial_replicas),
                     ("tensor_parallel", pool.tensor_parallel),
                     ("kv_blocks_per_replica", pool.cache_config.num_kv_blocks),

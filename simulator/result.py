@@ -111,7 +111,7 @@ def summarize(scenario: Scenario, cluster: Cluster, end_s: float, facts: dict) -
     queries = sum(r.scheduler.block_manager.num_prefix_queries for r in cluster.replicas)
     hits = sum(r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas)
     gpu_hours = cluster.gpu_hours(end_s)
-    cost = gpu_hours * facts["price_usd_per_gpu_hour"]
+    cost = cluster.cost_usd(end_s)  # a split fleet: each pool's GPU-hours at its GPU's price
     output_tokens = sum(r.output_tokens for r in ok)
     requests = RequestSummary.of(records, end_s, slo)
     summary = SimSummary(

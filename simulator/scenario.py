@@ -234,14 +234,34 @@ class AutoscalerSpec(_Strict):
 
 
 class PoolSettings(_Strict):
-    """One pool's own batch settings (default: the scenario's scheduler settings), router and autoscaler."""
+    """One pool's own GPU (default: the scenario's), batch settings (default: the scenario's scheduler
+    settings), router and autoscaler."""
 
+    gpu: str | None = Field(
+        None,
+        description="GPU of this pool's replicas, from the hardware catalog (default: "
+        "hardware.gpu): its memory sizes the pool's KV, its calibration times the pool's steps and "
+        "its catalog price prices the pool's GPU-hours (Splitwise-HA: H100 prompt, A100 token pools)",
+    )
+    calibration: str | None = Field(
+        None,
+        description="calibration name or file for this pool's steps (default: the best shipped "
+        "one for the pool's model, GPU and TP degree); it must be of that GPU and TP degree",
+    )
     max_num_seqs: int | None = setting(SchedulerConfig, "max_num_seqs", default=None)
     max_num_batched_tokens: int | None = setting(
         SchedulerConfig, "max_num_batched_tokens", default=None
     )
     router: RouterSpec = RouterSpec()
     autoscaler: AutoscalerSpec = AutoscalerSpec()
+
+    @model_validator(mode="after")
+    def _known_gpu(self) -> PoolSettings:
+        if self.gpu is not None:
+            from simulator.hardware.catalog import get_hardware
+
+            get_hardware(self.gpu)
+        return self
 
 
 class DisaggregationSpec(_Strict):

@@ -131,21 +131,40 @@ def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfi
         raise ValueError(f"engine_profile: {error}") from None
 
 
-def resolve_pool(scenario: Scenario, model: ModelSpec) -> int:
+def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | None = None) -> int:
+    """KV blocks per replica: the engine's memory formula, or the serving stack's own rule where
+    its profile (`profile`, else the scenario's named one) has one (`EngineProfile.kv_memory`)."""
     settings, hardware = scenario.scheduler, scenario.hardware
     if settings.num_kv_blocks is not None:
         return settings.num_kv_blocks
     gpu = get_hardware(hardware.gpu)
-    blocks = kv_blocks_available(
-        model,
-        gpu,
-        hardware.tensor_parallel,
-        settings.gpu_memory_utilization,
-        settings.block_size,
-        kv_cache_dtype=settings.kv_cache_dtype,
-        max_num_batched_tokens=settings.max_num_batched_tokens,
-        max_num_seqs=settings.max_num_seqs,
-    )
+    if profile is None and scenario.engine_profile:
+        try:
+            profile = load_profile(scenario.engine_profile)
+        except ValueError:
+            profile = None  # `resolve_profile` reports the unknown name
+    if profile is not None and profile.kv_memory is not None:
+        tp = hardware.tensor_parallel
+        blocks = profile.kv_memory.kv_blocks(
+            gpu.memory_bytes,
+            settings.gpu_memory_utilization,
+            model.weight_bytes_per_gpu(tp),
+            model.vocab_size * model.hidden_size * model.dtype_bytes,
+            model.hidden_size,
+            tp,
+            model.kv_block_bytes_per_gpu(tp, settings.block_size, settings.kv_cache_dtype),
+        )
+    else:
+        blocks = kv_blocks_available(
+            model,
+            gpu,
+            hardware.tensor_parallel,
+            settings.gpu_memory_utilization,
+            settings.block_size,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            max_num_seqs=settings.max_num_seqs,
+        )
     if blocks < 1:
         weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
         raise ModelDoesNotFit(
@@ -169,19 +188,13 @@ def build_cluster(
     every step (GPU and serving stack) takes that many times as long (the planner's error band).
     `shards`: where the replicas of a parallel run advance (default: all in this process); it changes
     how fast the run goes, never its answer."""
-    split = scenario.cluster.disaggregation
-    if split is not None and split.prefill_tensor_parallel not in (
-        None,
-        scenario.hardware.tensor_parallel,
-    ):
-        # disaggregated: the base settings (and the checks on them) are the prefill pool's
-        scenario = scenario.model_copy(
-            update={
-                "hardware": scenario.hardware.model_copy(
-                    update={"tensor_parallel": split.prefill_tensor_parallel}
-                )
-            }
-        )
+    own_gpu = scenario.hardware.gpu  # the GPU a prices.gpu_usd_per_hour override prices
+    if scenario.cluster.disaggregation is not None:
+        from simulator.disaggregation import pinned_pools
+
+        # disaggregated: the base settings (and the checks on them) are the prefill pool's (its GPU
+        # and TP degree); each pool's GPU and TP written out
+        scenario = pinned_pools(scenario)
     model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario, profile)
@@ -191,7 +204,7 @@ def build_cluster(
     step_model = ProfiledCostModel.of_calibration(calibration, profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
-    num_blocks = resolve_pool(scenario, model)
+    num_blocks = resolve_pool(scenario, model, profile)
     if scenario.traffic.too_long != "error":
         trace, _ = cap_lengths(trace, max_model_len, scenario.traffic.too_long)
     too_long = np.flatnonzero(trace.prompt_tokens + trace.output_tokens > max_model_len)
@@ -290,7 +303,15 @@ def build_cluster(
         from simulator.disaggregation import build_disaggregated
 
         cluster, extra_facts = build_disaggregated(
-            scenario, config, model, gpu, calibration, trace, prompt_ids, prompt_hashes
+            scenario,
+            config,
+            model,
+            gpu,
+            calibration,
+            trace,
+            prompt_ids,
+            prompt_hashes,
+            own_gpu=own_gpu,
         )
     elif parallel_eligible(scenario, config):
         config = replace(config, router_staleness_s=scenario.cluster.router.staleness_s)
@@ -307,8 +328,15 @@ def build_cluster(
         )
     price = scenario.prices.gpu_usd_per_hour
     cluster.monitor.price_usd_per_gpu_hour = gpu.price_usd_per_hour if price is None else price
-    for pool in getattr(cluster, "pools", {}).values():
-        pool.monitor.price_usd_per_gpu_hour = cluster.monitor.price_usd_per_gpu_hour
+    pools = getattr(cluster, "pools", {})
+    if pools:  # a split fleet's mean price per GPU-hour at start (each pool's cost: its own price)
+        gpus = {
+            name: pool.config.initial_replicas * pool.config.tensor_parallel
+            for name, pool in pools.items()
+        }
+        cluster.monitor.price_usd_per_gpu_hour = sum(
+            gpus[name] * pool.config.price_usd_per_gpu_hour for name, pool in pools.items()
+        ) / sum(gpus.values())
     if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
     facts = {

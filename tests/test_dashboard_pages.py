@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.widgets import NONE_CHOICE
 from simulator.scenario import Scenario
 
 TIMEOUT = 240  # seconds per script run: generous, the machine is shared
@@ -88,6 +89,20 @@ def test_whatif_spike_price_and_bad_input():
     _clean(at.run())
     assert at.error and "max_replicas" in at.error[0].value
     assert not at.metric
+
+
+def test_whatif_engine_profile_shows_its_default_and_takes_a_pick():
+    at = _page("whatif")
+    at.session_state["whatif_duration"] = 120.0  # a short spike: a quick simulation
+    _clean(at.run())
+    stack = at.selectbox(key="whatif_engine_profile")
+    assert stack.value == NONE_CHOICE  # shown as the default's label, not as an empty box
+    assert stack.options[0] == "default for the calibration (vllm-v1 on GPUs)"  # labels, not values
+    assert any(label.startswith("vllm-v0:") for label in stack.options)
+    assert any("the **vllm-v1** serving stack" in c.value for c in at.caption)
+    stack.set_value("vllm-v0")
+    _clean(at.run())
+    assert any("the **vllm-v0** serving stack" in c.value for c in at.caption)
 
 
 def test_whatif_model_that_does_not_fit_is_an_error():

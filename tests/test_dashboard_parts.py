@@ -73,10 +73,7 @@ def test_field_picks_the_widget_from_the_field_type():
 
 
 def test_timeline_shades_each_cold_start_and_the_spike():
-    # on the Vidur A100 step model the default was tuned on: with aiconfigurator's (the default since
-    # issue 21: 7-16% faster prefill) the two replicas absorb this spike without scaling out
     scenario = scenarios.default_whatif()
-    scenario.hardware.calibration = "llama-2-7b@A100-80GB-tp1"
     result, error = scenarios.run(scenario)
     assert error is None
     figure = timeline(result)

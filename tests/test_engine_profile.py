@@ -14,6 +14,7 @@ from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,
     ProfiledCostModel,
+    SourceEra,
     default_profile_name,
     load_profile,
     profile_names,
@@ -155,7 +156,8 @@ def test_fit_touches_only_fit_rows(tmp_path):
                 run["measured"] = {k: v * 1.5 for k, v in run["measured"].items()}
         path.write_text(json.dumps(changed))
         profile, _ = fit_profile(path, steps=1, write=False)
-        return [term.seconds_per_unit for term in profile.terms]
+        eras = {name: era.tables_gpus for name, era in profile.source_eras.items()}
+        return [term.seconds_per_unit for term in profile.terms] + [eras]
 
     assert fitted("held_out") == fitted("none")
     assert fitted("fit") != fitted("none")
@@ -364,3 +366,60 @@ def test_kernel_era_scales_only_the_linear_layers_of_kernel_tables():
     for where in (("A100-80GB", "0.24.0"), ("H100-80GB", None)):  # other GPU; not a table
         same = ProfiledCostModel(gpu, profile, calibration_backend="vllm", calibration_table=where)
         assert same.step_time(shape) == pytest.approx(gpu.step_time(shape))
+
+
+def test_source_era_applies_to_its_own_source_and_gpus_only():
+    """A published source whose stack ran the kernel tables' own GEMMs on a GPU drops the profile's
+    era scale there, for that source only; the shipped choice names the fit runs it was made on."""
+    profile = _profile(0.0).model_copy(
+        update={
+            "kernel_backend": "vllm",
+            "kernel_era_scales": {"H100-80GB": 1.2, "A100-80GB": 1.03},
+            "source_eras": {"lab": SourceEra(tables_gpus=["H100-80GB"], source="test")},
+        }
+    )
+    assert profile.for_source("lab").kernel_era_scales == {"A100-80GB": 1.03}
+    assert profile.for_source("other") is profile
+    shipped = load_profile("vllm-v0")
+    for name, era in shipped.source_eras.items():
+        assert not load_published(name).get("held_out_only")  # never chosen on an independent check
+        assert "fit runs" in era.source and set(era.tables_gpus) <= set(shipped.kernel_era_scales)
+
+
+def test_trtllm_sizes_its_kv_cache_from_the_memory_left_free():
+    """TensorRT-LLM's rule (`kv_memory`): `gpu_memory_utilization` of what is free after weights,
+    build-time activations, NCCL and context, with the embedding whole on every GPU; a profile
+    without a rule keeps the engine's formula, and the scenario field picks the rule."""
+    from simulator.hardware.catalog import get_hardware
+    from simulator.model_spec import ModelSpec
+    from simulator.simulation import resolve_pool
+
+    rule = load_profile("trtllm").kv_memory
+    assert rule is not None and "aiconfigurator" in rule.source
+    model, gpu = ModelSpec.from_preset("llama-2-70b", dtype="float16"), get_hardware("A100-40GB")
+    block = model.kv_block_bytes_per_gpu(4, 64)
+    embedding = model.vocab_size * model.hidden_size * model.dtype_bytes
+    weights = model.weight_bytes_per_gpu(4) + embedding * 3 / 4
+    free = gpu.memory_bytes - weights - rule.reserve_bytes(model.hidden_size, 4)
+    expected = int(0.9 * free * (1 - rule.reserved_fraction) // block)
+    blocks = rule.kv_blocks(
+        gpu.memory_bytes, 0.9, model.weight_bytes_per_gpu(4), embedding, model.hidden_size, 4, block
+    )
+    assert blocks == expected > 0
+    assert rule.reserve_bytes(model.hidden_size, 16) == rule.reserve_bytes(model.hidden_size, 8)
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        rule.kv_blocks(gpu.memory_bytes, 0.0, 1.0, 0.0, 1, 1, 1)
+
+    def pool(profile: str | None) -> int:
+        scenario = Scenario.model_validate(
+            {
+                "model": {"name": "llama-2-70b", "dtype": "float16"},
+                "hardware": {"gpu": "A100-40GB", "tensor_parallel": 4},
+                "engine_profile": profile,
+                "scheduler": {"block_size": 64, "gpu_memory_utilization": 0.9},
+            }
+        )
+        return resolve_pool(scenario, model)
+
+    assert pool("trtllm") == blocks
+    assert pool("vllm-v0") == pool(None) != blocks  # vLLM: a share of the whole GPU

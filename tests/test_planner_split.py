@@ -4,6 +4,7 @@ recommends the cheapest overall; its CLI prints it; the Split dashboard page ren
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
@@ -149,3 +150,47 @@ def test_split_page_renders_both_fleets():
     assert not at.exception, [e.value for e in at.exception]
     labels = [m.label for m in at.metric]
     assert labels.count("P99 TTFT") == 2 and any("KV moved" in c.value for c in at.caption)
+    assert at.selectbox(key="split_decode_gpu").value == "H100-80GB"
+    assert any("prefill $2.99, decode $2.99 per GPU-hour" in c.value for c in at.caption)
+
+
+def test_plan_split_searches_pool_gpu_types_and_ranks_fleets_by_price(tmp_path):
+    # light traffic: every fleet in range holds the SLO, so the cheapest per hour wins: one A100
+    # ($1.79/h) co-located, and of the splits the A100 + A100 pair over H100 prefill + A100 decode
+    from simulator.hardware.catalog import get_hardware
+
+    price = {gpu: get_hardware(gpu).price_usd_per_hour for gpu in ("A100-80GB", "H100-80GB")}
+    plan = plan_split(
+        _small(),
+        max_replicas=1,
+        gpus=["H100-80GB", "A100-80GB"],
+        prefill_gpus=["H100-80GB", "A100-80GB"],
+        decode_gpus=["A100-80GB"],
+    )
+    pairs = {(o.layout.prefill_gpu, o.layout.decode_gpu) for o in plan.outcomes}
+    assert {("H100-80GB", "A100-80GB"), ("A100-80GB", "A100-80GB")} <= pairs
+    for outcome in plan.outcomes:
+        layout = outcome.layout
+        expected = (
+            price[layout.gpu]
+            if layout.kind == "colocated"
+            else price[layout.prefill_gpu] + price[layout.decode_gpu]
+        )
+        assert outcome.usd_per_hour == pytest.approx(expected)
+    assert plan.recommendation.layout.gpu == "A100-80GB"
+    split = plan.best["disaggregated, 0 GB host KV"]
+    assert (split.layout.prefill_gpu, split.layout.decode_gpu) == ("A100-80GB", "A100-80GB")
+    assert "H100-80GB" in plan.outcomes[0].layout.label  # the GPU type shows in each label
+
+    from surgeplan_cli import app
+
+    path = _small().save(tmp_path / "small.yaml")
+    args = ["plan-split", str(path), "--max-replicas", "1", "--json"]
+    args += ["--prefill-gpu", "H100", "--decode-gpu", "A100-80GB"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    best = json.loads(result.output)["best"]["disaggregated, 0 GB host KV"]
+    assert (best["prefill_gpu"], best["decode_gpu"]) == ("H100-80GB", "A100-80GB")
+    assert best["usd_per_hour"] == pytest.approx(price["H100-80GB"] + price["A100-80GB"])
+    bad = CliRunner().invoke(app, ["plan-split", str(path), "--decode-gpu", "Voodoo-5"])
+    assert bad.exit_code == 2 and "--decode-gpu" in bad.output

@@ -201,3 +201,120 @@ def test_kv_transfer_bytes_follow_the_kv_cache_dtype():
     assert runs["fp8"].summary["kv_transfer_bytes"] * 2 == pytest.approx(
         runs["auto"].summary["kv_transfer_bytes"], rel=0.05
     )
+
+
+def _one_request_split(
+    prefill_gpu: str | None, decode_gpu: str | None, decode: dict | None = None, **extra
+):
+    """One 1,000-token prompt with 4 output tokens, Llama-2-70B TP4 in each pool, over InfiniBand HDR."""
+    pools = {
+        name: {"gpu": gpu}
+        for name, gpu in (("prefill", prefill_gpu), ("decode", decode_gpu))
+        if gpu is not None
+    }
+    if decode:
+        pools["decode"] = {**pools.get("decode", {}), **decode}
+    return simulate(
+        Scenario.model_validate(
+            {
+                "traffic": {
+                    "arrivals": {"kind": "constant", "rate_per_s": 1.0},
+                    "duration_s": 1.0,
+                    "prompt": {"kind": "fixed", "tokens": 1000},
+                    "output": {"kind": "fixed", "tokens": 4},
+                },
+                "model": {"name": "llama-2-70b"},
+                "hardware": {"gpu": "A100-80GB", "tensor_parallel": 4},
+                "cluster": {"disaggregation": {"link": "infiniband-hdr", **pools}},
+                **extra,
+            }
+        )
+    )
+
+
+def test_heterogeneous_pools_step_on_their_own_gpus_and_cost_their_own_prices():
+    # Splitwise-HA: prompts on H100s, tokens on A100s. By hand, one request: its prefill takes the
+    # H100 calibration's step time, its KV 1,000 x 327,680 B over min(4, 4) HDR links, then 3 decode
+    # steps (contexts 1001..1003) at the A100 calibration's step times; each pool's GPU-hours at its
+    # GPU's catalog price
+    from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+    from simulator.calibration.shipped import calibration_for
+    from simulator.hardware.catalog import get_hardware
+
+    result = _one_request_split("H100-80GB", None)
+    facts = result.facts["disaggregation"]
+    assert (facts["prefill_gpu"], facts["decode_gpu"]) == ("H100-80GB", "A100-80GB")
+    profile = load_profile(result.facts["calibration"]["engine_profile"])
+    h100, a100 = (
+        ProfiledCostModel.of_calibration(calibration_for("llama-2-70b", gpu, 4), profile)
+        for gpu in ("H100-80GB", "A100-80GB")
+    )
+    prefill_s = h100.step_time(StepShape(((1000, 0),), ()))
+    transfer_s = 20e-6 + 1000 * 327_680 / (25e9 * 4)
+    decodes_s = sum(a100.step_time(StepShape((), (ctx,))) for ctx in range(1001, 1004))
+    slower = ProfiledCostModel.of_calibration(
+        calibration_for("llama-2-70b", "A100-80GB", 4), profile
+    )
+    assert slower.step_time(StepShape(((1000, 0),), ())) > 2 * prefill_s  # the GPUs differ
+    record = result.records[0]
+    assert record.ttft_s == pytest.approx(prefill_s, rel=1e-9)
+    assert record.e2e_s == pytest.approx(prefill_s + transfer_s + decodes_s, rel=1e-9)
+    end_s = result.summary["simulated_s"]
+    prices = {gpu: get_hardware(gpu).price_usd_per_hour for gpu in ("H100-80GB", "A100-80GB")}
+    assert (facts["prefill_price_usd_per_gpu_hour"], facts["decode_price_usd_per_gpu_hour"]) == (
+        prices["H100-80GB"],
+        prices["A100-80GB"],
+    )
+    pool_costs = [4 * end_s / 3600 * prices[gpu] for gpu in ("H100-80GB", "A100-80GB")]
+    assert result.summary["gpu_hours"] == pytest.approx(8 * end_s / 3600)
+    assert result.summary["cost_usd"] == pytest.approx(sum(pool_costs))
+    assert [result.pools[name][-1]["cost_usd"] for name in ("prefill", "decode")] == [
+        pytest.approx(cost) for cost in pool_costs
+    ]
+    assert result.timeseries[-1]["cost_usd"] == pytest.approx(sum(pool_costs))
+    # a price override is the scenario GPU's (A100) only: the H100 prefill pool keeps its catalog price
+    priced = _one_request_split("H100-80GB", None, prices={"gpu_usd_per_hour": 1.0})
+    pools = priced.facts["disaggregation"]
+    assert (pools["prefill_price_usd_per_gpu_hour"], pools["decode_price_usd_per_gpu_hour"]) == (
+        prices["H100-80GB"],
+        1.0,
+    )
+    # the same split on A100s only: the A100 prefill, and both pools at the A100 price
+    same = _one_request_split(None, None)
+    assert same.records[0].ttft_s == pytest.approx(
+        slower.step_time(StepShape(((1000, 0),), ())), rel=1e-9
+    )
+    assert same.summary["cost_usd"] == pytest.approx(
+        same.summary["gpu_hours"] * prices["A100-80GB"]
+    )
+
+
+def test_pool_gpu_must_be_in_the_catalog():
+    with pytest.raises(ValueError, match="expected one of"):
+        Scenario.model_validate({"cluster": {"disaggregation": {"decode": {"gpu": "Voodoo-5"}}}})
+
+
+def test_a_pool_steps_with_the_calibration_named_for_it(tmp_path):
+    # the decode pool on a roofline-derived A100 calibration (a file): its decode steps are that
+    # model's; a calibration of another GPU is refused, naming the setting
+    from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+    from simulator.calibration.roofline import roofline_calibration
+    from simulator.calibration.shipped import calibration_for
+    from simulator.hardware.catalog import get_hardware
+    from simulator.model_spec import ModelSpec
+
+    spec = ModelSpec.from_preset("llama-2-70b")
+    path = roofline_calibration(spec, get_hardware("A100-80GB"), 4).save(tmp_path / "a100.json")
+    result = _one_request_split("H100-80GB", None, decode={"calibration": str(path)})
+    profile = load_profile(result.facts["calibration"]["engine_profile"])
+    h100 = ProfiledCostModel.of_calibration(calibration_for("llama-2-70b", "H100-80GB", 4), profile)
+    roofline = ProfiledCostModel.of_calibration(
+        roofline_calibration(spec, get_hardware("A100-80GB"), 4), profile
+    )
+    prefill_s = h100.step_time(StepShape(((1000, 0),), ()))
+    transfer_s = 20e-6 + 1000 * 327_680 / (25e9 * 4)
+    decodes_s = sum(roofline.step_time(StepShape((), (ctx,))) for ctx in range(1001, 1004))
+    assert result.records[0].e2e_s == pytest.approx(prefill_s + transfer_s + decodes_s, rel=1e-9)
+    h100_file = roofline_calibration(spec, get_hardware("H100-80GB"), 4).save(tmp_path / "h.json")
+    with pytest.raises(ValueError, match="decode.calibration"):
+        _one_request_split("H100-80GB", None, decode={"calibration": str(h100_file)})

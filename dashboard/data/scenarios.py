@@ -18,13 +18,16 @@ from simulator.simulation import simulate
 from simulator.summary import SimSummary
 
 # The What-if page's opening scenario: the article's 10x spike on a small chat fleet, sized so that a
-# re-render (one simulation of ~1,500 requests) stays within about a second of CPU.
+# re-render (one simulation of ~1,800 requests) stays within about a second of CPU. At 14 requests/s
+# the two replicas run out of KV: P99 TTFT reaches ~10 s (the article's spinners), the autoscaler
+# asks for six more replicas whose ~100 s cold starts end after the spike, and the run costs 2.5x
+# what it would at 12 requests/s, where the two absorb it (measured 2026-12-03, default calibration).
 DEFAULT_WHATIF = {
     "name": "what-if: 10x spike",
     "traffic": {
         "arrivals": {
             "kind": "spike",
-            "base": {"kind": "poisson", "rate_per_s": 1.2},
+            "base": {"kind": "poisson", "rate_per_s": 1.4},
             "multiplier": 10.0,
             "start_s": 60.0,
             "ramp_up_s": 20.0,
@@ -156,6 +159,8 @@ def split_pair(
     long_rate_per_s: float,
     cpu_kv_gb: float,
     duration_s: float,
+    prefill_gpu: str | None = None,
+    decode_gpu: str | None = None,
 ):
     """(co-located result, disaggregated result, error) for the Split page: the same traffic, long-context
     surge at `long_rate_per_s`, fixed fleets (autoscalers off)."""
@@ -201,7 +206,16 @@ def split_pair(
                 decode_replicas=decode_replicas,
                 prefill_tensor_parallel=tp_p,
                 decode_tensor_parallel=tp_d,
+                prefill_gpu=prefill_gpu,
+                decode_gpu=decode_gpu,
             ),
         )
     )
     return colocated, split, error
+
+
+def gpu_names() -> list[str]:
+    """The catalog's GPUs (the Split page's pool GPU choices)."""
+    from simulator.hardware.catalog import load_catalog
+
+    return [name for name, spec in load_catalog().items() if spec.kind == "gpu"]

@@ -58,6 +58,19 @@ def render() -> None:
         0.1,
         key="split_long",
     )
+    gpus = scenarios.gpu_names()
+    prefill_gpu = right.selectbox(
+        "prefill GPU",
+        gpus,
+        gpus.index(spec.prefill.gpu or base.hardware.gpu),
+        key="split_prefill_gpu",
+    )
+    decode_gpu = right.selectbox(
+        "decode GPU",
+        gpus,
+        gpus.index(spec.decode.gpu or base.hardware.gpu),
+        key="split_decode_gpu",
+    )
     cpu_kv_gb = right.select_slider(
         "host KV tier per replica (GB)", [0, 64, 256, 512], 0, key="split_cpu_kv"
     )
@@ -71,16 +84,32 @@ def render() -> None:
     )
     with st.spinner("simulating both fleets"):
         colocated, split, error = scenarios.split_pair(
-            base, prefill, decode, colocated_replicas, long_rate, cpu_kv_gb, float(duration_s)
+            base,
+            prefill,
+            decode,
+            colocated_replicas,
+            long_rate,
+            cpu_kv_gb,
+            float(duration_s),
+            prefill_gpu,
+            decode_gpu,
         )
     if error:
         st.error(error)
         return
     tp = base.hardware.tensor_parallel
     one, two = st.columns(2)
-    _metrics(one, f"co-located: {colocated_replicas * tp} GPUs", colocated)
-    gpus = prefill * (spec.prefill_tensor_parallel or tp) + decode * (
-        spec.decode_tensor_parallel or tp
+    _metrics(one, f"co-located: {colocated_replicas * tp} x {base.hardware.gpu}", colocated)
+    pools = split.facts["disaggregation"]
+    _metrics(
+        two,
+        f"disaggregated {prefill}P{decode}D: "
+        f"{prefill * pools['prefill_tensor_parallel']} x {pools['prefill_gpu']} prefill + "
+        f"{decode * pools['decode_tensor_parallel']} x {pools['decode_gpu']} decode",
+        split,
     )
-    _metrics(two, f"disaggregated {prefill}P{decode}D: {gpus} GPUs", split)
+    two.caption(
+        f"each pool at its GPU's catalog price: prefill ${pools['prefill_price_usd_per_gpu_hour']:.2f}, "
+        f"decode ${pools['decode_price_usd_per_gpu_hour']:.2f} per GPU-hour"
+    )
     st.plotly_chart(split_lines(colocated, split), use_container_width=True)

@@ -188,6 +188,24 @@ def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
             "derived",
             profile.kernel_era_source,
         )
+    for name, era in profile.source_eras.items():
+        table.add_row(
+            f"published source {name}: ran the kernel tables' own GEMMs (era scale x1)",
+            ", ".join(era.tables_gpus),
+            "fitted",
+            era.source,
+        )
+    if profile.kv_memory is not None:
+        memory = profile.kv_memory
+        table.add_row(
+            "KV cache: gpu_memory_utilization of the memory free after weights and reserves",
+            f"activations {memory.max_num_tokens} tokens x hidden x "
+            + "/".join(f"{v:g}" for v in memory.activation_bytes_per_token_hidden.values())
+            + f" B (TP {'/'.join(map(str, memory.activation_bytes_per_token_hidden))}); other "
+            f"{memory.other_bytes / 2**20:.0f} MiB",
+            "derived",
+            memory.source,
+        )
     _out(table)
     if profile.errors:
         errors = Table(

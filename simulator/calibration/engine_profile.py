@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.core.step_shape import StepShape
 from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration, Label
+from simulator.calibration.stack_memory import StackMemory
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "vllm-v1"
@@ -68,6 +69,14 @@ class ProfileError(_Strict):
     within_10pct: float = Field(ge=0, le=1)
 
 
+class SourceEra(_Strict):
+    """The GPUs on which one published source's stack ran the kernel tables' own (recent) GEMMs
+    rather than the era the profile stands for (its `kernel_era_scales`), with why."""
+
+    tables_gpus: list[str]
+    source: str
+
+
 class EngineProfile(_Strict):
     name: str
     engine: str = Field(description="the serving stack, e.g. 'vLLM'")
@@ -103,7 +112,30 @@ class EngineProfile(_Strict):
         "calibrations of this backend's tables (a backend version named), 1 where absent",
     )
     kernel_era_source: str = "none: the tables' linear-layer time as it is"
+    source_eras: dict[str, SourceEra] = Field(
+        {},
+        description="per published set: the GPUs on which its stack ran the tables' GEMMs, not "
+        "the profile's era (two sources of one stack version can run GEMMs of different speed); "
+        "chosen on the set's fit runs only",
+    )
+    kv_memory: StackMemory | None = Field(
+        None,
+        description="the stack's own KV-cache memory rule where it is not vLLM's (share of the "
+        "whole GPU less weights and activations)",
+    )
     errors: list[ProfileError] = []
+
+    def for_source(self, name: str) -> EngineProfile:
+        """The profile as one published source's stack ran it (its `source_eras` entry applied)."""
+        chosen = self.source_eras.get(name)
+        if chosen is None or not self.kernel_era_scales:
+            return self
+        scales = {
+            gpu: scale
+            for gpu, scale in self.kernel_era_scales.items()
+            if gpu not in chosen.tables_gpus
+        }
+        return self.model_copy(update={"kernel_era_scales": scales})
 
     def scales_kernels_of(self, calibration_backend: str | None) -> bool:
         """Whether `kernel_scale` (and per-bound scales) apply to a calibration of this backend's

@@ -59,8 +59,10 @@ FITTED = (
     ("llama-3-70b", "A100-80GB", 4),
     ("llama-3-70b", "A100-80GB", 8),
 )
-# Every H100 fit is carried to the H200 by datasheet ratios.
-DERIVED = (("H100-80GB", "H200-141GB"),)
+# (source, target): every fit on the source carried to the target by datasheet ratios (the same chip
+# with other memory: H200, more HBM3e; A100-40GB, HBM2 at 1.56 TB/s instead of HBM2e at 2.04), which
+# ranks above a roofline estimate
+DERIVED = (("H100-80GB", "H200-141GB"), ("A100-80GB", "A100-40GB"))
 # Catalog GPUs without any public table, plus the H200 for the model we would profile there.
 ROOFLINE = tuple(
     (model, gpu, 1)

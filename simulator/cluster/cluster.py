@@ -271,6 +271,9 @@ class Cluster:
         )
         return seconds * self.config.tensor_parallel / 3600.0
 
+    def cost_usd(self, end_s: float) -> float:
+        return self.gpu_hours(end_s) * self.monitor.price_usd_per_gpu_hour
+
     @property
     def num_starting(self) -> int:
         return sum(

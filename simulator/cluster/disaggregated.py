@@ -46,6 +46,8 @@ class PoolConfig:
     host_tier_costs: tuple[float, float] | None = (
         None  # (load, recompute) seconds per block, host KV tier
     )
+    gpu: str = ""  # the pool's GPU (catalog name): its step costs and KV pool are this GPU's
+    price_usd_per_gpu_hour: float = 0.0  # that GPU's catalog price
 
 
 class PrefillReplica(Replica):
@@ -109,7 +111,7 @@ class Pool:
         self.serving: list[Replica] = []
         self.autoscaler = None
         self.monitor = Monitor(self)
-        self.price_usd_per_gpu_hour = 0.0
+        self.monitor.price_usd_per_gpu_hour = config.price_usd_per_gpu_hour
 
     def add_replica(self, cold_start_s: float) -> Replica:
         config, cluster = self.config, self.cluster
@@ -171,6 +173,9 @@ class Pool:
 
     def gpu_hours(self, end_s: float) -> float:
         return _gpu_hours(self.replicas, end_s)
+
+    def cost_usd(self, end_s: float) -> float:
+        return self.gpu_hours(end_s) * self.config.price_usd_per_gpu_hour
 
 
 def _gpu_hours(replicas: list[Replica], end_s: float) -> float:
@@ -296,6 +301,10 @@ class DisaggregatedCluster(Cluster):
 
     def gpu_hours(self, end_s: float) -> float:
         return _gpu_hours(self.replicas, end_s)
+
+    def cost_usd(self, end_s: float) -> float:
+        """Each pool's GPU-hours at its own GPU's price."""
+        return sum(pool.cost_usd(end_s) for pool in self.pools.values())
 
     @property
     def num_starting(self) -> int:

@@ -110,7 +110,7 @@ class Monitor:
                     r.state != STOPPED and r.ready_at_s > now for r in cluster.replicas
                 ),
                 "gpu_hours": gpu_hours,
-                "cost_usd": gpu_hours * self.price_usd_per_gpu_hour,
+                "cost_usd": cluster.cost_usd(now),  # a split fleet: each pool at its GPU's price
             }
         )
         self._arrivals = self._finishes = self._tokens = 0

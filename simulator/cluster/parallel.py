@@ -255,6 +255,9 @@ class ParallelCluster:
     def gpu_hours(self, end_s: float) -> float:
         return Cluster.gpu_hours(self, end_s)
 
+    def cost_usd(self, end_s: float) -> float:
+        return Cluster.cost_usd(self, end_s)
+
     @property
     def num_starting(self) -> int:
         return 0

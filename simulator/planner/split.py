@@ -34,6 +34,9 @@ class Layout:
     decode_replicas: int = 0
     prefill_tensor_parallel: int = 0
     decode_tensor_parallel: int = 0
+    gpu: str | None = None  # co-located: the replicas' GPU (None: the scenario's)
+    prefill_gpu: str | None = None  # disaggregated: each pool's GPU (None: the scenario's)
+    decode_gpu: str | None = None
 
     @property
     def gpus(self) -> int:
@@ -48,10 +51,13 @@ class Layout:
     def label(self) -> str:
         tier = f" + {self.cpu_kv_gb:g} GB host KV" if self.cpu_kv_gb else ""
         if self.kind == "colocated":
-            return f"co-located {self.replicas} x TP{self.tensor_parallel}{tier}"
+            on = f" {self.gpu}" if self.gpu else ""
+            return f"co-located {self.replicas} x{on} TP{self.tensor_parallel}{tier}"
+        prefill = f"{self.prefill_gpu} " if self.prefill_gpu else ""
+        decode = f"{self.decode_gpu} " if self.decode_gpu else ""
         return (
-            f"{self.prefill_replicas}P{self.decode_replicas}D (prefill TP{self.prefill_tensor_parallel}, "
-            f"decode TP{self.decode_tensor_parallel}){tier}"
+            f"{self.prefill_replicas}P{self.decode_replicas}D (prefill {prefill}"
+            f"TP{self.prefill_tensor_parallel}, decode {decode}TP{self.decode_tensor_parallel}){tier}"
         )
 
 
@@ -67,6 +73,7 @@ class Outcome:
     slo_attainment: float
     kv_transfer_p99_s: float | None
     prefix_hit_rate_cpu: float
+    usd_per_hour: float | None = None  # the fleet's GPUs at each one's catalog price
 
     def row(self) -> dict:
         return {
@@ -95,14 +102,22 @@ def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-
         cluster = scenario.cluster.model_copy(
             update={"replicas": layout.replicas, "autoscaler": off, "disaggregation": None}
         )
-        hardware = scenario.hardware.model_copy(update={"tensor_parallel": layout.tensor_parallel})
+        hardware = scenario.hardware.model_copy(
+            update={"tensor_parallel": layout.tensor_parallel}
+            | (
+                {"gpu": layout.gpu, "calibration": None}
+                if layout.gpu and layout.gpu != scenario.hardware.gpu
+                else {}
+            )
+        )
         return scenario.model_copy(
             update={"cluster": cluster, "hardware": hardware, "scheduler": scheduler}
         )
     old = scenario.cluster.disaggregation
+    gpus = {"prefill": layout.prefill_gpu, "decode": layout.decode_gpu}
     pools = {
         name: (getattr(old, name) if old is not None else PoolSettings()).model_copy(
-            update={"autoscaler": off}
+            update={"autoscaler": off} | ({"gpu": gpus[name]} if gpus[name] else {})
         )
         for name in ("prefill", "decode")
     }
@@ -118,6 +133,23 @@ def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-
     return scenario.model_copy(update={"cluster": cluster, "scheduler": scheduler})
 
 
+def fleet_usd_per_hour(scenario: Scenario, layout: Layout) -> float:
+    """The layout's GPUs, each at its GPU's price (`simulator.disaggregation.pool_price_usd_per_gpu_hour`)."""
+    from simulator.disaggregation import pool_price_usd_per_gpu_hour
+    from simulator.hardware.catalog import get_hardware
+
+    def price(gpu: str | None, pool: str | None = None) -> float:
+        old = scenario.cluster.disaggregation
+        named = gpu or (getattr(old, pool).gpu if old is not None and pool else None)
+        return pool_price_usd_per_gpu_hour(scenario, get_hardware(named or scenario.hardware.gpu))
+
+    if layout.kind == "colocated":
+        return layout.replicas * layout.tensor_parallel * price(layout.gpu)
+    return layout.prefill_replicas * layout.prefill_tensor_parallel * price(
+        layout.prefill_gpu, "prefill"
+    ) + layout.decode_replicas * layout.decode_tensor_parallel * price(layout.decode_gpu, "decode")
+
+
 def plan_split(
     scenario: Scenario,
     tensor_parallels: list[int] | None = None,
@@ -125,7 +157,12 @@ def plan_split(
     cpu_kv_gb: list[float] | None = None,
     link: str = "infiniband-ndr",
     progress: Callable[[str], None] | None = None,
+    gpus: list[str] | None = None,
+    prefill_gpus: list[str] | None = None,
+    decode_gpus: list[str] | None = None,
 ) -> SplitPlan:
+    """`gpus`: co-located GPU types to try; `prefill_gpus` / `decode_gpus`: each pool's (default: the
+    scenario's). With more than one GPU type, fleets are ranked by their price per hour first."""
     tps = tensor_parallels or [scenario.hardware.tensor_parallel]
     tiers = cpu_kv_gb if cpu_kv_gb is not None else [scenario.scheduler.cpu_kv_gb]
     plan = SplitPlan()
@@ -145,50 +182,59 @@ def plan_split(
                 summary.slo_attainment,
                 summary.kv_transfer_p99_s,
                 summary.prefix_hit_rate_cpu,
+                fleet_usd_per_hour(scenario, layout),
             )
             plan.outcomes.append(outcome)
             if progress is not None:
                 progress(f"{layout.label}: {'meets' if outcome.meets_slo else 'misses'} the SLO")
         return cache[layout]
 
+    pairs = [(gpu_p, gpu_d) for gpu_p in prefill_gpus or [None] for gpu_d in decode_gpus or [None]]
     for tier in tiers:
-        for tp in tps:
-            _keep(
-                plan,
-                f"colocated, {tier:g} GB host KV",
-                _bisect(
-                    lambda n, tp=tp, tier=tier: run(
-                        Layout("colocated", tier, replicas=n, tensor_parallel=tp)
-                    ),
-                    max_replicas,
-                ),
-            )
-        for tp_p in tps:
-            for tp_d in tps:
+        for gpu in gpus or [None]:
+            for tp in tps:
                 _keep(
                     plan,
-                    f"disaggregated, {tier:g} GB host KV",
-                    _staircase(
-                        lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier: run(
-                            Layout(
-                                "disaggregated",
-                                tier,
-                                prefill_replicas=x,
-                                decode_replicas=y,
-                                prefill_tensor_parallel=tp_p,
-                                decode_tensor_parallel=tp_d,
-                            )
+                    f"colocated, {tier:g} GB host KV",
+                    _bisect(
+                        lambda n, tp=tp, tier=tier, gpu=gpu: run(
+                            Layout("colocated", tier, replicas=n, tensor_parallel=tp, gpu=gpu)
                         ),
                         max_replicas,
                     ),
                 )
+        for gpu_p, gpu_d in pairs:
+            for tp_p in tps:
+                for tp_d in tps:
+                    _keep(
+                        plan,
+                        f"disaggregated, {tier:g} GB host KV",
+                        _staircase(
+                            lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier, g=(gpu_p, gpu_d): run(
+                                Layout(
+                                    "disaggregated",
+                                    tier,
+                                    prefill_replicas=x,
+                                    decode_replicas=y,
+                                    prefill_tensor_parallel=tp_p,
+                                    decode_tensor_parallel=tp_d,
+                                    prefill_gpu=g[0],
+                                    decode_gpu=g[1],
+                                )
+                            ),
+                            max_replicas,
+                        ),
+                    )
     plan.answer = answer(plan.best, _price)
     plan.recommendation = plan.answer.recommendation
     return plan
 
 
 def _price(outcome: Outcome) -> tuple:
-    return outcome.gpus, outcome.cost_usd, outcome.ttft_p99_s or 0.0
+    """Cheapest first: the fleet's price per hour (the GPU count when unpriced), GPUs, the run's cost,
+    P99 TTFT. With one GPU type the price per hour orders fleets as their GPU count does."""
+    per_hour = outcome.usd_per_hour if outcome.usd_per_hour is not None else outcome.gpus
+    return per_hour, outcome.gpus, outcome.cost_usd, outcome.ttft_p99_s or 0.0
 
 
 def _keep(plan: SplitPlan, key: str, found: Outcome | None) -> None:

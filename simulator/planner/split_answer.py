@@ -70,7 +70,7 @@ class SplitAnswer:
         base = self.baseline
         return (
             f"Cheapest fleet that holds the SLO: {what}; against co-located {base.gpus} GPUs "
-            f"(${base.cost_usd:.2f}): {self.gpus_saved} GPUs and ${self.cost_saved_usd:.2f} saved; "
+            f"(${base.cost_usd:.2f}): {_saved(self.gpus_saved, self.cost_saved_usd)}; "
             + "; ".join(verdict)
             + "."
         )
@@ -113,3 +113,10 @@ def answer(best: dict[str, Outcome | None], price: Callable[[Outcome], tuple]) -
         split_saves_gpus=saves(fewest(lambda layout: layout.kind == "disaggregated")),
         host_tier_saves_gpus=saves(fewest(lambda layout: layout.cpu_kv_gb > 0)),
     )
+
+
+def _saved(gpus: int, usd: float) -> str:
+    """ "4 GPUs and $3.75 saved"; a fleet of cheaper GPUs may save dollars with more of them."""
+    if gpus >= 0:
+        return f"{gpus} GPUs and ${usd:.2f} saved"
+    return f"{-gpus} more GPUs but ${usd:.2f} saved"

@@ -31,6 +31,18 @@ def plan_split_command(
     link: str = typer.Option(
         "infiniband-ndr", "--link", help="KV link when the scenario names none"
     ),
+    gpu: list[str] | None = typer.Option(
+        None, "--gpu", help="GPU type for co-located fleets (default: the scenario's); repeat"
+    ),
+    prefill_gpu: list[str] | None = typer.Option(
+        None,
+        "--prefill-gpu",
+        help="GPU type for the prefill pool (default: the scenario's); repeat: each is tried "
+        "with each --decode-gpu, fleets ranked by their catalog price per hour",
+    ),
+    decode_gpu: list[str] | None = typer.Option(
+        None, "--decode-gpu", help="GPU type for the decode pool (default: the scenario's); repeat"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """The cheapest fleet that holds the SLO: co-located or prefill/decode split, with its ratio."""
@@ -46,6 +58,9 @@ def plan_split_command(
             cpu_kv_gb or None,
             link,
             progress=None if as_json else lambda line: typer.echo(f"  {line}", err=True),
+            gpus=_catalog_names(gpu, "--gpu"),
+            prefill_gpus=_catalog_names(prefill_gpu, "--prefill-gpu"),
+            decode_gpus=_catalog_names(decode_gpu, "--decode-gpu"),
         )
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
@@ -64,8 +79,22 @@ def plan_split_command(
         if outcome is None:
             typer.echo(f"  {key:<36} none in range")
         else:
+            per_hour = f" (${outcome.usd_per_hour:.2f}/h)" if outcome.usd_per_hour else ""
             typer.echo(
-                f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs, ${outcome.cost_usd:.2f}, "
+                f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs{per_hour}, "
+                f"${outcome.cost_usd:.2f}, "
                 f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s"
             )
     typer.echo(result.answer.sentence())
+
+
+def _catalog_names(names: list[str] | None, option: str) -> list[str] | None:
+    """Catalog names for the GPU types given (aliases resolved); an unknown one names the option."""
+    from simulator.hardware.catalog import get_hardware
+
+    if not names:
+        return None
+    try:
+        return [get_hardware(name).name for name in names]
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from None

@@ -24,6 +24,7 @@ from simulator.calibration.engine_profile import (
     PROFILES_DIR,
     EngineProfile,
     ProfileError,
+    SourceEra,
     load_profile,
 )
 from simulator.calibration.kernel_era import era_factor, era_source
@@ -146,15 +147,23 @@ def replay_run(
     }
 
 
+def source_profile(data: dict, profile: EngineProfile | str | None = None) -> EngineProfile:
+    """The profile (the set's own unless named) as this set's source ran it: its kernel era
+    (`EngineProfile.source_eras`, chosen on the set's fit runs) applied."""
+    chosen = (
+        profile
+        if isinstance(profile, EngineProfile)
+        else load_profile(profile or data["engine_profile"])
+    )
+    return chosen.for_source(data["name"])
+
+
 def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
     rows = []
+    profile = source_profile(data, profile)
+    name = profile.name
     for run in data["runs"]:
         simulated = replay_run(data, run, profile)
-        name = (
-            profile.name
-            if isinstance(profile, EngineProfile)
-            else (profile or data["engine_profile"])
-        )
         for metric in METRICS:
             if metric in run["measured"]:
                 rows.append(
@@ -268,7 +277,7 @@ def fit_profile(
     scale_keys = ("kernel_scale", "memory_scale", "compute_scale")
     fits_scales = any(key in grids for key in scale_keys)
 
-    def build(candidate: dict) -> EngineProfile:
+    def build(candidate: dict, base: EngineProfile = base) -> EngineProfile:
         terms = {key: value for key, value in candidate.items() if key not in scale_keys}
         bound = dict(base.kernel_scale_by_bound)
         for kind in ("memory", "compute"):
@@ -288,18 +297,45 @@ def fit_profile(
             }
         )
 
-    def trial(candidate: dict) -> float:
-        return _objective(replay(fit_runs, build(candidate)))
+    def search(base: EngineProfile) -> tuple[float, dict]:
+        start = values
 
-    best = trial(values)
-    for _ in range(steps):
-        for feature, grid in grids.items():
-            for value in grid:
-                candidate = values | {feature: float(value)}
-                score = trial(candidate)
-                if score < best:
-                    best, values = score, candidate
-    fitted = build(values)
+        def trial(candidate: dict) -> float:
+            return _objective(replay(fit_runs, build(candidate, base)))
+
+        best = trial(start)
+        for _ in range(steps):
+            for feature, grid in grids.items():
+                for value in grid:
+                    candidate = start | {feature: float(value)}
+                    score = trial(candidate)
+                    if score < best:
+                        best, start = score, candidate
+        return best, start
+
+    # the kernel era this source's stack ran on each GPU (`EngineProfile.source_eras`): every choice
+    # of the GPUs that ran the tables' own GEMMs is fitted on the fit runs, the best one kept
+    era_gpus = sorted({run["gpu"] for run in fit_runs["runs"]} & set(base.kernel_era_scales))
+    choices = [
+        tuple(gpu for bit, gpu in enumerate(era_gpus) if mask >> bit & 1)
+        for mask in range(2 ** len(era_gpus))
+    ]
+    fits = {gpus: search(_with_source_era(base, data["name"], gpus, "")) for gpus in choices}
+    tables_gpus = min(fits, key=lambda gpus: fits[gpus][0])
+    best, values = fits[tables_gpus]
+    if len(choices) > 1:
+        scores = "; ".join(
+            f"tables on {', '.join(gpus) or 'none'}: {fits[gpus][0]:.4f}" for gpus in choices
+        )
+        base = _with_source_era(
+            base,
+            data["name"],
+            tables_gpus,
+            f"chosen on the fit runs of {data['name']} (mean squared log error of each choice's "
+            f"best fit: {scores}; elsewhere the profile's kernel_era_scales); never chosen on "
+            "held-out runs",
+        )
+    fitted = build(values, base)
     fitted = fitted.model_copy(
         update={
             "terms": [
@@ -312,6 +348,15 @@ def fit_profile(
     if write:
         fitted.save(PROFILES_DIR / f"{fitted.name}.json")
     return fitted, rows
+
+
+def _with_source_era(
+    profile: EngineProfile, name: str, tables_gpus: tuple[str, ...], why: str
+) -> EngineProfile:
+    eras = {key: value for key, value in profile.source_eras.items() if key != name}
+    if tables_gpus:
+        eras[name] = SourceEra(tables_gpus=list(tables_gpus), source=why)
+    return profile.model_copy(update={"source_eras": eras})
 
 
 def with_era_scales(profile: EngineProfile) -> EngineProfile:

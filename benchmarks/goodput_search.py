@@ -1,0 +1,40 @@
+"""The goodput benchmarks' shared parts (`benchmarks/disaggregation.py`, `benchmarks/splitwise_anchor.py`):
+a workload's scenario at one Poisson rate, and the search for the highest rate that holds an SLO."""
+
+from simulator import Scenario
+
+
+def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "goodput",
+            "seed": 0,
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": rate},
+                "duration_s": duration_s,
+                "prompt": workload["prompt"],
+                "output": workload["output"],
+                "too_long": "clip",
+            },
+            "model": {"name": workload["model"]},
+            "hardware": {"gpu": workload["gpu"]},
+            "scheduler": {
+                "max_num_seqs": 256,
+                "max_num_batched_tokens": 8192,
+                "max_model_len": 4096,
+                **changes,
+            },
+            "slo": {"ttft_p99_s": workload["ttft_s"], "tpot_p99_s": workload["tpot_s"]},
+        }
+    )
+
+
+def highest_rate(holds, start_rps: float, steps: int) -> float:
+    """The highest rate that `holds`: doubled from `start_rps` to a miss, then `steps` bisections."""
+    low, high = 0.0, start_rps
+    while holds(high):
+        low, high = high, 2 * high
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if holds(mid) else (low, mid)
+    return low

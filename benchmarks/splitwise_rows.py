@@ -1,0 +1,93 @@
+"""Splitwise's designs, each searched for its throughput under Splitwise's SLO (`benchmarks/splitwise_anchor.py`
+says what is run); the last table of `benchmarks/disaggregation.py`."""
+
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import splitwise_anchor as splitwise
+from benchmarks.goodput_search import highest_rate, scenario_for
+
+
+def splitwise_rows(
+    duration_s: float,
+    steps: int,
+    only: list[str] | None,
+    budget: int = splitwise.BUDGET_H100_MACHINES,
+    designs: list[str] | None = None,
+    step_models: tuple[str, ...] = ("shipped", "roofline"),
+) -> list[dict]:
+    """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
+    the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for step_model in step_models:
+            files = (
+                splitwise.roofline_calibrations(Path(directory))
+                if step_model == "roofline"
+                else None
+            )
+            for name, workload in splitwise.WORKLOADS.items():
+                if only and not any(name.startswith(prefix) for prefix in only):
+                    continue
+                check = splitwise.check_reference(workload, scenario_for, files)
+                print(
+                    f"\n{name}, {step_model} step models: one request alone on a DGX-A100 has "
+                    f"TTFT slowdown {check:.3f} (expected 1)"
+                )
+                chosen = [
+                    design
+                    for design in splitwise.designs(budget)
+                    if not designs or any(design.name.startswith(prefix) for prefix in designs)
+                ]
+                rows += _splitwise_workload(
+                    name, workload, step_model, files, duration_s, steps, chosen
+                )
+    return rows
+
+
+def _splitwise_workload(
+    name, workload, step_model, files, duration_s, steps, designs
+) -> list[dict]:
+    rows, base, reference = [], {}, None
+    for design in designs:  # the first: the baseline (co-located DGX-H100s, mixed batching)
+        started = time.process_time()
+        margins: dict[float, dict] = {}
+
+        def holds(rate: float, design=design, margins=margins) -> bool:
+            nonlocal reference
+            result = splitwise.run(workload, design, rate, duration_s, scenario_for, files)
+            profile = result.facts["calibration"]["engine_profile"]
+            reference = reference or splitwise.Reference(profile, files)
+            margins[rate] = splitwise.slo_margin(result.records, reference)
+            return max(margins[rate].values()) <= 1.0
+
+        layout = design.layout
+        machines = layout.replicas or (layout.prefill_replicas + layout.decode_replicas)
+        rate = highest_rate(holds, workload["start_rps"] * machines, steps)
+        usd = design.usd_per_hour
+        base.setdefault("mixed", (rate, usd))
+        if "v0" in design.name:
+            base["v0"] = (rate, usd)
+        missed = [r for r in margins if r > rate]
+        binding = margins[min(missed)] if missed else {}
+        base_rate, base_usd = base["mixed"]
+        row = {
+            "workload": name,
+            "step_model": step_model,
+            "design": design.name,
+            "machines": design.machines,
+            "usd_per_hour": round(usd, 2),
+            "cost_vs_baseline": round(usd / base_usd, 2),
+            "throughput_rps": round(rate, 3),
+            "vs_baseline": round(rate / base_rate, 2) if base_rate else None,
+            "vs_v0_baseline": round(rate / base["v0"][0], 2) if base.get("v0", (0,))[0] else None,
+            "per_usd_vs_baseline": round(rate / usd / (base_rate / base_usd), 2)
+            if base_rate
+            else None,
+            "binding_at_miss": max(binding, key=binding.get) if binding else None,
+            "cpu_s": round(time.process_time() - started, 1),
+        }
+        rows.append(row)
+        print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return rows
