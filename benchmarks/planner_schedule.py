@@ -88,13 +88,20 @@ class VirtualBackend:
 def modelled(plan_call, slots: int, memo_path: Path | None, known: dict | None = None) -> dict:
     """`plan_call()` on `slots` virtual cores: {"wall_s", "cpu_s"} of the model. `known`: outcomes by
     job key (a real run's cache) used where the memo file has none."""
+    import simulator.planner.backends as backends
     import simulator.planner.recommend as recommend
 
     backend = VirtualBackend(slots, memo_path, known)
-    original = recommend.make_backend
+    original, original_wait = recommend.make_backend, backends.Runner.wait
     recommend.make_backend = lambda *args, **kwargs: backend
+    if not hasattr(backends.Runner, "ahead"):  # a checkout from before: its wait returned at once
+        # when a job it named was done already, and the driver spun until another one was: the wait
+        # that spin amounts to (in real time it also took a core from the workers; not modelled)
+        backends.Runner.wait = lambda runner, keys: backend.wait(
+            [runner._running[key] for key in keys if key in runner._running]
+        )
     try:
         plan_call()
     finally:
-        recommend.make_backend = original
+        recommend.make_backend, backends.Runner.wait = original, original_wait
     return {"wall_s": backend.clock_s, "cpu_s": backend.started_cpu_s}
