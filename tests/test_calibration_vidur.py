@@ -81,6 +81,20 @@ def test_shipped_figures_reproduce_the_public_table_from_64_tokens(model, gpu, t
     assert np.max(errors) <= 0.35  # single-row outliers are wave-quantisation steps, not drift
 
 
+def test_small_decode_batches_follow_the_public_table():
+    """Decode-sized steps (1–64 tokens) are weight-bandwidth bound: the table is nearly flat there.
+    A uniformly weighted fit let ~250 larger rows outvote them: 70B at TP8 on the A100 came out 13%
+    fast at 1 token and 11% slow at 64 (a 38% rise where the table rises 7%)."""
+    calibration = load_shipped("llama-2-70b@A100-80GB-tp8")
+    path = VIDUR_DIR / "compute/a100/meta-llama/Llama-2-70b-hf/mlp.csv"
+    public = _public_per_layer_ms(path, 8)
+    for tokens in (1, 2, 4, 8, 16, 32, 64, 128):
+        shipped = _shipped_per_layer_ms(calibration, tokens)
+        assert shipped == pytest.approx(public[tokens], rel=0.03), tokens
+    rise = _shipped_per_layer_ms(calibration, 64) / _shipped_per_layer_ms(calibration, 1)
+    assert rise == pytest.approx(public[64] / public[1], abs=0.03)
+
+
 def test_shipped_figures_equal_a_fresh_fit_of_the_tables():
     fresh = vidur_calibration("llama-2-70b", "H100-80GB", 8)
     shipped = load_shipped("llama-2-70b@H100-80GB-tp8")
@@ -113,9 +127,14 @@ def test_llama2_7b_decode_at_batch_1_is_bound_by_weight_reads():
         ModelSpec.from_preset("llama-2-7b").weight_bytes / a100.memory_bandwidth_bytes_per_s
     )
     assert weight_read_s == pytest.approx(13.48e9 / 2.039e12, rel=1e-3)
+    # the linear layers (the table-fitted part): Vidur measured 9.28 ms at 1 token, 1.40x the
+    # datasheet weight read; attention, LM head and host add ~1 ms to the whole step
     for context in (128, 512, 1024):
-        step = model.step_time(StepShape(decode_context_lens=(context,)))
-        assert weight_read_s / 1.5 <= step <= weight_read_s * 1.5, (context, step, weight_read_s)
+        parts = model.explain(StepShape(decode_context_lens=(context,)))
+        linear_s = sum(parts[name] for name in LINEAR_NAMES)
+        assert weight_read_s / 1.5 <= linear_s <= weight_read_s * 1.5, (context, linear_s)
+        step = sum(parts.values())
+        assert weight_read_s <= step <= weight_read_s * 1.6, (context, step, weight_read_s)
 
 
 def test_tensor_parallel_adds_fitted_all_reduce_and_one_gpu_has_none():

@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 
+from traces.frozen import FrozenList
 from traces.request import TraceFormatError
 from traces.trace import Trace
 
@@ -31,7 +32,8 @@ def _cut_hash_ids(trace: Trace, prompt_tokens: np.ndarray) -> list[list[int]] | 
     if trace.hash_ids is None:
         return None
     block = trace.hash_block_size or 1
-    return [ids[: -(-int(p) // block)] for ids, p in zip(trace.hash_ids, prompt_tokens)]
+    # slices of the trace's own (frozen) ids hold ints already: frozen as they are, not int() by int()
+    return [FrozenList(ids[: -(-int(p) // block)]) for ids, p in zip(trace.hash_ids, prompt_tokens)]
 
 
 def cap_lengths(
@@ -176,9 +178,11 @@ def share_prefixes(
     for g, length in zip(group.tolist(), prompt.tolist()):
         total = -(-length // block_size)
         own = total - prefix_blocks
-        hash_ids.append(
-            list(range(g * prefix_blocks, (g + 1) * prefix_blocks))
-            + list(range(next_id, next_id + own))
+        hash_ids.append(  # ints already: frozen as they are
+            FrozenList(
+                list(range(g * prefix_blocks, (g + 1) * prefix_blocks))
+                + list(range(next_id, next_id + own))
+            )
         )
         next_id += own
     step = f"share_prefixes groups={groups} prefix_tokens={prefix_tokens} block_size={block_size} (seed {seed})"

@@ -31,6 +31,7 @@ which looks like a decode but computes from nothing) starts no stretch.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -68,9 +69,58 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
         if bm.enable_prefix_caching:
             limit = _registration_limit(scheduler, refusals, limit)
     if limit > 1 and events:
-        limit = _crossing_limit(scheduler, refusals, events, limit)
+        limit = _crossing_limit(scheduler, refusals, events, limit)  # (sorts them)
     out.max_decode_steps = limit
+    out._crossings, out._kv_start = events, None
     return limit
+
+
+def ignores_arrivals(scheduler: Scheduler, out: SchedulerOutput) -> bool:
+    """Whether requests appended to the waiting queue during `out`'s stretch would go unexamined by
+    every `schedule()` in it: they queue behind `out.blocked` (refused throughout the stretch), or no
+    request may be admitted (the batch at `max_num_seqs` or its token budget; a static batch admits
+    nothing while it runs). Not with an SLO batch controller (it reads the queue), a host KV tier or
+    without mixed steps (a waiting request ends their stretches), nor in a disaggregated role."""
+    config = scheduler.config
+    if (
+        scheduler.controller is not None
+        or scheduler.hands_over
+        or scheduler.num_handoffs
+        or scheduler.block_manager.host_tier is not None
+        or not config.mixed_steps
+    ):
+        return False
+    if config.policy != "continuous":
+        return True
+    num_running = len(scheduler.running)
+    return (
+        out.blocked is not None
+        or num_running >= config.max_num_seqs
+        or config.max_num_batched_tokens - num_running <= 0
+    )
+
+
+def kv_after(
+    scheduler: Scheduler, out: SchedulerOutput, num_steps: int
+) -> tuple[float, int, float]:
+    """From the state at the stretch's start (nothing changes before `advance`): the KV utilisation
+    and used blocks after `num_steps` of its steps, and the utilisation after the next `schedule()`.
+    Each step adds one stored token per request; each block crossing one used block, held by one
+    request (so the count of shared blocks stays); the crossings at schedule(1..k) are the events
+    before (k + 1) * len(scheduled)."""
+    if out._kv_start is None:
+        stored, _ = scheduler._stored_and_reserved_slots()
+        out._kv_start = (stored, scheduler.block_manager.num_used_blocks)
+    stored, used = out._kv_start
+    num_running, size, crossings = len(out.scheduled), scheduler.block_size, out._crossings
+    stored += num_steps * num_running
+    used_end = used + bisect_left(crossings, num_steps * num_running)
+    used_next = used + bisect_left(crossings, (num_steps + 1) * num_running)
+    return (
+        stored / (used_end * size) if used_end else 1.0,
+        used_end,
+        stored / (used_next * size) if used_next else 1.0,
+    )
 
 
 def _scan(

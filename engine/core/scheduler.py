@@ -32,6 +32,10 @@ class SchedulerOutput:
     blocked: Request | None = None  # the waiting request after them that found no room in the pool
     host_loaded_blocks: int = 0  # KV blocks brought back from the host tier for this step
     max_decode_steps: int = field(default=1, repr=False)  # set by `Scheduler.decode_stretch`
+    # the stretch's block crossings (step * len(scheduled) + position, sorted) and the KV figures at its
+    # start (stored token slots, used blocks): what `Scheduler.decode_stretch_kv` reads
+    _crossings: list[int] = field(default_factory=list, repr=False, compare=False)
+    _kv_start: tuple[int, int] | None = field(default=None, repr=False, compare=False)
     _shape: StepShape | None = field(default=None, repr=False, compare=False)
     # the shape's two lists, filled as `schedule()` adds each request (saves a pass over `scheduled`)
     _prefill: list[tuple[int, int]] = field(default_factory=list, repr=False, compare=False)
@@ -403,6 +407,17 @@ class Scheduler:
             )
             return 1
         return decode_stretch.stretch_length(self, out, max_steps)
+
+    def decode_stretch_ignores_arrivals(self, out: SchedulerOutput) -> bool:
+        """Whether requests added to the waiting queue while `out`'s decode stretch runs would go
+        unexamined by each of its steps' `schedule()`, so that the engine, seeing them at the end of
+        a step, would go on with the same stretch (see `decode_stretch.ignores_arrivals`)."""
+        return decode_stretch.ignores_arrivals(self, out)
+
+    def decode_stretch_kv(self, out: SchedulerOutput, num_steps: int) -> tuple[float, int, float]:
+        """Before `advance_decodes`: (`kv_utilization()` and `num_used_blocks` as they would read after
+        `num_steps` steps of `out`'s stretch, `kv_utilization()` after the next `schedule()`)."""
+        return decode_stretch.kv_after(self, out, num_steps)
 
     def advance_decodes(
         self, out: SchedulerOutput, num_steps: int, step_end_times: Sequence[float], token_id: int

@@ -38,3 +38,28 @@ class StepShape:
     @property
     def is_empty(self) -> bool:
         return not self.prefill_chunks and not self.decode_context_lens
+
+
+class DecodeCounts:
+    """The counts the cost model reads of a pure decode step's shape with every context `k` tokens
+    longer: what `StepShape((), lens + k)` would derive, without building the tuple of contexts (a
+    decode stretch's slope is read at k = 1, and a stretch continued past an arrival starts at k > 0)."""
+
+    __slots__ = (
+        "num_prefill_tokens",
+        "num_prefill_seqs",
+        "num_decode_seqs",
+        "num_batched_tokens",
+        "num_seqs",
+        "decode_context_tokens",
+        "prefill_attention_pairs",
+    )
+    prefill_chunks: tuple[tuple[int, int], ...] = ()
+    is_empty = False
+
+    def __init__(self, shape: "StepShape | DecodeCounts", k: int):
+        assert not shape.prefill_chunks and shape.num_decode_seqs, f"not a decode step: {shape}"
+        num_decode = shape.num_decode_seqs
+        self.num_prefill_tokens = self.num_prefill_seqs = self.prefill_attention_pairs = 0
+        self.num_decode_seqs = self.num_batched_tokens = self.num_seqs = num_decode
+        self.decode_context_tokens = shape.decode_context_tokens + k * num_decode

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.core.step_shape import StepShape
+from engine.core.step_shape import DecodeCounts, StepShape
 from simulator.calibration.fitting import (
     cross_validated_errors,
     fit_relative,
@@ -171,7 +171,7 @@ class CostModel:
         first = self.step_time(shape)
         if num_steps == 1:
             return [first]
-        slope = sum(self._seconds_by_name(_OneTokenLonger(shape))) - first
+        slope = sum(self._seconds_by_name(DecodeCounts(shape, 1))) - first
         return [first + k * slope for k in range(num_steps)]
 
     def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
@@ -182,28 +182,6 @@ class CostModel:
             error for error in self.fit.fit_errors if error.target.startswith(target_prefix)
         ]
         return matching[0] if matching else None
-
-
-class _OneTokenLonger:
-    """The counts the units functions read (`FEATURE_UNITS`) of a pure decode step's shape with every
-    context one token longer: what `StepShape((), lens + 1)` would derive, without building the tuple
-    of contexts (a decode stretch's slope needs only these)."""
-
-    __slots__ = (
-        "num_prefill_tokens",
-        "num_prefill_seqs",
-        "num_decode_seqs",
-        "num_batched_tokens",
-        "num_seqs",
-        "decode_context_tokens",
-        "prefill_attention_pairs",
-    )
-
-    def __init__(self, shape: StepShape):
-        num_decode = shape.num_decode_seqs
-        self.num_prefill_tokens = self.num_prefill_seqs = self.prefill_attention_pairs = 0
-        self.num_decode_seqs = self.num_batched_tokens = self.num_seqs = num_decode
-        self.decode_context_tokens = shape.decode_context_tokens + num_decode
 
 
 def step_regime(shape: StepShape) -> str:

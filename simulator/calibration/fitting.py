@@ -87,12 +87,15 @@ def fit_relative(
     measured: np.ndarray,
     candidates: Candidates,
     objective: str = "relative",
+    row_weights: np.ndarray | None = None,
 ) -> RelativeFit:
     """Minimise the squared error over non-negative coefficients, for each candidate parameter tuple,
     and keep the one with the lowest mean error. `objective` "relative" (every point counts alike: for
     profile grids whose points are medians of repeats) weights each residual by 1 / measured; "absolute"
     (seconds: for single noisy samples of a workload, where relative least squares under-predicts the
-    mean, since it favours the fast draws of each shape; and what a simulation sums is time) does not."""
+    mean, since it favours the fast draws of each shape; and what a simulation sums is time) does not.
+    `row_weights` [rows] (default all 1) scale each row's share of the objective, e.g. `octave_weights`
+    so that a few small-batch rows are not outvoted by hundreds of large ones."""
     measured = np.asarray(measured, dtype=float)
     if (measured <= 0).any():
         raise ValueError("fit_relative: every measured time must be > 0 seconds")
@@ -100,13 +103,21 @@ def fit_relative(
         raise ValueError(f"fit_relative: objective {objective!r}; expected relative or absolute")
     relative = 1.0 / measured  # [rows]: turns absolute residuals into relative ones
     weights = relative if objective == "relative" else np.full_like(measured, 1.0 / measured.mean())
+    shares = np.ones_like(measured) if row_weights is None else np.asarray(row_weights, dtype=float)
+    if shares.shape != measured.shape or (shares <= 0).any():
+        raise ValueError(
+            f"fit_relative: row_weights {shares.shape}; expected {measured.shape}, every one > 0"
+        )
+    weights = weights * np.sqrt(
+        shares
+    )  # squared in the least squares: each row counts `shares` times
     best: RelativeFit | None = None
     best_score = np.inf
     for params in candidates:
         matrix = design(params, rows)  # [rows, features]
         coefficients = nnls(matrix * weights[:, None], measured * weights)
         residuals = np.abs(matrix @ coefficients - measured)
-        score = (residuals * weights).mean()
+        score = (residuals * weights * np.sqrt(shares)).sum() / shares.sum()
         if score < best_score:
             best, best_score = RelativeFit(tuple(params), coefficients, residuals * relative), score
     return best
@@ -142,16 +153,28 @@ def cross_validated_errors(
     seed: int = 0,
     strata: Sequence[str] | None = None,
     objective: str = "relative",
+    row_weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Relative error of each row when predicted by a fit (with `objective`) that never saw it."""
+    """Relative error of each row when predicted by a fit (with `objective`, `row_weights`) that
+    never saw it."""
     measured = np.asarray(measured, dtype=float)
     errors = np.empty(len(measured))
     for held_out in kfold_indices(len(measured), folds, seed, strata):
         train = np.setdiff1d(np.arange(len(measured)), held_out)
-        fit = fit_relative(design, rows[train], measured[train], candidates, objective)
+        shares = None if row_weights is None else np.asarray(row_weights)[train]
+        fit = fit_relative(design, rows[train], measured[train], candidates, objective, shares)
         predicted = design(fit.params, rows[held_out]) @ fit.coefficients
         errors[held_out] = np.abs(predicted - measured[held_out]) / measured[held_out]
     return errors
+
+
+def octave_weights(tokens: np.ndarray) -> np.ndarray:
+    """[rows] weights under which every octave of token count (1, 2–3, 4–7, …) counts alike: a table
+    with rows every 8 tokens up to thousands has ~250 rows above 64 tokens and ~10 below, yet decode
+    steps of 1–128 tokens are most of what a simulated replica runs."""
+    octave = np.floor(np.log2(np.asarray(tokens, dtype=float))).astype(int)  # [rows]
+    _, inverse, counts = np.unique(octave, return_inverse=True, return_counts=True)
+    return 1.0 / counts[inverse]
 
 
 def knee_candidates(max_tokens: float, count: int = 40) -> np.ndarray:

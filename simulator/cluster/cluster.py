@@ -121,6 +121,8 @@ class Cluster:
             on_stopped=self.monitor.on_replica_stopped,
             on_load_change=self.router.observe if self.router.index is not None else None,
         )
+        if self.router.policy == "prefix_affinity":  # it reads prefix caches between steps
+            replica.rides_out_arrivals = False
         self.replicas.append(replica)
         if replica.state == SERVING:
             self._enlist(replica)

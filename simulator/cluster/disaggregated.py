@@ -53,6 +53,8 @@ class PoolConfig:
 class PrefillReplica(Replica):
     """Hands each request over after the step that sampled its first token."""
 
+    rides_out_arrivals = False  # its steps' ends hand requests over
+
     on_handoff: Callable[[PrefillReplica, Request], None]
 
     def _after_steps(self, *args, **kwargs) -> None:
@@ -68,6 +70,8 @@ class PrefillReplica(Replica):
 
 class DecodeReplica(Replica):
     """Reserves blocks for incoming KV at step boundaries and receives it over its link, one at a time."""
+
+    rides_out_arrivals = False  # its steps' ends reserve blocks for incoming KV
 
     transfer: Callable[[DecodeReplica, Request], simpy.events.ProcessGenerator]
 

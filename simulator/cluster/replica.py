@@ -19,6 +19,7 @@ import simpy
 
 from engine.core.request import Request
 from engine.core.scheduler import Scheduler
+from engine.core.step_shape import DecodeCounts
 from simulator.calibration.cost_model import CostModel
 
 if TYPE_CHECKING:
@@ -29,6 +30,11 @@ STARTING, SERVING, DRAINING, STOPPED = "starting", "serving", "draining", "stopp
 
 
 class Replica:
+    # a decode stretch goes on past arrivals its steps would not examine (`_ride_out`); off where
+    # a step's end does more than the accounts (disaggregated roles, prefix-affinity routing reading
+    # the prefix cache mid-stretch)
+    rides_out_arrivals = True
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -64,6 +70,7 @@ class Replica:
             None  # set to [] to record every step's shape (fidelity tests)
         )
         self._wake: simpy.Event | None = None  # set while idle or inside a stretch
+        self._changed = False  # poked by anything but an arrival since the stretch began
         # the engine profile's wake-up cost, paid by the first step after idleness (0 for a bare cost model)
         self.wake_s = getattr(cost_model, "wake_s", 0.0)
         self._woke = False
@@ -83,7 +90,7 @@ class Replica:
     def add_request(self, request: Request) -> None:
         self.scheduler.add_request(request)
         self._load_changed()
-        self._poke()
+        self._poke(arrival=True)
 
     def abort_request(self, request: Request) -> None:
         self.scheduler.abort_request(request, self.env.now)
@@ -100,7 +107,9 @@ class Replica:
             self.state = DRAINING
             self._poke()
 
-    def _poke(self) -> None:
+    def _poke(self, arrival: bool = False) -> None:
+        if not arrival:  # anything but an arrival may change what the next `schedule()` does
+            self._changed = True
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
@@ -166,32 +175,88 @@ class Replica:
 
     def _stretch(self, out: SchedulerOutput, num_steps: int):
         """Up to `num_steps` decode steps at once, cut before the next observation and, when a request
-        arrives or is aborted meanwhile, after the step in progress."""
+        arrives or is aborted meanwhile, after the step in progress. A cut by arrivals the stretch's
+        `schedule()` calls would not examine (`Scheduler.decode_stretch_ignores_arrivals`) is made
+        without the passes over the batch: what the engine's step after it would do is known (the
+        same stretch, re-timed from there: `_ride_out`), so only its accounts are kept."""
+        scheduler = self.scheduler
         start = self.env.now
-        start_utilization = self.scheduler.kv_utilization()
+        start_utilization: float | None = scheduler.kv_utilization()
         step_times = self.cost_model.decode_stretch_times(out.shape, num_steps)
         step_times[0] += self._wake_up()
-        ends, elapsed = [], 0.0
-        horizon = self.next_observation_s(start)
-        for step_s in step_times:
-            if ends and start + elapsed + step_s > horizon:
+        self._changed = False
+        done, all_ends = 0, []  # steps of `out` already accounted for, and their end times
+        while True:
+            if num_steps - done == 1:  # after a cut, one step left: the engine's plain `step()`
+                step_s = self.cost_model.step_time(DecodeCounts(out.shape, done)) + self._wake_up()
+                yield self.env.timeout(step_s)
+                all_ends.append(self.env.now)
+                self._end_stretch(out, done, all_ends, step_s, None)
+                return
+            ends, elapsed = [], 0.0
+            horizon = self.next_observation_s(start)
+            for step_s in step_times:
+                if ends and start + elapsed + step_s > horizon:
+                    break
+                elapsed += step_s
+                ends.append(start + elapsed)
+            self._wake = self.env.event()
+            yield self.env.timeout(elapsed) | self._wake
+            self._wake = None
+            now = self.env.now
+            if now >= ends[-1]:
                 break
-            elapsed += step_s
-            ends.append(start + elapsed)
-        self._wake = self.env.event()
-        yield self.env.timeout(elapsed) | self._wake
-        self._wake = None
-        now = self.env.now
-        if now < ends[-1]:  # interrupted: finish the step in progress
-            done = next(i for i, end in enumerate(ends) if end >= now) + 1
-            ends = ends[:done]
+            # interrupted: finish the step in progress
+            ends = ends[: next(i for i, end in enumerate(ends) if end >= now) + 1]
             if ends[-1] > now:
                 yield self.env.timeout(ends[-1] - now)
-        shape = out.shape if self.step_shapes is not None else None
-        progressed = self.scheduler.advance_decodes(out, len(ends), ends, SIM_TOKEN_ID)
+            if not self._ride_out(out, num_steps, done + len(ends)):
+                break
+            # the engine's next step would go on with `out`'s stretch, `done` steps on: account for
+            # the steps so far as `_after_steps` would, then time the rest as `step()` would from here
+            done += len(ends)
+            all_ends += ends
+            end_utilization, used_blocks, next_utilization = scheduler.decode_stretch_kv(out, done)
+            self._account(
+                len(ends), ends[-1] - start, start_utilization, end_utilization, used_blocks
+            )
+            if num_steps - done >= 2:
+                start, start_utilization = self.env.now, next_utilization
+                step_times = self.cost_model.decode_stretch_times(
+                    DecodeCounts(out.shape, done), num_steps - done
+                )
+                step_times[0] += self._wake_up()
+        all_ends += ends
+        self._end_stretch(out, done, all_ends, ends[-1] - start, start_utilization)
+
+    def _end_stretch(
+        self,
+        out: SchedulerOutput,
+        done: int,
+        step_ends: list[float],
+        busy_s: float,
+        start_utilization: float | None,
+    ) -> None:
+        """Advance the scheduler over all of the stretch's steps (`step_ends`), the last `len(step_ends)
+        - done` of them, taking `busy_s`, not yet accounted for."""
+        num_steps = len(step_ends)
+        progressed = self.scheduler.advance_decodes(out, num_steps, step_ends, SIM_TOKEN_ID)
         if self.step_shapes is not None:
-            self.step_shapes.extend(_decode_shapes(shape, len(ends)))
-        self._after_steps(len(ends), ends[-1] - start, progressed, None, start_utilization)
+            self.step_shapes.extend(_decode_shapes(out.shape, num_steps))
+        self._after_steps(num_steps - done, busy_s, progressed, None, start_utilization)
+
+    def _ride_out(self, out: SchedulerOutput, num_steps: int, done: int) -> bool:
+        """Whether the engine, cut after `done` of the `num_steps` steps of `out`'s stretch by arrivals
+        alone, would go on with the remaining ones: nothing but `add_request` poked it, the arrivals go
+        unexamined, a step remains, and the stretch ended at an event, not at `max_stretch_steps`
+        (from the cut it could go further)."""
+        return (
+            self.rides_out_arrivals
+            and not self._changed
+            and num_steps - done >= 1
+            and num_steps < self.max_stretch_steps
+            and self.scheduler.decode_stretch_ignores_arrivals(out)
+        )
 
     def _after_steps(
         self,
@@ -203,28 +268,40 @@ class Replica:
     ) -> None:
         """`start_utilization`: a stretch's KV utilisation before its first step; its steps are weighed
         by the mean of that and the end state (one step: the end state, as the live engine measures)."""
+        if shape is not None and self.step_shapes is not None:
+            self.step_shapes.append(shape)
+        scheduler = self.scheduler
+        self._account(
+            num_steps,
+            busy_s,
+            start_utilization,
+            scheduler.kv_utilization(),
+            scheduler.block_manager.num_used_blocks,
+        )
+        now = self.env.now
+        for request in progressed:  # a first token or a finish is news to the client
+            if request.first_token_time == now or request.finish_time is not None:  # set on finish
+                self.on_progress(request)
+
+    def _account(
+        self,
+        num_steps: int,
+        busy_s: float,
+        start_utilization: float | None,
+        end_utilization: float,
+        used_blocks: int,
+    ) -> None:
+        """The counters and the snapshot observers read, after steps ending now."""
         self.num_steps += num_steps
         self.busy_s += busy_s
-        end_utilization = self.scheduler.kv_utilization()
         mean = (
             end_utilization
             if start_utilization is None
             else (start_utilization + end_utilization) / 2
         )
         self.kv_utilization_busy_s += mean * busy_s
-        if shape is not None and self.step_shapes is not None:
-            self.step_shapes.append(shape)
-        scheduler = self.scheduler
-        self.snapshot = (
-            len(scheduler.waiting),
-            len(scheduler.running),
-            scheduler.block_manager.num_used_blocks,
-        )
+        self.snapshot = (len(self.scheduler.waiting), len(self.scheduler.running), used_blocks)
         self._load_changed()
-        now = self.env.now
-        for request in progressed:  # a first token or a finish is news to the client
-            if request.first_token_time == now or request.finish_time is not None:  # set on finish
-                self.on_progress(request)
 
 
 def _decode_shapes(first, num_steps: int) -> list:
