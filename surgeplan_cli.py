@@ -5,7 +5,7 @@ import typer
 from dashboard.cli import dashboard_command
 from engine.openai.cli import serve
 from simulator.calibration.cli import app as calibrations_app
-from simulator.calibration.profile import profile_command
+from simulator.calibration.profile_command import profile_command
 from simulator.cli import simulate_command
 from simulator.planner.cli import plan_command, report_app
 from simulator.planner.split_cli import plan_split_command

@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from engine.core.step_shape import StepShape  # noqa: E402
-from simulator.calibration.cost_model import CostModel, fit_calibration  # noqa: E402
+from simulator.calibration.cost_fit import fit_calibration  # noqa: E402
+from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.roofline import roofline_calibration  # noqa: E402
 from simulator.calibration.schema import Calibration, shipped_calibration_paths  # noqa: E402
 from simulator.hardware.catalog import get_hardware  # noqa: E402
@@ -93,7 +94,8 @@ def prediction_table() -> list[dict]:
 
 
 def profile_table(full: bool, calibration_out: str | None) -> list[dict]:
-    from simulator.calibration.profile import ProfileGrid, Profiler
+    from simulator.calibration.profile import Profiler
+    from simulator.calibration.profile_grid import ProfileGrid
 
     grid = ProfileGrid.full(16, 512, 1024) if full else ProfileGrid.quick()
     started = time.perf_counter()

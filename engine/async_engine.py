@@ -4,6 +4,7 @@ The engine is not thread-safe, so only its thread touches it: the event loop pos
 abort) to an inbox, and the thread applies them between steps, steps, and hands each request's
 outputs back to its `RequestStream` with one `call_soon_threadsafe` per step. Admission control (a
 bounded waiting queue) and per-request deadlines are enforced here, next to the engine's queues.
+A request's stream and the errors that end it are `engine/request_stream.py`.
 """
 
 import asyncio
@@ -15,53 +16,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.core.outputs import RequestOutput
 from engine.core.sampling_params import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.metrics import ServingMetrics
+from engine.request_stream import (
+    DeadlineExceeded,
+    EngineStepError,
+    EngineStopped,
+    QueueFull,
+    RequestStream,
+    deliver,
+    settle,
+)
 from engine.step_recorder import StepRecorder
 
 log = logging.getLogger("surgeplan.engine")
-
-
-class QueueFull(Exception):
-    """The waiting queue is at its limit: the client should retry later."""
-
-
-class DeadlineExceeded(Exception):
-    """The request's deadline passed before it finished; it was aborted."""
-
-
-class EngineStepError(Exception):
-    """An engine step raised; the requests in flight were aborted, the engine serves on."""
-
-
-class EngineStopped(Exception):
-    """The server is shutting down."""
-
-
-class RequestStream:
-    """One request's outputs, read on the event loop. Each output holds all tokens so far, so a
-    reader that fell behind may skip to the newest (`next_output` does)."""
-
-    def __init__(self, request_id: str):
-        self.request_id = request_id
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.finished = False
-
-    def put(self, item: RequestOutput | Exception) -> None:
-        self.queue.put_nowait(item)
-
-    async def next_output(self) -> RequestOutput:
-        """The newest output (waiting for one if none is queued); raises the error that ended the request."""
-        item = await self.queue.get()
-        while not self.queue.empty() and not isinstance(item, Exception) and not item.finished:
-            item = self.queue.get_nowait()
-        if isinstance(item, Exception):
-            self.finished = True
-            raise item
-        self.finished = item.finished
-        return item
 
 
 @dataclass
@@ -268,7 +237,7 @@ class AsyncEngine:
             self._streams[command.request_id] = command.stream
             if command.deadline is not None:
                 heapq.heappush(self._deadlines, (command.deadline, command.request_id))
-        self._loop.call_soon_threadsafe(_settle, command.accepted, error)
+        self._loop.call_soon_threadsafe(settle, command.accepted, error)
 
     def _abort(
         self,
@@ -333,7 +302,7 @@ class AsyncEngine:
             if stream is not None:
                 deliveries.append((stream, out))
         if deliveries:
-            self._loop.call_soon_threadsafe(_deliver, deliveries)
+            self._loop.call_soon_threadsafe(deliver, deliveries)
         self.metrics.observe_outputs(outputs, now)
 
     def _fail_all(self, error: Exception, reason: str) -> None:
@@ -346,24 +315,10 @@ class AsyncEngine:
             pending, self._inbox = list(self._inbox), deque()
         for command in pending:
             if isinstance(command, _Add):
-                self._loop.call_soon_threadsafe(_settle, command.accepted, error)
+                self._loop.call_soon_threadsafe(settle, command.accepted, error)
 
     def _publish_counts(self) -> None:
         scheduler = self.engine.scheduler
         with self._lock:
             self._num_waiting, self._num_running = len(scheduler.waiting), len(scheduler.running)
         self.metrics.observe_engine(self.engine)
-
-
-def _settle(future: asyncio.Future, error: Exception | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
-def _deliver(deliveries: list[tuple[RequestStream, RequestOutput]]) -> None:
-    for stream, out in deliveries:
-        stream.put(out)

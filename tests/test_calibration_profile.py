@@ -11,13 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from simulator.calibration.cost_model import (
-    CostModel,
-    fit_calibration,
-    fit_cost_model,
-    points_for_fit,
-)
-from simulator.calibration.profile import ProfileGrid, profile_command
+from simulator.calibration.cost_fit import fit_calibration, fit_cost_model, points_for_fit
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.profile_command import profile_command
+from simulator.calibration.profile_grid import ProfileGrid
 from simulator.calibration.schema import Calibration
 
 ERROR_TARGET = 0.05

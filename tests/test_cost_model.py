@@ -7,7 +7,8 @@ import pytest
 from sim_helpers import cluster_config, run_cluster
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, feature_value, fit_cost_model
+from simulator.calibration.cost_fit import fit_cost_model
+from simulator.calibration.cost_model import PROFILE_TERMS, CostModel, feature_value
 from simulator.calibration.fitting import kfold_indices, nnls
 from simulator.calibration.schema import CostModelFit, CostTerm
 

@@ -186,7 +186,7 @@ def test_traces_public_upload_synthetic_and_bad_file():
 
 def _measured_calibration(model: str = "tiny", gpu: str | None = None) -> bytes:
     from engine.core.step_shape import StepShape
-    from simulator.calibration.cost_model import fit_calibration
+    from simulator.calibration.cost_fit import fit_calibration
     from simulator.calibration.schema import (
         Calibration,
         DeviceInfo,

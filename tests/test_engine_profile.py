@@ -13,24 +13,19 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
     HostTerm,
-    ProfiledCostModel,
     SourceEra,
     default_profile_name,
     load_profile,
     profile_names,
 )
 from simulator.calibration.kernel_era import era_factor
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
-from simulator.validation.published import (
-    fit_profile,
-    load_published,
-    record_errors,
-    stats,
-    validate_published,
-)
+from simulator.validation.profile_fit import fit_profile, record_errors
+from simulator.validation.published import load_published, stats, validate_published
 from surgeplan_cli import app
 
 

@@ -16,7 +16,7 @@ from simulator.validation.compare import (
     summary_of,
     verdicts,
 )
-from simulator.validation.validate import LADDER, at_load, ladder_requests
+from simulator.validation.workload import LADDER, at_load, ladder_requests
 from traces import Trace
 from traces.replay import RequestRecord
 
@@ -259,7 +259,7 @@ def test_at_run_speed_removes_a_uniform_host_slowdown_exactly():
     from simulator.calibration.cost_model import scaled_calibration
     from simulator.calibration.live_run import LiveRequests
     from simulator.calibration.schema import EngineSettings, resolve_calibration
-    from simulator.validation.validate import at_run_speed, simulate_like
+    from simulator.validation.simulated_run import at_run_speed, simulate_like
 
     calibration = resolve_calibration("llama-2-7b@A100-80GB-tp1")
     live = SimpleNamespace(

@@ -21,9 +21,10 @@ from collections.abc import Callable
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
-from engine.async_engine import AsyncEngine, EngineStopped
+from engine.async_engine import AsyncEngine
 from engine.openai.http_guard import uvicorn_options
 from engine.openai.limits import Admission
+from engine.request_stream import EngineStopped
 
 log = logging.getLogger("surgeplan.server")
 FLUSH_TIMEOUT_S = 10.0  # after the aborts: time for the 503s to reach their clients

@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from engine.async_engine import (
-    AsyncEngine,
-    DeadlineExceeded,
-    EngineStepError,
-    EngineStopped,
-    QueueFull,
-    RequestStream,
-)
+from engine.async_engine import AsyncEngine
 from engine.core.outputs import RequestOutput
 from engine.openai import protocol as api
 from engine.openai.limits import Admission, Lease
 from engine.openai.protocol import APIError
 from engine.openai.server_config import DEFAULT_TENANT, ServerConfig
 from engine.openai.text_stream import TextStream, chat_prompt_token_ids
+from engine.request_stream import (
+    DeadlineExceeded,
+    EngineStepError,
+    EngineStopped,
+    QueueFull,
+    RequestStream,
+)
 
 __all__ = ["APIError", "ServingContext", "create_completion", "create_chat_completion"]
 TIMEOUT_HEADER = "x-request-timeout"  # seconds this request may take in all, queueing included

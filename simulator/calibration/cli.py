@@ -5,29 +5,31 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.cost_model import CostModel, fit_calibration, predicted_vs_measured
+from simulator.calibration.cli_tables import (
+    console_print,
+    percent,
+    print_errors,
+    print_points,
+    print_profile,
+    print_terms,
+)
+from simulator.calibration.cost_fit import fit_calibration
+from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
-    HOST_FEATURES,
-    EngineProfile,
-    ProfiledCostModel,
     default_profile_name,
     load_profile,
     profile_names,
 )
+from simulator.calibration.fit_plot import write_plot
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration, shipped_calibration_paths
 
 app = typer.Typer(
     help="Calibrations: measured, fitted and derived step-cost models.", no_args_is_help=True
 )
-
-
-def _out(*items) -> None:
-    """Print through a console made now, so the terminal width (or COLUMNS) is read at call time."""
-    Console().print(*items)
 
 
 EXAMPLE_SHAPES = {
@@ -39,10 +41,6 @@ EXAMPLE_SHAPES = {
         prefill_chunks=((256, 0),), decode_context_lens=(512,) * 16
     ),
 }
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
 
 
 @app.command("list")
@@ -77,7 +75,7 @@ def list_calibrations(
             f"{calibration.cost_model.knee_tokens:.0f}" if calibration.cost_model else "—",
             _error_cell(calibration, first),
         )
-    _out(table)
+    console_print(table)
 
 
 def calibration_summary(path: Path, calibration: Calibration) -> dict:
@@ -103,7 +101,7 @@ def calibration_summary(path: Path, calibration: Calibration) -> dict:
 def _error_cell(calibration: Calibration, error) -> str:
     if error is None:
         return "none"
-    cell = f"{_percent(error.mape_cross_validated)} / {_percent(error.mape_train)}"
+    cell = f"{percent(error.mape_cross_validated)} / {percent(error.mape_train)}"
     return cell + " (of its source)" if calibration.label == "derived" else cell
 
 
@@ -120,112 +118,40 @@ def show(
     """Provenance, every term with its label, fit errors, the engine profile's host terms, and example step
     times with and without the serving stack."""
     loaded = resolve_calibration(calibration)
-    _out(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
-    _out(
+    console_print(f"[bold]{loaded.name}[/bold]  label={loaded.label}  created {loaded.created_at}")
+    console_print(
         f"model {loaded.model.name} ({loaded.dtype}), device {loaded.device.name} × TP {loaded.device.tensor_parallel}"
     )
-    _out(f"source: {loaded.provenance.source}\nmethod: {loaded.provenance.method}")
+    console_print(f"source: {loaded.provenance.source}\nmethod: {loaded.provenance.method}")
     if loaded.provenance.backend:
-        _out(
+        console_print(
             f"backend: {loaded.provenance.backend} {loaded.provenance.backend_version} "
             f"(database mode {loaded.provenance.database_mode})"
         )
     for note in loaded.provenance.notes:
-        _out(f"  - {note}")
+        console_print(f"  - {note}")
     if loaded.points:
-        _print_points(loaded)
+        print_points(loaded)
     if loaded.cost_model is None:
-        _out(f"{len(loaded.points)} measured points; no cost model yet (run `calibrations fit`)")
+        console_print(
+            f"{len(loaded.points)} measured points; no cost model yet (run `calibrations fit`)"
+        )
         return
-    _print_terms(loaded)
-    _print_errors(loaded)
+    print_terms(loaded)
+    print_errors(loaded)
     model = CostModel.from_calibration(loaded)
     try:
         profile = load_profile(engine_profile or default_profile_name(loaded))
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    _print_profile(profile, loaded.device.hardware)
+    print_profile(profile, loaded.device.hardware)
     total = ProfiledCostModel.of_calibration(loaded, profile, gpu=model)
     examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
     for name, shape in EXAMPLE_SHAPES.items():
         examples.add_row(
             name, f"{model.step_time(shape) * 1e3:.2f} ms", f"{total.step_time(shape) * 1e3:.2f} ms"
         )
-    _out(examples)
-
-
-def _print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
-    _out(
-        f"[bold]engine profile {profile.name}[/bold]: {profile.engine} {profile.versions}. {profile.description}"
-    )
-    table = Table("host term", "value", "label", "source")
-    for term in profile.terms:
-        table.add_row(
-            HOST_FEATURES[term.feature], f"{term.seconds_per_unit:.4g} s", term.label, term.source
-        )
-    table.add_row(
-        "overlap with the GPU",
-        f"{profile.overlap:.0%}",
-        profile.overlap_label,
-        profile.overlap_source,
-    )
-    by_bound = ", ".join(f"{k} x{v:.2f}" for k, v in profile.kernel_scale_by_bound.items())
-    fitted = profile.kernel_scale != 1.0 or profile.kernel_scale_by_bound
-    table.add_row(
-        f"kernel time vs the calibration's (stack's kernels: {profile.kernel_backend or 'any'}; "
-        "applied only on another backend's calibration)",
-        f"x{profile.kernel_scale:.2f}" + (f"; {by_bound}" if by_bound else ""),
-        "fitted" if fitted else "derived",
-        profile.kernel_scale_source,
-    )
-    if profile.kernel_era_scales:
-        era = profile.kernel_era_scales.get(gpu or "")
-        table.add_row(
-            "linear layers vs its own backend's kernel tables (an older stack's GEMMs)",
-            f"x{era:.3f} on {gpu}"
-            if era
-            else ", ".join(f"{name} x{v:.3f}" for name, v in profile.kernel_era_scales.items()),
-            "derived",
-            profile.kernel_era_source,
-        )
-    for name, era in profile.source_eras.items():
-        table.add_row(
-            f"published source {name}: ran the kernel tables' own GEMMs (era scale x1)",
-            ", ".join(era.tables_gpus),
-            "fitted",
-            era.source,
-        )
-    if profile.kv_memory is not None:
-        memory = profile.kv_memory
-        table.add_row(
-            "KV cache: gpu_memory_utilization of the memory free after weights and reserves",
-            f"activations {memory.max_num_tokens} tokens x hidden x "
-            + "/".join(f"{v:g}" for v in memory.activation_bytes_per_token_hidden.values())
-            + f" B (TP {'/'.join(map(str, memory.activation_bytes_per_token_hidden))}); other "
-            f"{memory.other_bytes / 2**20:.0f} MiB",
-            "derived",
-            memory.source,
-        )
-    _out(table)
-    if profile.errors:
-        errors = Table(
-            "published set", "GPU", "split", "rows", "median |error|", "bias", "within 10%"
-        )
-        for e in profile.errors:
-            errors.add_row(
-                e.source,
-                e.gpu,
-                e.split,
-                str(e.num_rows),
-                _percent(e.median_abs_error),
-                f"{e.bias:.3f}",
-                f"{e.within_10pct:.0%}",
-            )
-        _out(errors)
-    held_out = profile.held_out_error(gpu)
-    _out(
-        f"held-out error used by the planner's band: {_percent(held_out) if held_out is not None else 'none'}"
-    )
+    console_print(examples)
 
 
 @app.command()
@@ -248,92 +174,9 @@ def profiles() -> None:
             profile.versions,
             f"{profile.overlap:.0%} ({profile.overlap_label})",
             terms or "none",
-            _percent(held_out) if held_out is not None else "not validated",
+            percent(held_out) if held_out is not None else "not validated",
         )
-    _out(table)
-
-
-def _print_points(calibration: Calibration) -> None:
-    """Each measured point: its shape, median and spread of repeats, and the host/device split."""
-    table = Table(
-        "kind",
-        "prefill tokens",
-        "decode seqs",
-        "context tokens",
-        "median",
-        "spread",
-        "forward",
-        "host",
-    )
-    for point in calibration.points:
-        shape = point.shape.to_shape()
-        table.add_row(
-            point.kind,
-            str(shape.num_prefill_tokens),
-            str(shape.num_decode_seqs),
-            str(shape.decode_context_tokens),
-            f"{point.median_total_s * 1e3:.2f} ms",
-            _percent(point.spread),
-            f"{point.median_forward_s * 1e3:.2f} ms",
-            f"{point.median_host_s * 1e3:.2f} ms",
-        )
-    _out(table)
-
-
-def _print_terms(calibration: Calibration) -> None:
-    fit = calibration.cost_model
-    table = Table("term", "per", "value", "bound", "label", "note")
-    for term in fit.terms:
-        table.add_row(
-            term.name,
-            term.feature,
-            f"{term.seconds_per_unit:.4g} s",
-            term.bound,
-            term.label,
-            term.note[:70],
-        )
-    table.add_row(
-        "knee (tokens)",
-        "—",
-        f"{fit.knee_tokens:.0f}",
-        "—",
-        fit.knee_label,
-        "weight-read floor below it",
-    )
-    table.add_row(
-        "GEMM tile (tokens)",
-        "—",
-        str(fit.tile_tokens),
-        "—",
-        fit.knee_label,
-        "tokens count in whole tiles",
-    )
-    table.add_row(
-        "GEMM switch (tokens)",
-        "—",
-        str(fit.gemm_switch_tokens),
-        "—",
-        fit.knee_label,
-        "matrix-matrix kernels from here on",
-    )
-    if fit.spill_tokens is not None:
-        table.add_row(
-            "cache spill (tokens)", "—", f"{fit.spill_tokens:.0f}", "—", fit.knee_label, ""
-        )
-    _out(table)
-
-
-def _print_errors(calibration: Calibration) -> None:
-    table = Table("fit target", "points", "MAPE train", "MAPE held-out", "max error")
-    for error in calibration.cost_model.fit_errors:
-        table.add_row(
-            error.target,
-            str(error.num_points),
-            _percent(error.mape_train),
-            _percent(error.mape_cross_validated),
-            _percent(error.max_ape),
-        )
-    _out(table)
+    console_print(table)
 
 
 @app.command()
@@ -355,63 +198,10 @@ def fit(
         )
     refitted = fit_calibration(loaded, folds=folds, seed=seed, statistic=statistic)
     refitted.save(out or calibration)
-    _print_terms(refitted)
-    _print_errors(refitted)
+    print_terms(refitted)
+    print_errors(refitted)
     if plot:
-        _out(f"plot written to {write_plot(refitted, plot)}")
-
-
-def write_plot(calibration: Calibration, path: Path) -> Path:
-    """Scatter of predicted against measured step time per point, one colour per point kind:
-    interactive HTML with plotly, or a PNG with matplotlib."""
-    path = Path(path)
-    if path.suffix not in (".html", ".png"):
-        raise typer.BadParameter(
-            f"plot path {path} ends in {path.suffix!r}; expected .html or .png"
-        )
-    pairs = predicted_vs_measured(calibration)
-    series = {}
-    for kind in sorted({point.kind for point, _ in pairs}):
-        chosen = [(point, predicted) for point, predicted in pairs if point.kind == kind]
-        series[kind] = (
-            [point.median_total_s * 1e3 for point, _ in chosen],
-            [p * 1e3 for _, p in chosen],
-            [f"{point.shape.to_shape().num_batched_tokens} tokens" for point, _ in chosen],
-        )
-    top = max(max(point.median_total_s, predicted) for point, predicted in pairs) * 1e3
-    title = f"{calibration.name}: predicted vs measured step time"
-    labels = ("measured (ms, median of repeats)", "predicted (ms)")
-    (_html_plot if path.suffix == ".html" else _png_plot)(series, top, title, labels, path)
-    return path
-
-
-def _html_plot(series: dict, top: float, title: str, labels: tuple[str, str], path: Path) -> None:
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
-    for kind, (measured, predicted, text) in series.items():
-        figure.add_scatter(x=measured, y=predicted, mode="markers", name=kind, text=text)
-    figure.add_scatter(
-        x=[0, top], y=[0, top], mode="lines", name="predicted = measured", line={"dash": "dash"}
-    )
-    figure.update_layout(title=title, xaxis_title=labels[0], yaxis_title=labels[1])
-    figure.write_html(path)
-
-
-def _png_plot(series: dict, top: float, title: str, labels: tuple[str, str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render straight to the file
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 6))
-    for kind, (measured, predicted, _) in series.items():
-        axes.scatter(measured, predicted, label=kind, s=18)
-    axes.plot([0, top], [0, top], linestyle="--", color="grey", label="predicted = measured")
-    axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
-    axes.legend()
-    figure.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(figure)
+        console_print(f"plot written to {write_plot(refitted, plot)}")
 
 
 @app.command()
@@ -446,7 +236,7 @@ def build(
         raise typer.BadParameter(
             f"source {source!r}; expected vidur or aiconfigurator", param_hint="--source"
         )
-    _out(f"wrote {len(paths)} calibrations to {(out_dir or SHIPPED_DIR)}")
+    console_print(f"wrote {len(paths)} calibrations to {(out_dir or SHIPPED_DIR)}")
 
 
 @app.command()
@@ -466,4 +256,4 @@ def roofline(
     )
     if out:
         calibration.save(out)
-    _print_terms(calibration)
+    print_terms(calibration)

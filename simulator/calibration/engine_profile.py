@@ -14,12 +14,13 @@ validate --published` reports each one's error on public measurements it was and
 (`errors`, written back by the fit). A calibration measured on our own engine (`surgeplan profile`)
 already contains that engine's host time, so the default profile for it is `surgeplan`, whose terms
 are only the systematic gap between live and profiled steps.
+The cost model that applies a profile to a calibration is `profiled_cost_model.py`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +28,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.kernel_era import scale_linear_layers
+
+# ProfiledCostModel re-exported: the simulator, disaggregation and planner import it from here
+from simulator.calibration.profiled_cost_model import (  # noqa: F401
+    ProfiledCostModel,
+    host_seconds,
+    wall_s,
+)
 from simulator.calibration.schema import Calibration, Label
 from simulator.calibration.stack_memory import StackMemory
 
@@ -146,7 +153,7 @@ class EngineProfile(_Strict):
 
     def host_s(self, shape: StepShape) -> float:
         """Host seconds of one step (before overlap; the wake-up term apart)."""
-        return _host_seconds(self.host_terms(), shape)
+        return host_seconds(self.host_terms(), shape)
 
     def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
         """(units function, seconds per unit) of each per-step host term, in order (`wake` apart): what
@@ -164,7 +171,7 @@ class EngineProfile(_Strict):
     def step_s(self, gpu_s: float, shape: StepShape) -> float:
         """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
         share hidden."""
-        return _wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
+        return wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
 
     def held_out_error(self, gpu: str | None = None) -> float | None:
         """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
@@ -218,42 +225,6 @@ def _units_of(feature: str) -> Callable[[StepShape], float]:
     return units
 
 
-def _wall_s(gpu_s: float, host_s: float, overlap: float, kernel_scale: float) -> float:
-    """A step's wall time: the GPU's time (times `kernel_scale`) and the host's, the overlapped share
-    of the host's hidden."""
-    hidden = overlap * host_s
-    return max(gpu_s * kernel_scale, hidden) + (host_s - hidden)
-
-
-def _host_seconds(
-    terms: tuple[tuple[Callable[[StepShape], float], float], ...], shape: StepShape
-) -> float:
-    seconds = 0.0
-    for units, seconds_per_unit in terms:
-        seconds += seconds_per_unit * units(shape)
-    return seconds
-
-
-def _scaled_by_bound(fit, scales: dict[str, float]):
-    """The kernel model with each term's time times its bound's scale (host terms untouched):
-    built once per replica, so the per-step path is unchanged."""
-    terms = [
-        term.model_copy(
-            update={"seconds_per_unit": term.seconds_per_unit * scales.get(term.bound, 1.0)}
-        )
-        for term in fit.terms
-    ]
-    return fit.model_copy(update={"terms": terms})
-
-
-def calibration_table(calibration: Calibration) -> tuple[str, str | None]:
-    """(GPU, kernel-table version) of a calibration: what `ProfiledCostModel` weighs the era by."""
-    return (
-        calibration.device.hardware or calibration.device.name,
-        calibration.provenance.backend_version,
-    )
-
-
 def kernel_backend(profile: EngineProfile | None) -> str:
     """Whose kernels a serving stack runs: the calibration to prefer; vLLM's by default."""
     return (profile.kernel_backend if profile is not None else None) or "vllm"
@@ -284,89 +255,3 @@ def default_profile_name(calibration: Calibration) -> str:
         calibration.label == "measured" or calibration.device.kind == "cpu"
     )  # only our profiler measures
     return OWN_ENGINE_PROFILE if own else DEFAULT_PROFILE
-
-
-class ProfiledCostModel:
-    """The GPU cost model plus an engine profile: what a simulated replica times its steps with. Same
-    interface as `CostModel` (`step_time`, `decode_stretch_times`); a decode stretch keeps its sequences,
-    so its host time is the same every step and each step's total is exact."""
-
-    def __init__(
-        self,
-        gpu,
-        profile: EngineProfile,
-        scale: float = 1.0,
-        calibration_backend: str | None = None,
-        calibration_table: tuple[str, str | None] | None = None,
-    ):
-        """`calibration_table`: (GPU, backend version) of the calibration, for the era scale."""
-        if not scale > 0:
-            raise ValueError(
-                f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
-            )
-        self.stated_profile = profile  # as named, before the calibration's backend was weighed
-        if not profile.scales_kernels_of(calibration_backend):
-            # the calibration measured this stack's own kernels: its time as it is
-            profile = profile.model_copy(update={"kernel_scale": 1.0, "kernel_scale_by_bound": {}})
-            gpu_name, version = calibration_table or (None, None)
-            era = profile.kernel_era_scales.get(gpu_name or "", 1.0)
-            if version is not None and era != 1.0 and hasattr(gpu, "fit"):
-                gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
-        elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
-            gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
-        self.gpu = gpu
-        self.profile = profile
-        self.scale = scale  # every step that many times as long (the planner's error band)
-        self.fit = gpu.fit
-        self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
-        # the profile's per-step figures, read once (the profile is not changed after this)
-        self._host_terms = profile.host_terms()
-        self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
-
-    @classmethod
-    def of_calibration(
-        cls, calibration: Calibration, profile: EngineProfile, scale: float = 1.0, gpu=None
-    ) -> ProfiledCostModel:
-        """`profile` over `calibration`'s GPU model (`gpu`, when already built from it), weighing
-        the calibration's backend and kernel-table era."""
-        from simulator.calibration.cost_model import CostModel
-
-        return cls(
-            gpu if gpu is not None else CostModel.from_calibration(calibration),
-            profile,
-            scale,
-            calibration_backend=calibration.provenance.backend,
-            calibration_table=calibration_table(calibration),
-        )
-
-    @property
-    def knee_tokens(self) -> float:
-        return self.gpu.knee_tokens
-
-    def step_time(self, shape: StepShape) -> float:
-        """`profile.step_s(gpu.step_time(shape), shape) * scale`, with the host terms read once."""
-        if shape.is_empty:
-            return 0.0
-        host = _host_seconds(self._host_terms, shape)
-        gpu_s = self.gpu.step_time(shape)
-        return _wall_s(gpu_s, host, self._overlap, self._kernel_scale) * self.scale
-
-    def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
-        host = _host_seconds(self._host_terms, shape)
-        overlap, scale, kernel = self._overlap, self.scale, self._kernel_scale
-        return [
-            _wall_s(gpu_s, host, overlap, kernel) * scale
-            for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
-        ]
-
-    def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
-        return np.array([self.step_time(shape) for shape in shapes])
-
-    def explain(self, shape: StepShape) -> dict[str, float]:
-        parts = dict(self.gpu.explain(shape))
-        gpu_s = sum(parts.values())
-        parts[f"serving stack ({self.profile.name}, after overlap)"] = self.step_time(shape) - gpu_s
-        return parts
-
-    def fit_error(self, target_prefix: str = ""):
-        return self.gpu.fit_error(target_prefix)

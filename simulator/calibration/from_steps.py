@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.cost_model import GPU_TILES, fit_cost_model
+from simulator.calibration.cost_fit import GPU_TILES, fit_cost_model
 from simulator.calibration.schema import (
     Calibration,
     DeviceInfo,

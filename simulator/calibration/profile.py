@@ -5,6 +5,7 @@ Batches are built through the public API only: requests with random prompts of c
 stepped until they decode; prefix-cached prefills reuse a prompt's first full blocks; mixed steps
 add one prompt while a decode batch runs. Every recorded shape is the one the engine reports
 (`engine.last_step.shape`), never the one we aimed for.
+The grid it sweeps is `profile_grid.py`; the command's options are `profile_command.py`.
 """
 
 import json
@@ -14,17 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import typer
-from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from engine.core.sampling_params import SamplingParams
 from engine.model.presets import PRESETS, preset_config
-from simulator.calibration.cost_model import fit_calibration
+from simulator.calibration.cost_fit import fit_calibration
+from simulator.calibration.profile_grid import ProfileGrid
 from simulator.calibration.schema import (
     Calibration,
     DeviceInfo,
-    EngineSettings,
     ProfilePoint,
     Provenance,
     ShapeRecord,
@@ -33,107 +32,6 @@ from simulator.calibration.schema import (
 )
 from simulator.hardware.catalog import local_cpu, match_device
 from simulator.model_spec import ModelSpec
-
-
-class ProfileGrid(BaseModel):
-    decode_batches: list[int] = Field(min_length=1)
-    decode_contexts: list[int] = Field(min_length=1)
-    prefill_chunks: list[int] = Field(min_length=1)
-    cached_prefixes: list[int] = [0]
-    mixed_batches: list[int] = []
-    mixed_chunks: list[int] = []
-    repeats: int = Field(default=5, ge=1, description="timed repeats per point in each pass")
-    warmup: int = Field(default=1, ge=0)
-    # Passes sweep the whole grid again, seconds later: a burst of load on a shared host then
-    # cannot slow every repeat of a point, and `min` over the passes finds the quiet time.
-    passes: int = Field(default=1, ge=1)
-    block_size: int = Field(default=16, ge=1)
-
-    @classmethod
-    def quick(cls) -> "ProfileGrid":
-        """Small enough for CI on two CPU cores (well under a minute for `cpu-small`)."""
-        return cls(
-            decode_batches=[1, 2, 4, 8, 16],
-            decode_contexts=[32, 80, 128],
-            prefill_chunks=[16, 32, 64, 128, 192, 256],
-            cached_prefixes=[0, 128],
-            mixed_batches=[4],
-            mixed_chunks=[32, 128],
-            repeats=2,
-            warmup=1,
-            passes=3,
-        )
-
-    @classmethod
-    def full(
-        cls, max_num_seqs: int = 64, max_num_batched_tokens: int = 1024, max_model_len: int = 2048
-    ) -> "ProfileGrid":
-        batches = sorted(
-            {1, 2, 4, 8, 16, 32, 64, 128, 256, max_num_seqs} & set(range(1, max_num_seqs + 1))
-        )
-        contexts = [
-            c for c in (32, 128, 256, 512, 1024, 2048, 4096, 8192) if c <= max_model_len // 2
-        ] or [max_model_len // 4]
-        chunks = sorted(
-            {
-                c
-                for c in (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-                if c <= max_num_batched_tokens
-            }
-            | {max_num_batched_tokens}
-        )
-        return cls(
-            decode_batches=batches,
-            decode_contexts=contexts,
-            prefill_chunks=chunks,
-            cached_prefixes=[0, max(16, max_model_len // 4)],
-            mixed_batches=batches[len(batches) // 2 :: 2],
-            mixed_chunks=chunks[1::2],
-            repeats=5,
-            warmup=2,
-        )
-
-    @property
-    def token_budget(self) -> int:
-        return max(
-            max(self.prefill_chunks), max(self.mixed_batches + [0]) + max(self.mixed_chunks + [0])
-        )
-
-    def decode_tokens_needed(self, context: int) -> int:
-        """Tokens each long-lived request must be allowed to generate at this context length: the
-        early ones decode while the last prompts are still prefilling, then every timed step."""
-        prefill_steps = -(-max(self.decode_batches) * context // self.token_budget)
-        timed = len(self.decode_batches) * (self.warmup + self.repeats)
-        mixed = len(self.mixed_chunks) * self.repeats * len(self.mixed_batches)
-        return prefill_steps + timed + mixed + 4
-
-    def engine_settings(self) -> EngineSettings:
-        max_model_len = max(
-            max(c + self.decode_tokens_needed(c) for c in self.decode_contexts),
-            max(self.cached_prefixes) + max(self.prefill_chunks) + 1,
-        )
-        # one more sequence than the largest batch, so a mixed step's new prompt is never left waiting
-        return EngineSettings(
-            block_size=self.block_size,
-            max_num_seqs=max(self.decode_batches) + 1,
-            max_num_batched_tokens=self.token_budget,
-            max_model_len=max_model_len,
-            enable_prefix_caching=True,
-        )
-
-    def num_kv_blocks(self) -> int:
-        settings = self.engine_settings()
-        decode = max(self.decode_batches) * settings.max_model_len
-        prefill = (self.repeats + self.warmup + 2) * (
-            max(self.cached_prefixes) + max(self.prefill_chunks)
-        )
-        return (decode + prefill + max(self.mixed_chunks + [0]) * 2) // self.block_size + 64
-
-    @property
-    def num_points(self) -> int:
-        decode = len(self.decode_batches) * len(self.decode_contexts)
-        mixed = len(self.mixed_batches) * len(self.mixed_chunks) * len(self.decode_contexts)
-        return decode + mixed + len(self.prefill_chunks) * len(self.cached_prefixes)
 
 
 class Profiler:
@@ -389,74 +287,3 @@ def profile(
     if out is not None:
         calibration.save(out)
     return calibration
-
-
-def profile_command(
-    model: str = typer.Option(None, "--model", help="model preset or local model directory"),
-    load_format: str = typer.Option("dummy", help="dummy (random weights), auto or safetensors"),
-    device: str = typer.Option(None, help="cpu or cuda (default: cuda when available)"),
-    dtype: str = typer.Option("auto"),
-    out: Path = typer.Option(None, help="calibration JSON to write"),
-    quick: bool = typer.Option(False, help="a small grid that fits in CI"),
-    seed: int = typer.Option(0),
-    threads: int = typer.Option(None, help="torch CPU threads while profiling (default: torch's)"),
-    statistic: str = typer.Option(
-        "median", help="fit on: median or min wall time, or cpu (CPU time)"
-    ),
-    max_num_seqs: int = typer.Option(64, help="full grid: largest decode batch"),
-    max_num_batched_tokens: int = typer.Option(1024, help="full grid: largest prefill chunk"),
-    max_model_len: int = typer.Option(2048, help="full grid: decode contexts reach half of this"),
-    passes: int = typer.Option(
-        None, help="grid sweeps (default: 3 quick, 1 full); more resist noisy hosts"
-    ),
-    from_steps: Path = typer.Option(
-        None,
-        "--from-steps",
-        help="fit on a live workload's step log instead "
-        "(written by `surgeplan validate --save-steps`)",
-    ),
-) -> None:
-    """Time the engine's real step() over prefill, prefix-cached, decode and mixed batches; fit the cost model."""
-    if from_steps is not None:
-        from simulator.calibration.from_steps import calibration_from_steps
-
-        try:
-            calibration = calibration_from_steps(from_steps)
-        except ValueError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(code=2) from None
-        out = calibration.save(out or Path(f"calibration-{calibration.model.name}-steps.json"))
-        error = calibration.cost_model.fit_errors[0]
-        typer.echo(f"{calibration.provenance.notes[0]} of {from_steps} -> {out}")
-        typer.echo(
-            f"cost model: MAPE {100 * error.mape_train:.1f}% on its steps, "
-            f"{100 * error.mape_cross_validated:.1f}% held out ({error.folds}-fold)"
-        )
-        return
-    if model is None:
-        typer.echo("error: --model is needed (or --from-steps FILE)", err=True)
-        raise typer.Exit(code=2)
-    out = out or Path(f"calibration-{Path(model).name}.json")
-    grid = (
-        ProfileGrid.quick()
-        if quick
-        else ProfileGrid.full(max_num_seqs, max_num_batched_tokens, max_model_len)
-    )
-    grid = grid.model_copy(update={"passes": passes or grid.passes})
-    calibration = profile(
-        model,
-        load_format=load_format,
-        device=device,
-        dtype=dtype,
-        out=out,
-        seed=seed,
-        grid=grid,
-        threads=threads,
-        statistic=statistic,
-    )
-    error = calibration.cost_model.fit_errors[0]
-    typer.echo(f"{len(calibration.points)} points on {calibration.device.name} -> {out}")
-    typer.echo(
-        f"cost model: MAPE {100 * error.mape_train:.1f}% on its points, "
-        f"{100 * error.mape_cross_validated:.1f}% held out ({error.folds}-fold)"
-    )

@@ -205,12 +205,11 @@ def validate_command(
 def _published(
     name: str, engine_profile: str | None, refit: bool, as_json: bool, out: Path | None
 ) -> None:
+    from simulator.validation.profile_fit import fit_profile, record_errors
     from simulator.validation.published import (
-        fit_profile,
         format_table,
         load_published,
         published_names,
-        record_errors,
         validate_published,
     )
 

@@ -9,7 +9,7 @@
   live engine took (same shapes, so the scheduler's choices are out of it). 1.00 means the model's
   step times are exact for this run; repeats of one load disagreeing (1.10 then 0.95) is the machine
   running at another speed, which no model of the engine can predict, and which the noise floor shows.
-  It dominates near capacity, where queueing amplifies it; `validate.at_run_speed` models it (each
+  It dominates near capacity, where queueing amplifies it; `simulated_run.at_run_speed` models it (each
   repeat simulated at its measured speed) and reports the error with and without it. Within a run the
   speed drifts too: the same ratio over successive windows of `WINDOW_S` seconds gives its range, which
   a single speed per run cannot capture.

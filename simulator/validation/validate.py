@@ -29,13 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.config import engine_configs
-from simulator.calibration.cost_model import CostModel, scaled_calibration
-from simulator.calibration.engine_profile import EngineProfile, ProfiledCostModel, load_profile
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import load_profile
 from simulator.calibration.from_steps import calibration_from_steps
 from simulator.calibration.live_run import LiveEngine, LiveRequests, StepLog
 from simulator.calibration.schema import Calibration, EngineSettings, resolve_calibration
-from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.validation.compare import (
     absolute_errors_ms,
     latencies,
@@ -47,106 +45,8 @@ from simulator.validation.compare import (
 )
 from simulator.validation.error_sources import error_sources
 from simulator.validation.live_gap import measure_gap, own_profile
-from traces import load_trace
-
-LADDER = (1, 2, 4, 8, 16)  # group sizes of the calibration runs after the capacity run
-
-
-def prepare_requests(
-    trace_path: str | Path,
-    num_requests: int,
-    max_prompt_tokens: int,
-    max_output_tokens: int,
-    length_scale: float | None,
-    max_model_len: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """(arrival offsets, prompt lengths, output lengths, trace name) of the first requests with output."""
-    try:
-        trace = load_trace(trace_path)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"--trace {trace_path}: cannot read it as a trace ({error})") from None
-    keep = np.flatnonzero(trace.output_tokens >= 1)[:num_requests]
-    if len(keep) == 0:
-        raise ValueError(
-            f"--trace {trace_path}: no request with output tokens; expected a trace of served requests"
-        )
-    arrival = trace.arrival_s[keep] - trace.arrival_s[keep[0]]
-    prompt, output = (
-        trace.prompt_tokens[keep].astype(float),
-        trace.output_tokens[keep].astype(float),
-    )
-    if length_scale is not None:
-        prompt, output = prompt * length_scale, output * length_scale
-    prompt = np.clip(np.rint(prompt), 1, max_prompt_tokens).astype(int)
-    output = np.clip(np.rint(output), 1, max_output_tokens).astype(int)
-    prompt = np.minimum(prompt, max_model_len - output)
-    return arrival, prompt, output, trace.name
-
-
-def at_load(arrival: np.ndarray, capacity_rps: float, load: float) -> tuple[np.ndarray, float]:
-    """Arrival offsets compressed or stretched so the mean rate is `load` × capacity."""
-    if load <= 0:
-        raise ValueError(f"load level {load}; expected a share of capacity > 0 (0.5 is half)")
-    n = len(arrival)
-    rate = load * capacity_rps
-    span = arrival[-1] if n > 1 and arrival[-1] > 0 else 1.0
-    natural_rate = (n - 1) / span if n > 1 else rate
-    return arrival * (natural_rate / rate), rate
-
-
-def ladder_requests(prompt: np.ndarray, output: np.ndarray, sizes=LADDER) -> list[LiveRequests]:
-    """Successive groups of the trace's requests (wrapping around), each group sent all at once."""
-    groups, start = [], 0
-    for size in sizes:
-        chosen = [(start + i) % len(prompt) for i in range(size)]
-        groups.append(LiveRequests(np.zeros(size), prompt[chosen], output[chosen]))
-        start += size
-    return groups
-
-
-def simulate_like(
-    live: LiveEngine,
-    calibration: Calibration,
-    requests: LiveRequests,
-    profile: EngineProfile | None = None,
-) -> tuple[list, float, float | None]:
-    """The same requests on one simulated replica with the live engine's settings and KV pool (and our
-    engine's profile: the measured live-vs-calibrated gap, when given)."""
-    cache_config, scheduler_config = engine_configs(
-        live.settings,
-        num_kv_blocks=live.num_kv_blocks,
-        max_model_len=live.settings.max_model_len,
-        enable_prefix_caching=False,
-    )
-    step_model = CostModel.from_calibration(calibration)
-    if profile is not None:
-        step_model = ProfiledCostModel(step_model, profile)
-    config = ClusterConfig(
-        scheduler_config=scheduler_config,
-        cache_config=cache_config,
-        cost_model=step_model,
-        tensor_parallel=1,
-        initial_replicas=1,
-        router_policy="round_robin",
-        max_waiting_per_replica=None,
-        ttft_timeout_s=None,
-        max_retries=0,
-        retry_backoff_s=1.0,
-        cold_start_s=0.0,
-        window_s=1.0,
-        scrape_interval_s=None,
-        seed=0,
-    )
-    n = len(requests.arrival_s)
-    cluster = Cluster(
-        config,
-        [float(a) for a in requests.arrival_s],
-        [int(p) for p in requests.prompt_tokens],
-        [int(o) for o in requests.output_tokens],
-        ["default"] * n,
-    )
-    end = cluster.run()
-    return cluster.records, end, cluster.monitor.kv_utilization
+from simulator.validation.simulated_run import at_run_speed, simulate_like
+from simulator.validation.workload import LADDER, at_load, ladder_requests, prepare_requests
 
 
 def validate(
@@ -378,27 +278,6 @@ def _validate_with(
     }
 
 
-def at_run_speed(
-    live,
-    calibration: Calibration,
-    requests: LiveRequests,
-    summaries: list[dict],
-    sources: dict | None,
-    floor: dict | None,
-) -> dict | None:
-    """Each repeat simulated with its own measured host speed and compared with that repeat; the mean
-    error over repeats (step 4 of the module docstring). None without a step log to measure the speed."""
-    factors = (sources or {}).get("live_over_model_step_time") or []
-    if not factors or not all(factors):
-        return None
-    per_repeat = []
-    for factor, measured in zip(factors, summaries):
-        records, end, kv = simulate_like(live, scaled_calibration(calibration, factor), requests)
-        per_repeat.append(relative_errors(measured, summary_of(records, end, kv)))
-    errors = mean_by_key(per_repeat)
-    return {"speed_factors": factors, "relative_error": errors, "verdict": verdicts(errors, floor)}
-
-
 def grid_calibration(
     model: str, calibration: str | Path | None, profile: str, seed: int, settings: EngineSettings
 ) -> Calibration | None:
@@ -413,8 +292,8 @@ def grid_calibration(
             )
         return chosen
     if profile in ("quick", "full"):
-        from simulator.calibration.profile import ProfileGrid
         from simulator.calibration.profile import profile as run_profile
+        from simulator.calibration.profile_grid import ProfileGrid
 
         grid = (
             ProfileGrid.quick()

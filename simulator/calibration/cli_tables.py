@@ -1,0 +1,175 @@
+"""Rich tables for `surgeplan calibrations`: a calibration's measured points, fitted terms and fit
+errors, and an engine profile's host terms and published errors. Kept apart from the commands in
+`cli.py` so each file holds one concept: the commands parse and load, these render."""
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
+from simulator.calibration.schema import Calibration
+
+
+def console_print(*items) -> None:
+    """Print through a console made now, so the terminal width (or COLUMNS) is read at call time."""
+    Console().print(*items)
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
+    console_print(
+        f"[bold]engine profile {profile.name}[/bold]: {profile.engine} {profile.versions}. {profile.description}"
+    )
+    table = Table("host term", "value", "label", "source")
+    for term in profile.terms:
+        table.add_row(
+            HOST_FEATURES[term.feature], f"{term.seconds_per_unit:.4g} s", term.label, term.source
+        )
+    table.add_row(
+        "overlap with the GPU",
+        f"{profile.overlap:.0%}",
+        profile.overlap_label,
+        profile.overlap_source,
+    )
+    by_bound = ", ".join(f"{k} x{v:.2f}" for k, v in profile.kernel_scale_by_bound.items())
+    fitted = profile.kernel_scale != 1.0 or profile.kernel_scale_by_bound
+    table.add_row(
+        f"kernel time vs the calibration's (stack's kernels: {profile.kernel_backend or 'any'}; "
+        "applied only on another backend's calibration)",
+        f"x{profile.kernel_scale:.2f}" + (f"; {by_bound}" if by_bound else ""),
+        "fitted" if fitted else "derived",
+        profile.kernel_scale_source,
+    )
+    if profile.kernel_era_scales:
+        era = profile.kernel_era_scales.get(gpu or "")
+        table.add_row(
+            "linear layers vs its own backend's kernel tables (an older stack's GEMMs)",
+            f"x{era:.3f} on {gpu}"
+            if era
+            else ", ".join(f"{name} x{v:.3f}" for name, v in profile.kernel_era_scales.items()),
+            "derived",
+            profile.kernel_era_source,
+        )
+    for name, era in profile.source_eras.items():
+        table.add_row(
+            f"published source {name}: ran the kernel tables' own GEMMs (era scale x1)",
+            ", ".join(era.tables_gpus),
+            "fitted",
+            era.source,
+        )
+    if profile.kv_memory is not None:
+        memory = profile.kv_memory
+        table.add_row(
+            "KV cache: gpu_memory_utilization of the memory free after weights and reserves",
+            f"activations {memory.max_num_tokens} tokens x hidden x "
+            + "/".join(f"{v:g}" for v in memory.activation_bytes_per_token_hidden.values())
+            + f" B (TP {'/'.join(map(str, memory.activation_bytes_per_token_hidden))}); other "
+            f"{memory.other_bytes / 2**20:.0f} MiB",
+            "derived",
+            memory.source,
+        )
+    console_print(table)
+    if profile.errors:
+        errors = Table(
+            "published set", "GPU", "split", "rows", "median |error|", "bias", "within 10%"
+        )
+        for e in profile.errors:
+            errors.add_row(
+                e.source,
+                e.gpu,
+                e.split,
+                str(e.num_rows),
+                percent(e.median_abs_error),
+                f"{e.bias:.3f}",
+                f"{e.within_10pct:.0%}",
+            )
+        console_print(errors)
+    held_out = profile.held_out_error(gpu)
+    console_print(
+        f"held-out error used by the planner's band: {percent(held_out) if held_out is not None else 'none'}"
+    )
+
+
+def print_points(calibration: Calibration) -> None:
+    """Each measured point: its shape, median and spread of repeats, and the host/device split."""
+    table = Table(
+        "kind",
+        "prefill tokens",
+        "decode seqs",
+        "context tokens",
+        "median",
+        "spread",
+        "forward",
+        "host",
+    )
+    for point in calibration.points:
+        shape = point.shape.to_shape()
+        table.add_row(
+            point.kind,
+            str(shape.num_prefill_tokens),
+            str(shape.num_decode_seqs),
+            str(shape.decode_context_tokens),
+            f"{point.median_total_s * 1e3:.2f} ms",
+            percent(point.spread),
+            f"{point.median_forward_s * 1e3:.2f} ms",
+            f"{point.median_host_s * 1e3:.2f} ms",
+        )
+    console_print(table)
+
+
+def print_terms(calibration: Calibration) -> None:
+    fit = calibration.cost_model
+    table = Table("term", "per", "value", "bound", "label", "note")
+    for term in fit.terms:
+        table.add_row(
+            term.name,
+            term.feature,
+            f"{term.seconds_per_unit:.4g} s",
+            term.bound,
+            term.label,
+            term.note[:70],
+        )
+    table.add_row(
+        "knee (tokens)",
+        "—",
+        f"{fit.knee_tokens:.0f}",
+        "—",
+        fit.knee_label,
+        "weight-read floor below it",
+    )
+    table.add_row(
+        "GEMM tile (tokens)",
+        "—",
+        str(fit.tile_tokens),
+        "—",
+        fit.knee_label,
+        "tokens count in whole tiles",
+    )
+    table.add_row(
+        "GEMM switch (tokens)",
+        "—",
+        str(fit.gemm_switch_tokens),
+        "—",
+        fit.knee_label,
+        "matrix-matrix kernels from here on",
+    )
+    if fit.spill_tokens is not None:
+        table.add_row(
+            "cache spill (tokens)", "—", f"{fit.spill_tokens:.0f}", "—", fit.knee_label, ""
+        )
+    console_print(table)
+
+
+def print_errors(calibration: Calibration) -> None:
+    table = Table("fit target", "points", "MAPE train", "MAPE held-out", "max error")
+    for error in calibration.cost_model.fit_errors:
+        table.add_row(
+            error.target,
+            str(error.num_points),
+            percent(error.mape_train),
+            percent(error.mape_cross_validated),
+            percent(error.max_ape),
+        )
+    console_print(table)
