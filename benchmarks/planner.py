@@ -19,7 +19,10 @@ Prints a table (and writes benchmarks/results/planner.json); no timing is assert
 """
 
 import argparse
+import ast
+import importlib.util
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -30,35 +33,82 @@ else:
     sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks.machine import describe_machine  # noqa: E402
+from simulator.planner import spec  # noqa: E402
 from simulator.planner.cache import OutcomeCache  # noqa: E402
 from simulator.planner.recommend import plan  # noqa: E402
 from simulator.planner.spec import PlanSettings, load_plan  # noqa: E402
 from simulator.scenario import Scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _this_checkouts(name: str):
+    """A module of this checkout's benchmarks/ (a --tree from before may not have it)."""
+    spec_ = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    return module
+
+
+modelled = _this_checkouts("planner_schedule").modelled
+
+
+def _answer_only() -> dict:
+    """The `answer` profile (`simulator.planner.spec.ANSWER_ONLY`); read from this checkout's spec.py
+    when `--tree` names one from before the profile had a name, so both run the same settings."""
+    if hasattr(spec, "ANSWER_ONLY"):
+        return spec.ANSWER_ONLY
+    module = ast.parse((ROOT / "simulator" / "planner" / "spec.py").read_text())
+    call = next(
+        node.value
+        for node in module.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ANSWER_ONLY"
+    )
+    return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+
+
+ANSWER_ONLY = _answer_only()
 DASHBOARD = ROOT / "examples" / "scenarios" / "plan-spike-llama-2-7b.yaml"
 CANDIDATES = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
-ANSWER = dict(
-    confirm="recommendation",
-    uncertainty=False,
-    static_baseline=False,
-    autoscaled=False,
-    dynamic_batch=False,
-)
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the plan's worker processes)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def timed(
-    scenario, settings: PlanSettings, workers: int, cache: OutcomeCache | None = None
+    scenario,
+    settings: PlanSettings,
+    workers: int,
+    cache: OutcomeCache | None = None,
+    model_cores: int = 0,
+    memo: Path | None = None,
 ) -> dict:
-    started = time.perf_counter()
+    cache = cache if cache is not None else OutcomeCache()
+    known = dict(cache.memory)
+    cpu_started, started = _cpu_s(), time.perf_counter()
     result = plan(scenario, settings, workers=workers, cache=cache, progress=False)
     wall = time.perf_counter() - started
+    process_cpu_s = _cpu_s() - cpu_started
+    new = {key: outcome for key, outcome in cache.memory.items() if key not in known}
+    model = (
+        modelled(lambda: plan(scenario, settings, progress=False), model_cores, memo, new)
+        if model_cores
+        else None
+    )
     rows = [row for row in result.ledger.rows if row["phase"] != "fit check"]
     report = result.report
     rec = report.recommendation
     checked = next(row for row in report.per_gpu_type if row.gpu == rec.gpu).checked_by
     return {
         "wall_s": wall,
+        "process_cpu_s": process_cpu_s,
+        "model": model,
         "evaluations": len(rows),
         "simulated": report.simulations.simulated,
         "checked_by": checked,
@@ -99,24 +149,42 @@ def main() -> None:
         "--tree", type=Path, default=None, help="run the planner of another checkout (before)"
     )
     parser.add_argument(
+        "--model-cores",
+        type=int,
+        default=0,
+        help="(b), (c): also replay each plan on this many idle virtual cores (benchmarks/planner_schedule.py)",
+    )
+    parser.add_argument(
+        "--schedule-memo",
+        type=Path,
+        default=None,
+        help="job outcomes and CPU times for --model-cores, shared by before and after runs",
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner.json"
     )
     args = parser.parse_args()
     print(describe_machine())
     scenario, _ = load_plan(DASHBOARD)
     rows = []
-    answer = PlanSettings(candidates=CANDIDATES, **ANSWER)
+    answer = PlanSettings(candidates=CANDIDATES, **ANSWER_ONLY)
     if not args.skip_dashboard:
         rows.append(("(a) answer", timed(scenario, answer, args.workers)))
+    model = dict(model_cores=args.model_cores, memo=args.schedule_memo)
     if args.cli_spike:
         spike, spike_settings = load_plan(
             ROOT / "examples" / "scenarios" / "spike-llama-2-7b-a100.yaml"
         )
         rows.append(
-            ("(c) spike-llama-2-7b-a100, default plan", timed(spike, spike_settings, args.workers))
+            (
+                "(c) spike-llama-2-7b-a100, default plan",
+                timed(spike, spike_settings, args.workers, **model),
+            )
         )
-        spike_answer = spike_settings.model_copy(update=ANSWER)
-        rows.append(("(c) spike-llama-2-7b-a100, answer", timed(spike, spike_answer, args.workers)))
+        spike_answer = spike_settings.model_copy(update=ANSWER_ONLY)
+        rows.append(
+            ("(c) spike-llama-2-7b-a100, answer", timed(spike, spike_answer, args.workers, **model))
+        )
     if not args.skip_full and not args.skip_dashboard:
         cache = OutcomeCache()
         full = PlanSettings(candidates=CANDIDATES)
@@ -140,27 +208,35 @@ def main() -> None:
             "duration_s": args.article_duration_s,
         }
         article = Scenario.model_validate(data)
-        settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER)
+        settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER_ONLY)
         rows.append(
             (
                 f"(b) 10k req/s peak, {args.article_duration_s:g} s, A100",
-                timed(article, settings, args.workers),
+                timed(article, settings, args.workers, **model),
             )
         )
-    traffic = rows[0][1]["data"]["traffic"]
     print(f"planner from {args.tree or ROOT}")
+    if not args.skip_dashboard:
+        traffic = rows[0][1]["data"]["traffic"]
+        print(
+            f"(a) {scenario.name}: {traffic['requests']:,} requests, peak "
+            f"{traffic['peak_rate_per_s']:.1f}/s; candidates {', '.join(c['gpu'] for c in CANDIDATES)}"
+        )
     print(
-        f"(a) {scenario.name}: {traffic['requests']:,} requests, peak {traffic['peak_rate_per_s']:.1f}/s; "
-        f"candidates {', '.join(c['gpu'] for c in CANDIDATES)}"
-    )
-    print(
-        f"{'run':<34}{'wall s':>8}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}{'sim. requests':>14}  answer"
+        f"{'run':<40}{'wall s':>8}{'CPU s':>7}{'sim CPU s':>10}{'evals':>7}{'simulated':>10}"
+        f"{'sim. requests':>14}  answer"
     )
     for name, row in rows:
         print(
-            f"{name:<34}{row['wall_s']:>8.1f}{row['cpu_s']:>10.1f}{row['evaluations']:>7}{row['simulated']:>10}"
-            f"{row['simulated_requests']:>14,}  {row['answer']}"
+            f"{name:<40}{row['wall_s']:>8.1f}{row['process_cpu_s']:>7.1f}{row['cpu_s']:>10.1f}"
+            f"{row['evaluations']:>7}{row['simulated']:>10}{row['simulated_requests']:>14,}  {row['answer']}"
         )
+    for name, row in rows:
+        if row["model"]:
+            print(
+                f"{name}: on {args.model_cores} idle cores (modelled) {row['model']['wall_s']:.1f} s wall, "
+                f"{row['model']['cpu_s']:.1f} CPU s in jobs started"
+            )
     for name, row in rows:
         if name.startswith("(b)"):
             traffic = row["data"]["traffic"]

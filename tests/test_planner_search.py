@@ -10,7 +10,7 @@ from test_planner_helpers import quick_settings, spike_scenario
 
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.cache import OutcomeCache
-from simulator.planner.evaluate import make_job
+from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
 from simulator.planner.search import bisect, drive
@@ -66,6 +66,9 @@ class _FakeRunner:
         self.calls.append(job)
         return len(self.calls) - 1, True
 
+    def ahead(self, jobs):
+        pass  # nothing runs ahead: every fake outcome is ready when asked
+
     def ready(self, key):
         return True
 
@@ -108,6 +111,21 @@ def test_processes_give_the_serial_answer(small_plan):
     ] == [{k: v for k, v in row.items() if k not in volatile} for row in small_plan.ledger.rows]
 
 
+def test_comparisons_started_ahead_give_the_serial_answer():
+    """One candidate: its comparisons start beside the confirmation (`likely_next`), the one-fewer run
+    and the warm pool's next size ahead; the report and the ledger stay those of the serial plan."""
+    scenario = spike_scenario(rate_per_s=4.0, duration_s=90)
+    settings = quick_settings(uncertainty=True, static_baseline=True, autoscaled=True)
+    serial, parallel = (plan(scenario, settings, workers=n, progress=False) for n in (1, 2))
+    strip = {"elapsed_s": None, "simulations": None}
+    assert replace(parallel.report, **strip) == replace(serial.report, **strip)
+    assert parallel.report.simulations.simulated == serial.report.simulations.simulated
+    volatile = ("cpu_s", "cached")
+    assert [
+        {k: v for k, v in row.items() if k not in volatile} for row in parallel.ledger.rows
+    ] == [{k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows]
+
+
 def test_outcomes_are_cached_by_scenario_hash(tmp_path):
     scenario, settings = spike_scenario(duration_s=60), quick_settings(max_replicas=4)
     first = plan(scenario, settings, workers=1, cache_dir=tmp_path, progress=False)
@@ -130,3 +148,22 @@ def test_runner_simulates_a_repeated_job_once():
     keys = [runner.submit(job) for _ in range(3)]
     assert [started for _, started in keys] == [True, False, False] and runner.simulated == 1
     assert len({runner.outcome(key).key for key, _ in keys}) == 1
+
+
+def test_jobs_started_ahead_are_joined_when_asked_and_never_run_serially():
+    jobs = [make_job(spike_scenario(duration_s=30, seed=seed), share=4) for seed in range(3)]
+    runner = Runner(LocalBackend(2), OutcomeCache(), progress=False)
+    try:
+        runner.ahead(jobs[:2])  # both start on the two free workers at the next wait
+        key, started = runner.submit(jobs[2])
+        runner.wait([key])
+        asked, asked_started = runner.submit(jobs[0])  # joins the run started ahead
+        assert started and asked_started and runner.simulated == 2 and runner.ahead_unused == 1
+        runner.wait([asked])
+        outcome = runner.outcome(asked)
+        assert outcome == replace(evaluate_job(jobs[0]), cpu_s=outcome.cpu_s)
+    finally:
+        runner.close()
+    serial = Runner(LocalBackend(1), OutcomeCache(), progress=False)
+    serial.ahead(jobs)  # one worker: nothing runs ahead of being asked
+    assert serial.ahead_unused == 0 and serial.simulated == 0 and not serial.cache.memory

@@ -12,17 +12,10 @@ import pytest
 
 from simulator.planner.ceiling import peak_rate_per_s, replica_floor
 from simulator.planner.recommend import plan
-from simulator.planner.spec import PlanSettings, load_plan
+from simulator.planner.spec import ANSWER_ONLY, PlanSettings, load_plan
 from simulator.simulation import load_traffic
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
-ANSWER = dict(
-    confirm="recommendation",
-    uncertainty=False,
-    static_baseline=False,
-    autoscaled=False,
-    dynamic_batch=False,
-)
 GPUS = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
 BEFORE = {  # (file, candidates) -> (gpu, replicas, max_num_seqs, max_num_batched_tokens)
     ("spike-llama-2-7b-a100.yaml", None): ("A100-80GB", 7, 256, 8192),
@@ -34,7 +27,7 @@ BEFORE = {  # (file, candidates) -> (gpu, replicas, max_num_seqs, max_num_batche
 @pytest.mark.parametrize("name, candidates", list(BEFORE))
 def test_recommendation_on_shipped_scenarios_is_unchanged(name, candidates):
     scenario, settings = load_plan(SCENARIOS / name)
-    update = dict(ANSWER)
+    update = dict(ANSWER_ONLY)
     if candidates:
         update["candidates"] = PlanSettings(candidates=GPUS).candidates
     result = plan(scenario, settings.model_copy(update=update), workers=1, progress=False)

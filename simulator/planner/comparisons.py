@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulator.planner.search import Answer, Batch, Fleet, bisect, fewest_replicas
+from simulator.planner.search import Ahead, Answer, Batch, Fleet, bisect, fewest_replicas
 from simulator.scenario import AutoscalerSpec
 
 
@@ -71,7 +71,10 @@ def warm_pool(fleet: Fleet, answer: Answer):
         scaler = spec.model_copy(update={"min_replicas": pool, "max_replicas": max(top, pool)})
         return fleet.probe(pool, answer.batch, False, "autoscaled", autoscaler=scaler)
 
-    # the fixed fleet's answer less one first: a warm pool rarely does with much less (a miss ends early)
+    # the fixed fleet's answer less one first: a warm pool rarely does with much less (a miss ends early),
+    # so the pool of the fixed answer's size is asked for next: it runs beside it on a free worker
+    if answer.replicas > 1:
+        yield Ahead([probe(answer.replicas)])
     found, seen = yield from bisect(probe, 1, answer.replicas, guess=answer.replicas - 1)
     return found, seen[found] if found is not None else seen[answer.replicas]
 

@@ -30,6 +30,7 @@ from simulator.planner.ledger import Ledger
 from simulator.planner.outcome import Outcome
 from simulator.planner.report import GpuRow, PlanReport, Simulations, TrafficFacts
 from simulator.planner.search import (
+    Ahead,
     Answer,
     Batch,
     Fleet,
@@ -98,7 +99,21 @@ def plan(
         answers = drive(
             runner,
             {
-                name: fewest_replicas(fleet, grid, settings.fast_pass, confirm_all, confirm_all)
+                name: fewest_replicas(
+                    fleet,
+                    grid,
+                    settings.fast_pass,
+                    confirm_all,
+                    confirm_all,
+                    # a single candidate's answer is the recommendation: its comparisons start early
+                    likely_next=(
+                        lambda answer, fleet=fleet: _first_probes(
+                            fleet, answer, grid, settings, scenario
+                        )
+                    )
+                    if len(fleets) == 1
+                    else None,
+                )
                 for name, fleet in fleets.items()
             },
             ledger,
@@ -324,6 +339,25 @@ def _fleet_gpu_hours(outcome: Outcome, replicas: int) -> float | None:
     """The whole fleet's GPU-hours, from a simulation of all, one or a sample of its replicas."""
     hours = outcome.summary.gpu_hours
     return None if hours is None else hours * replicas / simulated_replicas(outcome, replicas)
+
+
+def _first_probes(
+    fleet: Fleet, answer: Answer, grid: list[Batch], settings: PlanSettings, scenario: Scenario
+) -> list:
+    """The pairs each comparison of `answer` asks for first (and those it names ahead), found by
+    starting its search and closing it: searches are generators with no other effect."""
+    pairs = []
+    for search in _comparisons(fleet, answer, grid, settings, scenario).values():
+        try:
+            first = next(search)
+            while isinstance(first, Ahead):
+                pairs += first
+                first = search.send(None)
+            pairs += first
+        except StopIteration:
+            pass
+        search.close()
+    return pairs
 
 
 def _comparisons(

@@ -50,6 +50,11 @@ Pair = tuple[dict, dict]  # (job, ledger context)
 Search = Generator[list[Pair], list[dict], Any]
 
 
+class Ahead(list):
+    """Yielded by a search: pairs it will probably ask for next (`Runner.ahead` starts them on free
+    workers); the search gets None back at once and asks for them as usual when it needs them."""
+
+
 @dataclass(frozen=True)
 class Batch:
     """The scheduler settings a fleet runs with."""
@@ -204,6 +209,9 @@ def drive(runner, searches: dict[str, Search], ledger=None) -> dict[str, Any]:
     def advance(name: str, value) -> None:
         try:
             pairs = searches[name].send(value)
+            while isinstance(pairs, Ahead):
+                runner.ahead([job for job, _ in pairs])
+                pairs = searches[name].send(None)
         except StopIteration as stop:
             results[name] = stop.value
             return
@@ -291,10 +299,13 @@ def fewest_replicas(
     check_below: bool = True,
     confirm: bool = True,
     guess: int | None = None,
+    likely_next: Callable[[Answer], list[Pair]] | None = None,
 ):
     """The search described above, for one GPU type; returns an `Answer` (with `confirm=False`, the share
     pass's answer, to be confirmed later by `confirm_answer`). The first bisection starts at the cost
-    model's floor and looks first at `guess` (default: a quarter above the floor)."""
+    model's floor and looks first at `guess` (default: a quarter above the floor). `likely_next`: the
+    first probes of what follows the answer (the plan's comparisons), given the share pass's answer:
+    started ahead, beside its full-fleet confirmation (`Runner.ahead`)."""
     share = fast_pass
     first = grid[0]
     floor = fleet.floor(first)
@@ -346,6 +357,9 @@ def fewest_replicas(
             fleet.high,
             False,
         )
+    if likely_next is not None:  # what follows the answer, started beside its confirmation
+        provisional = Answer(best, best_batch, best_seen[best], confirmed=False, high=fleet.high)
+        yield Ahead(likely_next(provisional))
     return (
         yield from _confirm(fleet, best, best_batch, best_seen.get(best - 1), check_below, rows)
     )
@@ -373,6 +387,8 @@ def _confirm(
     """Full-fleet confirmation of the share pass's `n`: while it misses, gallop up (+1, +2, +4, ...) and bisect
     back; then, if asked, step down while one replica less still meets."""
     probe = lambda k: fleet.probe(k, batch, False, "confirm")  # noqa: E731
+    if check_below and n > fleet.low:  # asked for next unless `n` misses: run it beside `n`
+        yield Ahead([fleet.probe(n - 1, batch, False, "one fewer")])
     outcome = (yield [probe(n)])[0]
     below, below_full = share_below, False
     if not outcome.meets:

@@ -160,6 +160,18 @@ class PlanSettings(_Strict):
         ]
 
 
+# The `answer` profile: the recommendation alone, confirmed on full fleets with one replica less, no
+# comparisons (error bars, static baseline, autoscaled fleet, dynamic batch); the dashboard's first answer,
+# the shipped-scenario test's and the planner benchmark's. `settings.model_copy(update=ANSWER_ONLY)`.
+ANSWER_ONLY = dict(
+    confirm="recommendation",
+    uncertainty=False,
+    static_baseline=False,
+    autoscaled=False,
+    dynamic_batch=False,
+)
+
+
 def load_plan(path: str | Path) -> tuple[Scenario, PlanSettings]:
     """A scenario file, with an optional `plan:` section; a bad field is named with its path."""
     path = Path(path)
