@@ -39,7 +39,8 @@ import numpy as np
 
 from engine.core.step_shape import StepShape
 from simulator import simulate
-from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+from simulator.calibration.engine_profile import load_profile
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.roofline import roofline_calibration
 from simulator.calibration.schema import resolve_calibration
 from simulator.calibration.shipped import calibration_for
@@ -139,25 +140,22 @@ def designs(budget: int = BUDGET_H100_MACHINES) -> list[Design]:
     return out
 
 
+def _workload(trace: str) -> dict:
+    """One of Splitwise's two workloads: Llama-2-70B with an Azure 2023 trace's lengths."""
+    return dict(
+        model=MODEL,
+        gpu=A100,
+        prompt={"kind": "preset", "name": f"azure-{trace}-prompt"},
+        output={"kind": "preset", "name": f"azure-{trace}-output"},
+        ttft_s=3600.0,  # unused: Splitwise's slowdown SLO is judged on the records
+        tpot_s=3600.0,
+        start_rps=1.0,
+    )
+
+
 WORKLOADS = {
-    "Splitwise conversation (Azure conv)": dict(
-        model=MODEL,
-        gpu=A100,
-        prompt={"kind": "preset", "name": "azure-conv-prompt"},
-        output={"kind": "preset", "name": "azure-conv-output"},
-        ttft_s=3600.0,  # unused: Splitwise's slowdown SLO is judged on the records
-        tpot_s=3600.0,
-        start_rps=1.0,
-    ),
-    "Splitwise coding (Azure code)": dict(
-        model=MODEL,
-        gpu=A100,
-        prompt={"kind": "preset", "name": "azure-code-prompt"},
-        output={"kind": "preset", "name": "azure-code-output"},
-        ttft_s=3600.0,  # unused: Splitwise's slowdown SLO is judged on the records
-        tpot_s=3600.0,
-        start_rps=1.0,
-    ),
+    "Splitwise conversation (Azure conv)": _workload("conv"),
+    "Splitwise coding (Azure code)": _workload("code"),
 }
 
 

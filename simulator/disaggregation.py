@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import ProfiledCostModel, kernel_backend
+from simulator.calibration.engine_profile import kernel_backend
 from simulator.calibration.kv_cache import kv_cache_calibration
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler

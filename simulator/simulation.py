@@ -27,12 +27,12 @@ from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
-    ProfiledCostModel,
     default_profile_name,
     kernel_backend,
     load_profile,
 )
 from simulator.calibration.kv_cache import kv_cache_calibration
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.cluster.autoscaler import Autoscaler

@@ -237,7 +237,8 @@ def test_heterogeneous_pools_step_on_their_own_gpus_and_cost_their_own_prices():
     # H100 calibration's step time, its KV 1,000 x 327,680 B over min(4, 4) HDR links, then 3 decode
     # steps (contexts 1001..1003) at the A100 calibration's step times; each pool's GPU-hours at its
     # GPU's catalog price
-    from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+    from simulator.calibration.engine_profile import load_profile
+    from simulator.calibration.profiled_cost_model import ProfiledCostModel
     from simulator.calibration.shipped import calibration_for
     from simulator.hardware.catalog import get_hardware
 
@@ -297,7 +298,8 @@ def test_pool_gpu_must_be_in_the_catalog():
 def test_a_pool_steps_with_the_calibration_named_for_it(tmp_path):
     # the decode pool on a roofline-derived A100 calibration (a file): its decode steps are that
     # model's; a calibration of another GPU is refused, naming the setting
-    from simulator.calibration.engine_profile import ProfiledCostModel, load_profile
+    from simulator.calibration.engine_profile import load_profile
+    from simulator.calibration.profiled_cost_model import ProfiledCostModel
     from simulator.calibration.roofline import roofline_calibration
     from simulator.calibration.shipped import calibration_for
     from simulator.hardware.catalog import get_hardware

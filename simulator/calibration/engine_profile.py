@@ -28,13 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.core.step_shape import StepShape
-
-# ProfiledCostModel re-exported: the simulator, disaggregation and planner import it from here
-from simulator.calibration.profiled_cost_model import (  # noqa: F401
-    ProfiledCostModel,
-    host_seconds,
-    wall_s,
-)
+from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
 from simulator.calibration.stack_memory import StackMemory
 

@@ -25,8 +25,8 @@ from simulator.scenario import Scenario
 def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> float:
     """The most requests per second one replica of `scenario` could serve (optimistic: see above), its
     steps `step_scale` times as long."""
-    from simulator.calibration.engine_profile import ProfiledCostModel
     from simulator.calibration.kv_cache import kv_cache_calibration
+    from simulator.calibration.profiled_cost_model import ProfiledCostModel
     from simulator.model_spec import ModelSpec
     from simulator.simulation import resolve_calibration_for, resolve_pool, resolve_profile
 
