@@ -10,6 +10,7 @@ from pathlib import Path
 
 from simulator.calibration import aic_tables as tables
 from simulator.calibration.aic_fit import (
+    TermFit,
     fit_all_reduce,
     fit_decode_attention,
     fit_linear_layers,
@@ -18,7 +19,14 @@ from simulator.calibration.aic_fit import (
 )
 from simulator.calibration.aic_step_check import step_error
 from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, host_terms
-from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
+from simulator.calibration.schema import (
+    Calibration,
+    CostModelFit,
+    CostTerm,
+    DeviceInfo,
+    Provenance,
+    WeightDtypeTerms,
+)
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -77,6 +85,56 @@ def _term(
         seconds_per_unit=max(float(seconds), 0.0),
         note=note,
     )
+
+
+def linear_terms(fit: TermFit, layers: int, prefix: str = "linear layers") -> list[CostTerm]:
+    """One layer's GEMMs fitted by the roofline model, as a step's terms: the weight-read floor,
+    per token, and whole tiles above the knee."""
+    floor, per_token, above_knee = fit.coefficients
+    note = fit.error.note
+    return [
+        _term(f"{prefix}: weight-read floor", "step", "memory", floor * layers, note),
+        _term(f"{prefix}: per token", "token", "compute", per_token * layers, note),
+        _term(
+            f"{prefix}: max(tokens, knee) × compute",
+            "token_above_knee",
+            "compute",
+            above_knee * layers,
+            note,
+        ),
+    ]
+
+
+def weight_dtype_terms(
+    root: Path,
+    system: str,
+    backend: str,
+    version: str,
+    model: ModelSpec,
+    tensor_parallel: int,
+    replaces: list[CostTerm],
+) -> dict[str, WeightDtypeTerms]:
+    """Linear-layer terms for each weight_dtype whose GEMMs the backend's sweep (the same version
+    folder) measured on this GPU, fitted the same way as the bf16 ones; none where it has no rows
+    (an A100 has no fp8). The LM head stays in the model's dtype, as fp8 checkpoints leave it."""
+    found = {}
+    for weight_dtype, gemm_dtype in tables.GEMM_DTYPES.items():
+        if weight_dtype == "auto":
+            continue
+        try:
+            gemm = tables.read_gemm(root, system, backend, version, gemm_dtype)
+        except ValueError:
+            continue
+        fit, _ = fit_linear_layers(gemm, model, tensor_parallel)
+        found[weight_dtype] = WeightDtypeTerms(
+            knee_tokens=fit.params[0],
+            knee_label="fitted",
+            tile_tokens=int(fit.params[1]),
+            replaces=[term.name for term in replaces],
+            terms=linear_terms(fit, model.num_layers, f"linear layers ({weight_dtype})"),
+            fit_errors=[fit.error],
+        )
+    return found
 
 
 def elementwise_terms(model: ModelSpec, gpu_name: str, tensor_parallel: int) -> list[CostTerm]:
@@ -151,21 +209,8 @@ def aic_calibration(
     )
     head = fit_lm_head(gemm, model, tensor_parallel)
     layers = model.num_layers
-    floor, per_token, above_knee = linear.coefficients
-    terms = [
-        _term(
-            "linear layers: weight-read floor", "step", "memory", floor * layers, linear.error.note
-        ),
-        _term(
-            "linear layers: per token", "token", "compute", per_token * layers, linear.error.note
-        ),
-        _term(
-            "linear layers: max(tokens, knee) × compute",
-            "token_above_knee",
-            "compute",
-            above_knee * layers,
-            linear.error.note,
-        ),
+    model_dtype_linear = linear_terms(linear, layers)
+    terms = model_dtype_linear + [
         _term(
             "decode attention: per-layer floor",
             "decode_step",
@@ -257,7 +302,14 @@ def aic_calibration(
             tensor_parallel=tensor_parallel,
         ),
         cost_model=CostModelFit(
-            knee_tokens=knee, knee_label="fitted", tile_tokens=tile, terms=terms, fit_errors=errors
+            knee_tokens=knee,
+            knee_label="fitted",
+            tile_tokens=tile,
+            terms=terms,
+            fit_errors=errors,
+            weight_dtype_terms=weight_dtype_terms(
+                root, system, backend, gemm.version, model, tensor_parallel, model_dtype_linear
+            ),
         ),
         provenance=Provenance(
             source=f"{AIC_SOURCE.format(system=system)}; {tables.package_version()}",
@@ -267,7 +319,8 @@ def aic_calibration(
             database_mode=tables.DATABASE_MODE,
             notes=[
                 f"table versions: {versions}",
-                "linear layers, attention (with per-layer floors), LM head, all-reduce: fitted "
+                "linear layers (bf16, and fp8 weights where the sweep measured fp8 GEMMs), "
+                "attention (with per-layer floors), LM head, all-reduce: fitted "
                 "(non-negative "
                 "least squares, relative error, 5-fold cross-validated per table)",
                 "elementwise kernels and host overhead: derived (not in the tables; host time "
