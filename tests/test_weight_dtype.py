@@ -3,6 +3,8 @@ weight bytes in the one memory formula (so more KV blocks), the linear-layer ter
 calibration's fitted fp8 GEMM terms (aiconfigurator's fp8 sweeps), and a clear refusal on a GPU or
 calibration without fp8 measurements."""
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 from test_calibration_aic import fixture_db, gemm_s  # noqa: F401  (the fixture database)
@@ -177,3 +179,21 @@ def test_show_lists_the_fp8_terms():
     assert result.exit_code == 0, result.output
     assert "weight_dtype=fp8" in result.output and "linear layers (fp8)" in result.output
     assert "GPU, fp8 weights" in result.output
+
+
+def test_the_planner_refuses_a_candidate_gpu_without_fp8_measurements():
+    from simulator.planner.recommend import plan
+    from simulator.planner.spec import PlanError, load_plan
+
+    scenario, settings = load_plan(
+        Path(__file__).resolve().parents[1]
+        / "examples"
+        / "scenarios"
+        / "plan-spike-llama-2-7b.yaml"
+    )
+    scenario = with_weight_dtype(scenario, "fp8")
+    settings = settings.model_validate(
+        settings.model_dump() | {"candidates": [{"gpu": "A100-80GB", "tensor_parallel": 1}]}
+    )
+    with pytest.raises(PlanError, match="A100-80GB.*no fp8 GEMM terms"):
+        plan(scenario, settings, workers=1, progress=False)
