@@ -40,6 +40,27 @@ def _staleness_option():
 STALENESS_OPTION = _staleness_option()
 
 
+def _weight_dtype_option():
+    from engine.config import cli_option
+    from simulator.scenario import ModelChoice
+
+    return cli_option(ModelChoice, "weight_dtype", default=None, flag="--weight-dtype")
+
+
+WEIGHT_DTYPE_OPTION = _weight_dtype_option()
+
+
+def with_weight_dtype(scenario, weight_dtype: str | None):
+    """The scenario with `model.weight_dtype` replaced (validated: a bad name is a ValueError), or
+    itself for None."""
+    if weight_dtype is None:
+        return scenario
+    model = type(scenario.model).model_validate(
+        {**scenario.model.model_dump(), "weight_dtype": weight_dtype}
+    )
+    return scenario.model_copy(update={"model": model})
+
+
 def simulate_command(
     scenario_file: Path = typer.Argument(
         ..., help="scenario YAML or JSON (see examples/scenarios/)"
@@ -58,6 +79,7 @@ def simulate_command(
     ),
     engine_profile: str | None = ENGINE_PROFILE_OPTION,
     staleness_s: float | None = STALENESS_OPTION,
+    weight_dtype: str | None = WEIGHT_DTYPE_OPTION,
     workers: int = typer.Option(
         1,
         "--workers",
@@ -84,6 +106,7 @@ def simulate_command(
             )
         if engine_profile is not None:
             scenario = scenario.model_copy(update={"engine_profile": engine_profile})
+        scenario = with_weight_dtype(scenario, weight_dtype)
         if staleness_s is not None:
             router = scenario.cluster.router.model_copy(update={"staleness_s": staleness_s})
             cluster = scenario.cluster.model_copy(update={"router": router})

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import kernel_backend
-from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
+from simulator.calibration.weight_dtype import precision_calibration
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import ClusterConfig
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
@@ -126,8 +126,9 @@ def _pool_config(
             "shorter requests"
         )
     if pool.calibration is not None:  # named for this pool: of its GPU and TP degree
-        calibration = kv_cache_calibration(
+        calibration = precision_calibration(
             _pool_calibration(pool.calibration, scenario.model.name, gpu, tp, role),
+            model.weight_dtype,
             settings.kv_cache_dtype,
         )
     elif (
@@ -140,8 +141,15 @@ def _pool_config(
             if isinstance(base.cost_model, ProfiledCostModel)
             else None
         )
-        calibration = kv_cache_calibration(
-            calibration_for(scenario.model.name, gpu.name, tp, backend=kernel_backend(stated)),
+        calibration = precision_calibration(
+            calibration_for(
+                scenario.model.name,
+                gpu.name,
+                tp,
+                backend=kernel_backend(stated),
+                weight_dtype=model.weight_dtype,
+            ),
+            model.weight_dtype,
             settings.kv_cache_dtype,
         )
     changes = {"role": role}

@@ -4,7 +4,7 @@ from the one memory formula the live engine also calls (`engine.core.memory`), w
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.core.memory import (
     activation_bytes,
@@ -12,6 +12,10 @@ from engine.core.memory import (
     kv_pool_blocks,
     kv_value_bytes,
     llama_parameters,
+    weight_value_bytes,
+)
+from engine.core.memory import (
+    weight_bytes as stored_weight_bytes,
 )
 from simulator.hardware.spec import HardwareSpec
 
@@ -52,13 +56,25 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     dtype: str = "float16"
+    # the linear layers' weights (engine.core.config.WeightConfig): auto = `dtype`, or fp8
+    weight_dtype: str = "auto"
     max_position_embeddings: int = Field(default=4096, gt=0)
+
+    @model_validator(mode="after")
+    def _known_weight_dtype(self) -> "ModelSpec":
+        weight_value_bytes(self.weight_dtype, 1)  # a clear error for an unknown name
+        return self
 
     @classmethod
     def from_hf_config(
-        cls, config: dict, name: str | None = None, dtype: str | None = None
+        cls,
+        config: dict,
+        name: str | None = None,
+        dtype: str | None = None,
+        weight_dtype: str = "auto",
     ) -> "ModelSpec":
-        """Read a Hugging Face `config.json` dict (through the engine's own parser); `dtype` overrides the config's."""
+        """Read a Hugging Face `config.json` dict (through the engine's own parser); `dtype` overrides the
+        config's; `weight_dtype` stores the linear layers' weights in another dtype (fp8)."""
         from engine.model.config import ModelConfig  # pure Python: no torch
 
         c = ModelConfig.from_hf_config(config, source=f"config of {name or 'model'!r}")
@@ -74,14 +90,19 @@ class ModelSpec(BaseModel):
             tie_word_embeddings=c.tie_word_embeddings,
             qkv_bias=c.qkv_bias,
             dtype=dtype or config.get("dtype") or config.get("torch_dtype") or "float16",
+            weight_dtype=weight_dtype,
             max_position_embeddings=c.max_position_embeddings,
         )
 
     @classmethod
-    def from_preset(cls, name: str, dtype: str | None = None) -> "ModelSpec":
+    def from_preset(
+        cls, name: str, dtype: str | None = None, weight_dtype: str = "auto"
+    ) -> "ModelSpec":
         from engine.model.presets import preset_config
 
-        return cls.from_hf_config(preset_config(name), name=name, dtype=dtype)
+        return cls.from_hf_config(
+            preset_config(name), name=name, dtype=dtype, weight_dtype=weight_dtype
+        )
 
     @property
     def dtype_bytes(self) -> int:
@@ -127,7 +148,10 @@ class ModelSpec(BaseModel):
 
     @property
     def weight_bytes(self) -> int:
-        return self.num_params * self.dtype_bytes
+        linear = self.num_layers * self.linear_params_per_layer
+        return stored_weight_bytes(
+            linear, self.num_params - linear, self.weight_dtype, self.dtype_bytes
+        )
 
     # ---- per-token work ---------------------------------------------------------------------
     @property
@@ -180,13 +204,18 @@ class ModelSpec(BaseModel):
 
     def weight_bytes_per_gpu(self, tensor_parallel: int) -> int:
         """Linear layers, embedding and LM head shard across GPUs; KV projections replicate when
-        there are more GPUs than KV heads; norms replicate."""
+        there are more GPUs than KV heads; norms replicate. The linear layers' weights in
+        `weight_dtype`, the rest in `dtype` (`engine.core.memory.weight_bytes`)."""
         _check_tensor_parallel(self, tensor_parallel)
         replicated_kv = self.kv_heads_per_gpu(tensor_parallel) * tensor_parallel - self.num_kv_heads
         extra_kv_params = self.num_layers * 2 * replicated_kv * self.head_dim * self.hidden_size
         norms = (2 * self.num_layers + 1) * self.hidden_size
         sharded = self.num_params - norms + extra_kv_params
-        return (math.ceil(sharded / tensor_parallel) + norms) * self.dtype_bytes
+        linear = math.ceil(
+            (self.num_layers * self.linear_params_per_layer + extra_kv_params) / tensor_parallel
+        )
+        per_gpu = math.ceil(sharded / tensor_parallel) + norms
+        return stored_weight_bytes(linear, per_gpu - linear, self.weight_dtype, self.dtype_bytes)
 
     def activation_bytes_per_gpu(
         self, max_num_batched_tokens: int, max_num_seqs: int, tensor_parallel: int = 1

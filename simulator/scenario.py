@@ -26,9 +26,12 @@ from engine.core.config import (
     Policy,
     SchedulerConfig,
     StaticReserve,
+    WeightConfig,
+    WeightDtype,
     setting,
 )
 from engine.settings_file import read_mapping
+from simulator.model_spec import ModelSpec
 from simulator.slo import SLO
 from traces.arrivals import ArrivalSpec, PoissonArrivals
 from traces.lengths import LengthSpec, PresetLength
@@ -142,9 +145,14 @@ class ModelChoice(_Strict):
     )
     dtype: str = Field(
         "float16",
-        description="weights dtype (float16, bfloat16, fp8, int8), and the KV "
-        "cache's where scheduler.kv_cache_dtype is auto",
+        description="the model's dtype (float16, bfloat16, fp8, int8): its activations, its weights "
+        "where weight_dtype is auto, and the KV cache's where scheduler.kv_cache_dtype is auto",
     )
+    weight_dtype: WeightDtype = setting(WeightConfig, "weight_dtype")
+
+    def spec(self) -> ModelSpec:
+        """The model's shape and memory arithmetic, in these dtypes."""
+        return ModelSpec.from_preset(self.name, dtype=self.dtype, weight_dtype=self.weight_dtype)
 
 
 class HardwareChoice(_Strict):

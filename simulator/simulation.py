@@ -31,10 +31,10 @@ from simulator.calibration.engine_profile import (
     kernel_backend,
     load_profile,
 )
-from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
+from simulator.calibration.weight_dtype import precision_calibration
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.parallel import ParallelCluster, parallel_eligible
@@ -112,6 +112,7 @@ def resolve_calibration_for(
             hardware.gpu,
             hardware.tensor_parallel,
             backend=kernel_backend_of(scenario, profile),
+            weight_dtype=scenario.model.weight_dtype,
         )
     calibration = resolve_calibration(hardware.calibration)
     if calibration.model.name != scenario.model.name:
@@ -121,6 +122,13 @@ def resolve_calibration_for(
             "scenario's model"
         )
     return calibration
+
+
+def scenario_calibration(scenario: Scenario, calibration: Calibration) -> Calibration:
+    """`calibration` for the scenario's weight and KV cache dtypes (`precision_calibration`)."""
+    return precision_calibration(
+        calibration, scenario.model.weight_dtype, scenario.scheduler.kv_cache_dtype
+    )
 
 
 def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfile:
@@ -195,12 +203,13 @@ def build_cluster(
         # disaggregated: the base settings (and the checks on them) are the prefill pool's (its GPU
         # and TP degree); each pool's GPU and TP written out
         scenario = pinned_pools(scenario)
-    model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
+    model = scenario.model.spec()
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario, profile)
     profile = profile or resolve_profile(scenario, calibration)
-    # decode attention from the KV bytes read when the cache is stored in fp8 / int8 (derived)
-    calibration = kv_cache_calibration(calibration, scenario.scheduler.kv_cache_dtype)
+    # linear layers from the fitted fp8 GEMM terms for fp8 weights (refused where none were
+    # measured); decode attention from the KV bytes read for an fp8 / int8 cache (derived)
+    calibration = scenario_calibration(scenario, calibration)
     step_model = ProfiledCostModel.of_calibration(calibration, profile, step_scale)
     settings = scenario.scheduler
     max_model_len = settings.max_model_len or model.max_position_embeddings
@@ -345,6 +354,7 @@ def build_cluster(
         "tensor_parallel": scenario.hardware.tensor_parallel,
         "kv_blocks_per_replica": num_blocks,
         "kv_cache_dtype": settings.kv_cache_dtype,
+        "weight_dtype": model.weight_dtype,
         "block_size": settings.block_size,
         "max_model_len": max_model_len,
         "prefix_caching": caching,

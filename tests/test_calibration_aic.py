@@ -256,6 +256,12 @@ def test_shipped_figures_equal_a_fresh_fit_of_the_installed_database():
     assert [t.seconds_per_unit for t in fresh.cost_model.terms] == pytest.approx(
         [t.seconds_per_unit for t in shipped.cost_model.terms], rel=1e-9, abs=1e-15
     )
+    # and the fp8-weight linear terms fitted on the same sweep's fp8 rows
+    fresh_fp8, shipped_fp8 = (c.cost_model.weight_dtype_terms["fp8"] for c in (fresh, shipped))
+    assert fresh_fp8.model_dump(exclude={"terms"}) == shipped_fp8.model_dump(exclude={"terms"})
+    assert [t.seconds_per_unit for t in fresh_fp8.terms] == pytest.approx(
+        [t.seconds_per_unit for t in shipped_fp8.terms], rel=1e-9, abs=1e-15
+    )
 
 
 def test_ten_gpu_types_are_fitted_from_measurements_with_backend_and_error():

@@ -209,6 +209,14 @@ def _fleet(side, base: dict) -> None:
         where=side,
         options=catalogs.model_names(),
     )
+    base["model"]["weight_dtype"] = w.select(
+        ModelChoice,
+        "weight_dtype",
+        base["model"].get("weight_dtype", "auto"),
+        KEY + "weight_dtype",
+        "weight dtype",
+        where=side,
+    )
     profiles = catalogs.engine_profiles()
     base["engine_profile"] = w.select(
         Scenario,

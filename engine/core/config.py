@@ -17,6 +17,9 @@ BatchController = Literal["fixed", "slo"]
 Role = Literal["both", "prefill", "decode"]
 # vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
 KVCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "int8"]
+# The linear layers' weights: auto = the model's dtype; fp8 = FP8 E4M3 weights and activations with
+# per-tensor scales (vLLM's --quantization fp8, TensorRT-LLM's FP8 checkpoints)
+WeightDtype = Literal["auto", "fp8"]
 
 
 class CacheConfig(BaseModel):
@@ -61,6 +64,22 @@ class CacheConfig(BaseModel):
     @property
     def num_token_slots(self) -> int:
         return self.num_kv_blocks * self.block_size
+
+
+class WeightConfig(BaseModel):
+    """How the model's weights are stored. The simulator and planner model fp8 weights (memory from
+    `engine.core.memory`, linear-layer time from a calibration's fitted fp8 GEMM terms); the live
+    engine runs its model's own dtype."""
+
+    model_config = ConfigDict(extra="forbid")
+    weight_dtype: WeightDtype = Field(
+        "auto",
+        description="linear-layer weights (vLLM's --quantization fp8): auto = the model's dtype; "
+        "fp8 = FP8 E4M3 weights and activations with per-tensor scales, half the bytes, GEMM time "
+        "from measured fp8 GEMMs (only on a calibration fitted on them: aiconfigurator's H100, "
+        "H200, B200 and other fp8 GPUs, not the A100); embeddings and LM head stay in the model's "
+        "dtype",
+    )
 
 
 class MetricsConfig(BaseModel):

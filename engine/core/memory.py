@@ -1,13 +1,16 @@
 """The one memory formula: how many KV blocks a GPU (or a tensor-parallel shard) holds after
 weights and
-activations, with the KV cache's storage dtype. Pure Python: the live engine
+activations, with the weights' and the KV cache's storage dtypes. Pure Python: the live engine
 (`engine.worker.resources`)
 and the simulator (`simulator.model_spec`) both call it, so they size the same pool.
 
   blocks = floor((memory × gpu_memory_utilization − weight bytes − activation bytes) / block bytes)
+  weight bytes = linear-layer parameters × bytes per weight (weight_dtype) + embeddings, LM head and
+                 norms × the model's bytes per value (fp8 checkpoints leave those unquantised)
   block bytes = 2 (K, V) × layers × KV heads × block_size × head_dim × bytes per value
                 + (int8) 2 × layers × KV heads × 4 bytes of scales per block
-The fp8 caches' per-tensor scales (8 bytes a layer) are not worth a block and are left out.
+The fp8 caches' per-tensor scales (8 bytes a layer) and fp8 weights' (two float32 per linear layer)
+are not worth a block and are left out.
 """
 
 import math
@@ -15,6 +18,8 @@ import math
 # bytes a stored K/V value takes, by kv_cache_dtype; auto = the model's dtype
 KV_CACHE_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
 SCALE_BYTES = 4  # float32
+# bytes a linear-layer weight takes, by weight_dtype; auto = the model's dtype
+WEIGHT_DTYPE_BYTES = {"fp8": 1}
 
 
 def kv_value_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
@@ -26,6 +31,27 @@ def kv_value_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
             f"{sorted(KV_CACHE_DTYPE_BYTES)}"
         )
     return KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
+
+
+def weight_value_bytes(weight_dtype: str, model_dtype_bytes: int) -> int:
+    if weight_dtype == "auto":
+        return model_dtype_bytes
+    if weight_dtype not in WEIGHT_DTYPE_BYTES:
+        raise ValueError(
+            f"weight_dtype is {weight_dtype!r}; expected auto or one of {sorted(WEIGHT_DTYPE_BYTES)}"
+        )
+    return WEIGHT_DTYPE_BYTES[weight_dtype]
+
+
+def weight_bytes(
+    linear_params: int, other_params: int, weight_dtype: str, model_dtype_bytes: int
+) -> int:
+    """Bytes of the weights (on one GPU: pass the parameters that GPU holds): the linear layers' in
+    `weight_dtype`, the rest (embeddings, LM head, norms) in the model's dtype."""
+    return (
+        linear_params * weight_value_bytes(weight_dtype, model_dtype_bytes)
+        + other_params * model_dtype_bytes
+    )
 
 
 def kv_block_bytes(

@@ -23,6 +23,7 @@ from simulator.model_spec import ModelSpec
 MAX_STEP_TOKENS = 16384  # the largest step fitted: GEMM rows beyond this are not used
 MAX_DECODE_BATCH = 512
 MAX_DECODE_CONTEXT = 32768
+_SHORT = {"bfloat16": "bf16"}  # how fit targets name a GEMM dtype
 
 
 def layer_gemms(model: ModelSpec, tensor_parallel: int) -> list[tuple[str, int, int]]:
@@ -145,8 +146,10 @@ def fit_linear_layers(
         tokens,
         per_layer,
         candidates,
-        "per-layer GEMM time (qkv+o+gate_up+down, bf16)",
-        f"{_rel(gemm.path)} @ {gemm.version}; (n, k) bilinear between grid lines"
+        f"per-layer GEMM time (qkv+o+gate_up+down, {_SHORT.get(gemm.dtype, gemm.dtype)})",
+        f"{_rel(gemm.path)} @ {gemm.version}"
+        + ("" if gemm.dtype == "bfloat16" else f" ({gemm.dtype} rows)")
+        + "; (n, k) bilinear between grid lines"
         + (f", {scaled} scaled past the sweep's largest n/k" if scaled else "")
         + f"; {len(tokens)} token counts",
         folds,

@@ -17,8 +17,19 @@ from simulator.calibration.aic_fit import (
     fit_prefill_attention,
 )
 from simulator.calibration.aic_step_check import step_error
+from simulator.calibration.aic_terms import (
+    cost_term,
+    elementwise_terms,
+    linear_terms,
+    weight_dtype_terms,
+)
 from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, host_terms
-from simulator.calibration.schema import Calibration, CostModelFit, CostTerm, DeviceInfo, Provenance
+from simulator.calibration.schema import (
+    Calibration,
+    CostModelFit,
+    DeviceInfo,
+    Provenance,
+)
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -36,11 +47,6 @@ SYSTEMS = {
     "Arc-Pro-B60-24GB": "b60",
 }
 AIC_SOURCE = "NVIDIA aiconfigurator (Apache-2.0) measured kernel database, systems/data/{system}"
-# Elementwise kernels per layer the GEMM and attention tables leave out (fused add+RMSNorm twice,
-# RoPE, SiLU-and-mul, KV-cache store), each costing aiconfigurator's own memory-op latency constant.
-ELEMENTWISE_KERNELS_PER_LAYER = 5
-ELEMENTWISE_KERNEL_S = 3e-6
-ELEMENTWISE_BANDWIDTH = 0.8
 
 
 def model_spec(name: str) -> ModelSpec:
@@ -64,53 +70,6 @@ def _measured_kv_heads(
         f"{root}/{system}/attention/{backend}: no bf16 rows for {heads} heads with ≤ {kv_heads} KV "
         f"heads, head_dim {head_dim}"
     )
-
-
-def _term(
-    name: str, feature: str, bound: str, seconds: float, note: str, label: str = "fitted"
-) -> CostTerm:
-    return CostTerm(
-        name=name,
-        feature=feature,
-        bound=bound,
-        label=label,
-        seconds_per_unit=max(float(seconds), 0.0),
-        note=note,
-    )
-
-
-def elementwise_terms(model: ModelSpec, gpu_name: str, tensor_parallel: int) -> list[CostTerm]:
-    """What the tables do not time: the per-layer elementwise kernels (derived)."""
-    hardware = get_hardware(gpu_name)
-    layers = model.num_layers
-    per_token_bytes = (
-        10 * model.hidden_size + 3 * model.intermediate_size / tensor_parallel
-    ) * model.dtype_bytes
-    note = (
-        f"{ELEMENTWISE_KERNELS_PER_LAYER} kernels per layer × {ELEMENTWISE_KERNEL_S * 1e6:.0f} µs "
-        "(aiconfigurator's memory-op latency constant); bytes at "
-        f"{ELEMENTWISE_BANDWIDTH:.0%} of {hardware.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s"
-    )
-    return [
-        _term(
-            "elementwise kernels (norms, RoPE, activation, KV store)",
-            "step",
-            "latency",
-            layers * ELEMENTWISE_KERNELS_PER_LAYER * ELEMENTWISE_KERNEL_S,
-            note,
-            "derived",
-        ),
-        _term(
-            "elementwise kernels (norms, RoPE, activation, KV store)",
-            "token",
-            "memory",
-            layers
-            * per_token_bytes
-            / (hardware.memory_bandwidth_bytes_per_s * ELEMENTWISE_BANDWIDTH),
-            note,
-            "derived",
-        ),
-    ]
 
 
 def aic_calibration(
@@ -151,36 +110,23 @@ def aic_calibration(
     )
     head = fit_lm_head(gemm, model, tensor_parallel)
     layers = model.num_layers
-    floor, per_token, above_knee = linear.coefficients
-    terms = [
-        _term(
-            "linear layers: weight-read floor", "step", "memory", floor * layers, linear.error.note
-        ),
-        _term(
-            "linear layers: per token", "token", "compute", per_token * layers, linear.error.note
-        ),
-        _term(
-            "linear layers: max(tokens, knee) × compute",
-            "token_above_knee",
-            "compute",
-            above_knee * layers,
-            linear.error.note,
-        ),
-        _term(
+    model_dtype_linear = linear_terms(linear, layers)
+    terms = model_dtype_linear + [
+        cost_term(
             "decode attention: per-layer floor",
             "decode_step",
             "latency",
             decode.coefficients[0] * layers,
             decode.error.note,
         ),
-        _term(
+        cost_term(
             "decode attention: per sequence",
             "decode_sequence",
             "memory",
             decode.coefficients[1] * layers,
             decode.error.note,
         ),
-        _term(
+        cost_term(
             "decode attention (KV read)",
             "decode_context_token",
             "memory",
@@ -188,29 +134,29 @@ def aic_calibration(
             kv_note,
             kv_label,
         ),
-        _term(
+        cost_term(
             "prefill attention: per-layer floor",
             "prefill_step",
             "latency",
             prefill.coefficients[0] * layers,
             prefill.error.note,
         ),
-        _term(
+        cost_term(
             "prefill attention: per token",
             "token",
             "memory",
             prefill.coefficients[1] * layers,
             prefill.error.note,
         ),
-        _term(
+        cost_term(
             "prefill attention (FLOPs)",
             "prefill_attention_pair",
             "compute",
             prefill.coefficients[2] * layers,
             prefill.error.note,
         ),
-        _term("LM head", "step", "memory", head.coefficients[0], head.error.note),
-        _term("LM head", "sequence", "compute", head.coefficients[1], head.error.note),
+        cost_term("LM head", "step", "memory", head.coefficients[0], head.error.note),
+        cost_term("LM head", "sequence", "compute", head.coefficients[1], head.error.note),
     ]
     errors = [linear.error, decode.error, prefill.error, head.error]
     versions = {"gemm": gemm.version, "attention": decode_table.version}
@@ -220,14 +166,14 @@ def aic_calibration(
         count = ALL_REDUCES_PER_LAYER * layers
         note = f"{reduce.error.note}; {count} per step"
         terms += [
-            _term(
+            cost_term(
                 "tensor-parallel all-reduce",
                 "step",
                 "latency",
                 reduce.coefficients[0] * count,
                 note,
             ),
-            _term(
+            cost_term(
                 "tensor-parallel all-reduce",
                 "token",
                 "network",
@@ -257,7 +203,14 @@ def aic_calibration(
             tensor_parallel=tensor_parallel,
         ),
         cost_model=CostModelFit(
-            knee_tokens=knee, knee_label="fitted", tile_tokens=tile, terms=terms, fit_errors=errors
+            knee_tokens=knee,
+            knee_label="fitted",
+            tile_tokens=tile,
+            terms=terms,
+            fit_errors=errors,
+            weight_dtype_terms=weight_dtype_terms(
+                root, system, backend, gemm.version, model, tensor_parallel, model_dtype_linear
+            ),
         ),
         provenance=Provenance(
             source=f"{AIC_SOURCE.format(system=system)}; {tables.package_version()}",
@@ -267,7 +220,8 @@ def aic_calibration(
             database_mode=tables.DATABASE_MODE,
             notes=[
                 f"table versions: {versions}",
-                "linear layers, attention (with per-layer floors), LM head, all-reduce: fitted "
+                "linear layers (bf16, and fp8 weights where the sweep measured fp8 GEMMs), "
+                "attention (with per-layer floors), LM head, all-reduce: fitted "
                 "(non-negative "
                 "least squares, relative error, 5-fold cross-validated per table)",
                 "elementwise kernels and host overhead: derived (not in the tables; host time "

@@ -20,6 +20,10 @@ DATABASE_MODE = (
 )
 BACKENDS = ("vllm", "sglang", "trtllm")
 _MS = 1e-3  # the tables hold milliseconds
+# The GEMM sweep's `gemm_dtype` for each weight_dtype (engine.core.config.WeightDtype) we model:
+# auto = the bf16 sweep; fp8 = FP8 E4M3 weights and activations with per-tensor scales (vLLM's
+# CutlassFP8ScaledMM, TensorRT-LLM's FP8 linear), not the block-scaled `fp8_block`
+GEMM_DTYPES = {"auto": "bfloat16", "fp8": "fp8"}
 # Per backend: the all-reduce kernel a serving engine runs under CUDA graphs (the eager twin is
 # slower), in order of preference.
 _ALL_REDUCE_KERNELS = {
@@ -110,11 +114,13 @@ def _read(path: Path, columns: list[str], defaults: dict | None = None) -> dict[
 
 @dataclass(frozen=True)
 class GemmTable:
-    """bf16 GEMM times: time_s[(n, k)] = (m values [rows], seconds [rows]) sorted by m."""
+    """GEMM times of one `gemm_dtype` (bfloat16, fp8): time_s[(n, k)] = (m values [rows], seconds
+    [rows]) sorted by m."""
 
     path: Path
     version: str
     by_nk: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
+    dtype: str = "bfloat16"
 
     def ms(self) -> np.ndarray:
         """The token counts (m) measured for every (n, k) of the grid."""
@@ -153,7 +159,7 @@ class GemmTable:
     def _at(self, m: float, n: int, k: int) -> float:
         if (n, k) not in self.by_nk:
             raise ValueError(
-                f"{self.path}: no bf16 rows for n={n}, k={k}; the grid lacks this corner"
+                f"{self.path}: no {self.dtype} rows for n={n}, k={k}; the grid lacks this corner"
             )
         ms, seconds = self.by_nk[n, k]
         hit = np.flatnonzero(ms == m)
@@ -171,12 +177,23 @@ def _bracket(grid: list[int], value: int, name: str, path: Path) -> tuple[int, i
 
 
 @functools.lru_cache(maxsize=8)  # one sweep serves every model and TP of a GPU × backend
-def read_gemm(root: Path, system: str, backend: str, version: str | None = None) -> GemmTable:
+def read_gemm(
+    root: Path,
+    system: str,
+    backend: str,
+    version: str | None = None,
+    gemm_dtype: str = "bfloat16",
+) -> GemmTable:
+    """The dense GEMM sweep of `gemm_dtype` (a value of `GEMM_DTYPES`); a clear error when the
+    table has no rows of it (A100s have no fp8)."""
     path, found = table_path(root, system, "gemm", backend, "gemm_perf.parquet", version)
     data = _read(path, ["gemm_dtype", "m", "n", "k", "latency"])
-    keep = data["gemm_dtype"] == "bfloat16"
+    keep = data["gemm_dtype"] == gemm_dtype
     if not keep.any():
-        raise ValueError(f"{path}: no bfloat16 rows; expected the dense bf16 GEMM sweep")
+        raise ValueError(
+            f"{path}: no {gemm_dtype} rows; expected the dense {gemm_dtype} GEMM sweep (the table "
+            f"holds {sorted(set(data['gemm_dtype'].tolist()))})"
+        )
     m, n, k = (data[column][keep] for column in ("m", "n", "k"))
     seconds = data["latency"][keep] * _MS
     by_nk: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -189,7 +206,7 @@ def read_gemm(root: Path, system: str, backend: str, version: str | None = None)
             unique_m,
             np.array([np.median(rows_s[rows_m == value]) for value in unique_m]),
         )
-    return GemmTable(path, found, by_nk)
+    return GemmTable(path, found, by_nk, gemm_dtype)
 
 
 @dataclass(frozen=True)

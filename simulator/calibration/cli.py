@@ -26,6 +26,7 @@ from simulator.calibration.engine_profile import (
 from simulator.calibration.fit_plot import write_plot
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration, shipped_calibration_paths
+from simulator.calibration.weight_dtype import weight_dtype_calibration
 
 app = typer.Typer(
     help="Calibrations: measured, fitted and derived step-cost models.", no_args_is_help=True
@@ -95,6 +96,10 @@ def calibration_summary(path: Path, calibration: Calibration) -> dict:
         "database_mode": calibration.provenance.database_mode,
         "fit_error": errors[0].model_dump() if errors else None,
         "fit_errors": [error.model_dump() for error in errors],
+        "weight_dtypes": [
+            "auto",
+            *(calibration.cost_model.weight_dtype_terms if calibration.cost_model else {}),
+        ],
     }
 
 
@@ -146,10 +151,22 @@ def show(
         raise typer.BadParameter(str(error)) from None
     print_profile(profile, loaded.device.hardware)
     total = ProfiledCostModel.of_calibration(loaded, profile, gpu=model)
-    examples = Table("example step", "GPU (calibration)", f"with {profile.name}")
+    variants = {
+        weight_dtype: CostModel.from_calibration(weight_dtype_calibration(loaded, weight_dtype))
+        for weight_dtype in loaded.cost_model.weight_dtype_terms
+    }
+    examples = Table(
+        "example step",
+        "GPU (calibration)",
+        f"with {profile.name}",
+        *(f"GPU, {weight_dtype} weights" for weight_dtype in variants),
+    )
     for name, shape in EXAMPLE_SHAPES.items():
         examples.add_row(
-            name, f"{model.step_time(shape) * 1e3:.2f} ms", f"{total.step_time(shape) * 1e3:.2f} ms"
+            name,
+            f"{model.step_time(shape) * 1e3:.2f} ms",
+            f"{total.step_time(shape) * 1e3:.2f} ms",
+            *(f"{variant.step_time(shape) * 1e3:.2f} ms" for variant in variants.values()),
         )
     console_print(examples)
 

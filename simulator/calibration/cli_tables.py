@@ -160,11 +160,38 @@ def print_terms(calibration: Calibration) -> None:
             "cache spill (tokens)", "—", f"{fit.spill_tokens:.0f}", "—", fit.knee_label, ""
         )
     console_print(table)
+    for weight_dtype, variant in fit.weight_dtype_terms.items():
+        console_print(
+            f"with model.weight_dtype={weight_dtype}, these replace {', '.join(variant.replaces)}:"
+        )
+        table = Table("term", "per", "value", "bound", "label", "note")
+        for term in variant.terms:
+            table.add_row(
+                term.name,
+                term.feature,
+                f"{term.seconds_per_unit:.4g} s",
+                term.bound,
+                term.label,
+                term.note[:70],
+            )
+        table.add_row(
+            "knee (tokens)", "—", f"{variant.knee_tokens:.0f}", "—", variant.knee_label, ""
+        )
+        table.add_row(
+            "GEMM tile (tokens)", "—", str(variant.tile_tokens), "—", variant.knee_label, ""
+        )
+        console_print(table)
+    if not fit.weight_dtype_terms:
+        console_print("weight_dtype: auto only (no GEMMs of another weight dtype measured)")
 
 
 def print_errors(calibration: Calibration) -> None:
     table = Table("fit target", "points", "MAPE train", "MAPE held-out", "max error")
-    for error in calibration.cost_model.fit_errors:
+    fit = calibration.cost_model
+    variants = [
+        error for variant in fit.weight_dtype_terms.values() for error in variant.fit_errors
+    ]
+    for error in fit.fit_errors + variants:
         table.add_row(
             error.target,
             str(error.num_points),

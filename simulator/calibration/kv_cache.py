@@ -7,9 +7,8 @@ and its time scales with the bytes per stored value: an fp8 or int8 cache read b
 dequantises
 on load (as `kernels/` and vLLM's fp8 KV do) reads half the bytes of a float16 one. Nothing else
 changes:
-the linear layers' GEMMs stay in the weights' dtype (no fp8 GEMM speed-up is assumed without a
-public
-measurement of it), and prefill attention stays compute-bound. The scaled term is labelled `derived`
+the linear layers' GEMMs stay in the weights' dtype (fp8 weights are `weight_dtype`'s, timed from
+measured fp8 GEMMs: `weight_dtype.py`), and prefill attention stays compute-bound. The scaled term is labelled `derived`
 (not measured) and named with its factor.
 """
 

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
-from engine.core.config import CacheConfig, SchedulerConfig, setting
+from engine.core.config import CacheConfig, SchedulerConfig, WeightDtype, setting
 from engine.core.step_shape import StepShape
 from simulator.model_spec import ModelSpec
 
@@ -63,6 +63,19 @@ class FitError(_Strict):
     note: str = ""
 
 
+class WeightDtypeTerms(_Strict):
+    """The linear layers' terms for weights stored in another dtype (fp8), fitted on that dtype's
+    measured GEMMs the same way as the model-dtype terms they replace (`replaces`, by name), with
+    their own knee and tile; what `weight_dtype` selects (`simulator.calibration.weight_dtype`)."""
+
+    knee_tokens: float = Field(ge=0)
+    knee_label: Label
+    tile_tokens: int = Field(default=1, ge=1)
+    replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
+    terms: list[CostTerm] = Field(min_length=1)
+    fit_errors: list[FitError] = []
+
+
 class CostModelFit(_Strict):
     """The terms of the step-time model and the token count where linear layers turn compute-bound."""
 
@@ -85,6 +98,11 @@ class CostModelFit(_Strict):
     )
     terms: list[CostTerm]
     fit_errors: list[FitError] = []
+    weight_dtype_terms: dict[WeightDtype, WeightDtypeTerms] = Field(
+        default_factory=dict,
+        description="linear-layer terms per weight_dtype other than the model's, fitted on that "
+        "dtype's measured GEMMs (fp8); a weight_dtype missing here is refused, never guessed",
+    )
 
 
 class ShapeRecord(_Strict):

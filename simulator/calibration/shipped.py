@@ -9,12 +9,14 @@ from rich.progress import track
 from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
 from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
 from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
+from simulator.calibration.weight_dtype import supports_weight_dtype
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
 # (model, GPU, tensor parallel, backend) fitted on aiconfigurator's measured kernel tables: every GPU
 # it measured, vLLM (the default engine profile's stack); SGLang and TRT-LLM where the planner's
-# main GPUs are concerned. Llama-3-70B at the TP its weights need (TP8 on the 24 GB B60).
+# main GPUs are concerned. Llama-3-70B at the TP its weights need (TP8 on the 24 GB B60). Each also
+# carries fp8-weight linear terms where the GPU's sweep measured fp8 GEMMs (not the A100).
 _AIC_GPUS = (
     "A100-80GB",
     "H100-80GB",
@@ -42,6 +44,14 @@ AIC_FITTED += tuple(
     for backend in ("sglang", "trtllm")
     for gpu in ("H100-80GB", "H200-141GB", "B200-180GB")
     for model, tp in (("llama-2-7b", 1), ("llama-3-8b", 1), ("llama-3-70b", 4))
+)
+# Llama-2-70B with TensorRT-LLM's kernels in MLPerf Inference v4.1's FP8 layouts (NVIDIA's
+# configs/llama2-70b: H100 TP2 × 4, H200 TP1 × 8; and H200 at H100's TP2), with the fp8 GEMM terms
+# their weights need (benchmarks/kv_cache_plan.py (b))
+AIC_FITTED += (
+    ("llama-2-70b", "H100-80GB", 2, "trtllm"),
+    ("llama-2-70b", "H200-141GB", 1, "trtllm"),
+    ("llama-2-70b", "H200-141GB", 2, "trtllm"),
 )
 
 # (model, GPU, tensor parallel) fitted on the public tables.
@@ -151,9 +161,12 @@ def calibration_for(
     tensor_parallel: int = 1,
     candidates: list[Calibration] | None = None,
     backend: str = "vllm",
+    weight_dtype: str = "auto",
 ) -> Calibration:
     """The most trustworthy calibration for this model on this hardware at this TP degree (see
-    `calibration_rank`); a roofline estimate from the catalog when none is shipped."""
+    `calibration_rank`), among those with linear-layer terms for `weight_dtype` when any has them
+    (fp8: fitted on measured fp8 GEMMs; otherwise the best one, which `weight_dtype_calibration`
+    then refuses by name); a roofline estimate from the catalog when none is shipped."""
     gpu = get_hardware(hardware)
     candidates = load_all_shipped() if candidates is None else candidates
     matching = [
@@ -164,6 +177,8 @@ def calibration_for(
         and calibration.device.tensor_parallel == tensor_parallel
         and calibration.cost_model is not None
     ]
+    supporting = [c for c in matching if supports_weight_dtype(c, weight_dtype)]
+    matching = supporting or matching
     if matching:
         return min(matching, key=lambda calibration: calibration_rank(calibration, backend))
     return roofline_calibration(_any_model_spec(model), gpu, tensor_parallel)

@@ -25,18 +25,21 @@ from simulator.scenario import Scenario
 def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> float:
     """The most requests per second one replica of `scenario` could serve (optimistic: see above), its
     steps `step_scale` times as long."""
-    from simulator.calibration.kv_cache import kv_cache_calibration
     from simulator.calibration.profiled_cost_model import ProfiledCostModel
-    from simulator.model_spec import ModelSpec
-    from simulator.simulation import resolve_calibration_for, resolve_pool, resolve_profile
+    from simulator.simulation import (
+        resolve_calibration_for,
+        resolve_pool,
+        resolve_profile,
+        scenario_calibration,
+    )
 
     settings = scenario.scheduler
     calibration = resolve_calibration_for(scenario)
     profile = resolve_profile(scenario, calibration)
     cost = ProfiledCostModel.of_calibration(
-        kv_cache_calibration(calibration, settings.kv_cache_dtype), profile, step_scale
+        scenario_calibration(scenario, calibration), profile, step_scale
     )
-    model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
+    model = scenario.model.spec()
     slots = resolve_pool(scenario, model) * settings.block_size
     prompt = max(float(np.mean(trace.prompt_tokens)), 1.0) if len(trace) else 1.0
     output = max(float(np.mean(trace.output_tokens)), 1.0) if len(trace) else 1.0

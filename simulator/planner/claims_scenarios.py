@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import statistics
 
-from simulator.model_spec import ModelSpec
 from simulator.planner.claims_base import all_at_once, base, interval, job
 from simulator.planner.outcome import TENANT_KEYS, Outcome, OutcomeSummary
 from simulator.scenario import Scenario
@@ -100,9 +99,7 @@ def quota_scenario(
     scenario = base("continuous", seed, traffic, f"claims-quota-{'on' if quotas else 'off'}")
     if not quotas:
         return _with_clients(scenario)
-    pool = resolve_pool(
-        scenario, ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
-    )
+    pool = resolve_pool(scenario, scenario.model.spec())
     return _with_clients(scenario, tenant_block_quota={QUIET: pool // 2, NOISY: pool // 2})
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from simulator.cli import ENGINE_PROFILE_OPTION
+from simulator.cli import ENGINE_PROFILE_OPTION, WEIGHT_DTYPE_OPTION, with_weight_dtype
 from simulator.planner.report import KvCacheRow, PlanReport
 
 report_app = typer.Typer(
@@ -63,6 +63,7 @@ def plan_command(
         help="keep simulation outcomes here, by scenario hash, for the next plan",
     ),
     engine_profile: str | None = ENGINE_PROFILE_OPTION,
+    weight_dtype: str | None = WEIGHT_DTYPE_OPTION,
 ) -> None:
     """The fewest GPUs, per GPU type and overall, with batch settings and cost, that hold the SLO."""
     from simulator.planner.recommend import plan
@@ -72,6 +73,7 @@ def plan_command(
         scenario, settings = load_plan(scenario_file)
         if engine_profile is not None:
             scenario = scenario.model_copy(update={"engine_profile": engine_profile})
+        scenario = with_weight_dtype(scenario, weight_dtype)
         updates = {}
         if gpu:
             updates["candidates"] = [_candidate(text, Candidate) for text in gpu]

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from simulator.hardware.catalog import get_hardware
-from simulator.model_spec import ModelSpec
 from simulator.planner import comparisons
 from simulator.planner.assemble import assemble, explain_failure
 from simulator.planner.backends import Runner, make_backend
@@ -44,7 +43,12 @@ from simulator.planner.search import (
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
-from simulator.simulation import load_traffic, resolve_pool
+from simulator.simulation import (
+    load_traffic,
+    resolve_calibration_for,
+    resolve_pool,
+    scenario_calibration,
+)
 from simulator.slo import SLO
 
 TP_DEGREES = (1, 2, 4, 8)
@@ -220,7 +224,7 @@ def _grid(settings: PlanSettings) -> list[Batch]:
 def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, ledger: Ledger):
     """A `Fleet` per candidate that fits; ledger rows (and per-GPU rows) for those that do not."""
     try:
-        model = ModelSpec.from_preset(scenario.model.name, dtype=scenario.model.dtype)
+        model = scenario.model.spec()
     except (ValueError, KeyError) as error:
         raise PlanError(f"model.name: {error}") from None
     fleets, unfit = {}, []
@@ -243,6 +247,8 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
                     ),
                 )
                 resolve_pool(probe, model)
+                if model.weight_dtype != "auto":  # only where its GEMMs were measured
+                    scenario_calibration(probe, resolve_calibration_for(probe))
             except ValueError as error:
                 reasons.append(str(error))
                 continue
