@@ -68,7 +68,7 @@ class _FakeRunner:
         return len(self.calls) - 1, True
 
     def ahead(self, jobs):
-        pass  # nothing runs ahead: every fake outcome is ready when asked
+        self.named_ahead = getattr(self, "named_ahead", []) + list(jobs)  # nothing runs ahead
 
     def ready(self, key):
         return True
@@ -131,6 +131,13 @@ def test_crossing_gallops_from_the_estimate_and_bisects_the_bracket(trial):
         "s"
     ]
     assert found == max(start, answer)
+    upward = _FakeRunner(lambda n: n >= answer)
+    found, _ = drive(upward, {"s": crossing(lambda n: (n, {}), start, low, high, expect_up=True)})[
+        "s"
+    ]
+    assert found == answer and upward.named_ahead[0] == min(high, start + 1)
+    if start < answer - 1:  # galloping up: each probe names the next gallop size ahead
+        assert upward.named_ahead[1] == min(high, start + 3)
     coarse = _FakeRunner(lambda n: n >= answer)
     found, _ = drive(coarse, {"s": crossing(lambda n: (n, {}), start, low, high, tolerance=4)})["s"]
     assert answer <= found < answer + 4 and len(coarse.calls) <= len(runner.calls)

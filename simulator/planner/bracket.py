@@ -67,16 +67,20 @@ def crossing(
     step: int = 1,
     downward: bool = True,
     tolerance: int = 1,
+    expect_up: bool = False,
 ):
     """A size n in [low, high] whose probe meets while n - 1's misses (or n = low), looked for from
     `start`: (n or None when `high` misses, {n: outcome}). If `start` misses, gallop up by `step`,
     2 `step`, 4 `step`, ... until a size meets; if it meets (and `downward`), gallop down the same way
     until one misses; then bisect the bracket. Without `downward` a meeting `start` is the answer.
-    `start - 1` is named ahead (`Ahead`) beside `start`: asked next unless `start` misses.
+    Beside each probe one more is named ahead (`Ahead`): `start - 1` (asked next if `start` meets),
+    or with `expect_up` (an estimate known to run low) the next size up while galloping up.
     `tolerance` > 1: the bisection stops at a bracket that narrow and returns its meeting end (an
     estimate, not a crossing)."""
     start = min(max(start, low), high)
-    if downward and start > low:
+    if expect_up and start < high:
+        yield Ahead([probe(min(high, start + step))])
+    elif downward and start > low:
         yield Ahead([probe(start - 1)])
     seen = {start: (yield [probe(start)])[0]}
     failing = meeting = None
@@ -98,6 +102,8 @@ def crossing(
             if failing >= high:
                 return None, seen
             size = min(high, failing + step)
+            if expect_up and size < high:
+                yield Ahead([probe(min(high, size + 2 * step))])
             seen[size] = (yield [probe(size)])[0]
             if seen[size].meets:
                 meeting = size
