@@ -120,12 +120,14 @@ def test_crossing_gallops_from_the_estimate_and_bisects_the_bracket(trial):
     verdicts = {
         n: n > answer + 5 or (n >= answer - 5 and rng.random() < 0.5) for n in range(1, 500)
     }
-    noisy = _FakeRunner(lambda n: verdicts[n])
-    found, seen = drive(noisy, {"s": crossing(lambda n: (n, {}), start, low, high)})["s"]
-    if found is not None:
-        assert seen[found].meets and (found == low or not seen[found - 1].meets)
-    else:
-        assert not verdicts[high]
+    for two_at_once in (False, True):
+        noisy = _FakeRunner(lambda n: verdicts[n])
+        search = crossing(lambda n: (n, {}), start, low, high, two_at_once=two_at_once)
+        found, seen = drive(noisy, {"s": search})["s"]
+        if found is not None:
+            assert seen[found].meets and (found == low or not seen[found - 1].meets)
+        else:
+            assert not verdicts[high]
     up_only = _FakeRunner(lambda n: n >= answer)
     found, _ = drive(up_only, {"s": crossing(lambda n: (n, {}), start, low, high, downward=False)})[
         "s"
@@ -138,6 +140,11 @@ def test_crossing_gallops_from_the_estimate_and_bisects_the_bracket(trial):
     assert found == answer and upward.named_ahead[0] == min(high, start + 1)
     if start < answer - 1:  # galloping up: each probe names the next gallop size ahead
         assert upward.named_ahead[1] == min(high, start + 3)
+    thirds = _FakeRunner(lambda n: n >= answer)
+    found, seen = drive(
+        thirds, {"s": crossing(lambda n: (n, {}), start, low, high, two_at_once=True)}
+    )["s"]
+    assert found == answer and (answer == low or not seen[answer - 1].meets)
     coarse = _FakeRunner(lambda n: n >= answer)
     found, _ = drive(coarse, {"s": crossing(lambda n: (n, {}), start, low, high, tolerance=4)})["s"]
     assert answer <= found < answer + 4 and len(coarse.calls) <= len(runner.calls)

@@ -386,8 +386,9 @@ def _confirm_sampled(fleet: Fleet, n: int, batch: Batch, check_below: bool, rows
     """`_confirm` for a fleet confirmed on a sample (more than `sample_replicas`): the share pass's `n`
     is a poor start there (one replica's P99 is optimistic against the P99 over a sample's many, and
     each sample run costs ~`sample_replicas` share passes), so a small sample (`estimate_replicas`,
-    1/8 the cost) is searched first, galloping from `n` by ~1% of it and bisecting to within ~0.4%
-    (its own scatter against the full sample's is larger); the full sample then looks for
+    1/8 the cost) is searched first, galloping from `n` by ~1% of it and cutting the bracket in three
+    (two runs at a time) to within ~0.4% (its own scatter against the full sample's is larger); the
+    full sample then looks for
     its own crossing (meets, one less misses) from there, galloping by one. Each size samples other
     requests, so near the boundary the verdict is noisy and the answer is a crossing near the
     estimate, within the sample's scatter (see the module docstring). A P99 over fewer replicas runs
@@ -404,6 +405,7 @@ def _confirm_sampled(fleet: Fleet, n: int, batch: Batch, check_below: bool, rows
             step=max(1, n // 100),
             tolerance=max(1, n // 256),
             expect_up=True,
+            two_at_once=True,
         )
         start = estimate if estimate is not None else fleet.high
     found, seen = yield from crossing(
