@@ -74,11 +74,12 @@ def crossing(
     `start`: (n or None when `high` misses, {n: outcome}). If `start` misses, gallop up by `step`,
     2 `step`, 4 `step`, ... until a size meets; if it meets (and `downward`), gallop down the same way
     until one misses; then bisect the bracket. Without `downward` a meeting `start` is the answer.
-    Beside each probe one more is named ahead (`Ahead`): `start - 1` (asked next if `start` meets),
-    or with `expect_up` (an estimate known to run low) the next size up while galloping up.
+    Beside `start` one more size is named ahead (`Ahead`): `start - 1` (asked next if `start` meets),
+    or with `expect_up` (an estimate known to run low) the first size up.
     `tolerance` > 1: the bisection stops at a bracket that narrow and returns its meeting end (an
-    estimate, not a crossing). `two_at_once`: the bracket is cut in three by two probes asked together
-    (a third as wide per round instead of half: fewer rounds on two workers, a few more probes)."""
+    estimate, not a crossing). `two_at_once` (probes cheap enough to spend some for fewer rounds on
+    two workers): galloping up names the next gallop size ahead of each probe, and the bracket is cut
+    in three by two probes asked together (a third as wide per round instead of half)."""
     start = min(max(start, low), high)
     if expect_up and start < high:
         yield Ahead([probe(min(high, start + step))])
@@ -104,7 +105,7 @@ def crossing(
             if failing >= high:
                 return None, seen
             size = min(high, failing + step)
-            if expect_up and size < high:
+            if two_at_once and size < high:
                 yield Ahead([probe(min(high, size + 2 * step))])
             seen[size] = (yield [probe(size)])[0]
             if seen[size].meets:
