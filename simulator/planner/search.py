@@ -388,12 +388,12 @@ def _confirm_sampled(fleet: Fleet, n: int, batch: Batch, check_below: bool, rows
     each sample run costs ~`sample_replicas` share passes), so a small sample (`estimate_replicas`,
     1/8 the cost) is searched first, galloping from `n` by ~1% of it and cutting the bracket in three
     (two runs at a time) to within ~0.4% (its own scatter against the full sample's is larger); the
-    full sample then looks for
-    its own crossing (meets, one less misses) from there, galloping by one. Each size samples other
-    requests, so near the boundary the verdict is noisy and the answer is a crossing near the
-    estimate, within the sample's scatter (see the module docstring). A P99 over fewer replicas runs
-    low (the share pass's answer, 1,265 A100s at the article's scale, against the full sample's 1,353;
-    the small sample's, 1,352), so both searches start the next size up beside each probe."""
+    full sample then looks for its own crossing (meets, one less misses) from there, galloping by one.
+    Each size samples other requests, so near the boundary the verdict is noisy and the answer is a
+    crossing near the estimate, within the sample's scatter (see the module docstring). A P99 over
+    fewer replicas runs low (the share pass's answer, 1,265 A100s at the article's scale, against the
+    full sample's 1,353; the small sample's, 1,352), so both searches start the first size up beside
+    their first probe."""
     small = fleet.estimate_replicas
     start = n
     if small is not None and 1 < small < fleet.sample_replicas:
