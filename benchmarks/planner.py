@@ -13,7 +13,8 @@
     replicas), and round robin is where the share pass (every N-th request) is exact but for retries.
     A fleet of more than 256 replicas is confirmed on a sample of 256 of its replicas with their share
     of the traffic (exact under round robin, retries apart; its P99 scatters around the whole fleet's:
-    see simulator/planner/search.py), so each confirmation costs about 256 share passes, not ~1,500.
+    see simulator/planner/search.py), so each confirmation costs about 256 share passes, not ~1,500;
+    a 32-replica sample is searched first, and the 256-replica sample's search starts where it crossed.
 
 Prints a table (and writes benchmarks/results/planner.json); no timing is asserted in tests.
 """

@@ -9,11 +9,12 @@ import pytest
 from test_planner_helpers import quick_settings, spike_scenario
 
 from simulator.planner.backends import LocalBackend, Runner
+from simulator.planner.bracket import crossing
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import evaluate_job, make_job
 from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
-from simulator.planner.search import bisect, drive
+from simulator.planner.search import Answer, Batch, Fleet, bisect, confirm_answer, drive
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
 
@@ -67,7 +68,7 @@ class _FakeRunner:
         return len(self.calls) - 1, True
 
     def ahead(self, jobs):
-        pass  # nothing runs ahead: every fake outcome is ready when asked
+        self.named_ahead = getattr(self, "named_ahead", []) + list(jobs)  # nothing runs ahead
 
     def ready(self, key):
         return True
@@ -99,6 +100,76 @@ def test_bisect_finds_least_meeting_size(trial):
     expected = answer if answer <= high else None
     assert found[0] == expected
     assert len(runner.calls) <= high.bit_length() + 2  # logarithmic
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_crossing_gallops_from_the_estimate_and_bisects_the_bracket(trial):
+    """Monotone: the least meeting size, from above or below `start`, in about 2 log2(distance)
+    probes; noisy (each size's verdict drawn at random near the boundary): a size that meets while
+    one less misses."""
+    rng = random.Random(trial)
+    low, high = 1, rng.randint(50, 400)
+    answer = rng.randint(low, high)
+    start = min(high, max(low, answer + rng.randint(-30, 30)))
+    runner = _FakeRunner(lambda n: n >= answer)
+    found, seen = drive(runner, {"s": crossing(lambda n: (n, {}), start, low, high)})["s"]
+    assert found == answer and seen[answer].meets
+    assert answer == low or not seen[answer - 1].meets
+    distance = abs(start - answer) + 1
+    assert len(runner.calls) <= 2 * distance.bit_length() + 2
+    verdicts = {
+        n: n > answer + 5 or (n >= answer - 5 and rng.random() < 0.5) for n in range(1, 500)
+    }
+    for two_at_once in (False, True):
+        noisy = _FakeRunner(lambda n: verdicts[n])
+        search = crossing(lambda n: (n, {}), start, low, high, two_at_once=two_at_once)
+        found, seen = drive(noisy, {"s": search})["s"]
+        if found is not None:
+            assert seen[found].meets and (found == low or not seen[found - 1].meets)
+        else:
+            assert not verdicts[high]
+    up_only = _FakeRunner(lambda n: n >= answer)
+    found, _ = drive(up_only, {"s": crossing(lambda n: (n, {}), start, low, high, downward=False)})[
+        "s"
+    ]
+    assert found == max(start, answer)
+    upward = _FakeRunner(lambda n: n >= answer)
+    found, _ = drive(upward, {"s": crossing(lambda n: (n, {}), start, low, high, expect_up=True)})[
+        "s"
+    ]
+    assert found == answer and upward.named_ahead[0] == min(high, start + 1)
+    assert len(upward.named_ahead) == 1  # the first size up only: further ones with two_at_once
+    thirds = _FakeRunner(lambda n: n >= answer)
+    found, seen = drive(
+        thirds, {"s": crossing(lambda n: (n, {}), start, low, high, two_at_once=True)}
+    )["s"]
+    assert found == answer and (answer == low or not seen[answer - 1].meets)
+    if start < answer - 1:  # galloping up: each probe names the next gallop size ahead
+        assert min(high, start + 3) in thirds.named_ahead
+    coarse = _FakeRunner(lambda n: n >= answer)
+    found, _ = drive(coarse, {"s": crossing(lambda n: (n, {}), start, low, high, tolerance=4)})["s"]
+    assert answer <= found < answer + 4 and len(coarse.calls) <= len(runner.calls)
+
+
+def test_a_sampled_confirmation_starts_from_a_small_sample():
+    """A fleet above `sample_replicas`: the small sample (`estimate_replicas`) is searched from the share
+    pass's answer first, then the full sample from the small one's answer; the answer is the full
+    sample's crossing."""
+    fleet = Fleet(Scenario(), "A100-80GB", 1, 1, 400, sample_replicas=8, estimate_replicas=2)
+    least = {2: 230, 8: 236}  # the least meeting size on each sample
+
+    def meets(job):
+        assert job["share"] is not None and job["share_replicas"] in least
+        return job["share"] >= least[job["share_replicas"]]
+
+    runner = _FakeRunner(meets)
+    share_answer = Answer(200, Batch(256, 2048), None, confirmed=False)
+    answer = drive(runner, {"s": confirm_answer(fleet, share_answer)})["s"]
+    assert answer.replicas == 236 and answer.below_is_full and not answer.below.meets
+    samples = [job["share_replicas"] for job in runner.calls]
+    first_full = samples.index(8)
+    assert set(samples[:first_full]) == {2} and set(samples[first_full:]) == {8}
+    assert len(samples) - first_full <= 6  # the full sample starts 6 sizes from its answer
 
 
 def test_processes_give_the_serial_answer(small_plan):
