@@ -36,15 +36,18 @@ def host_seconds(
 
 
 def _scaled_by_bound(fit, scales: dict[str, float]):
-    """The kernel model with each term's time times its bound's scale (host terms untouched):
-    built once per replica, so the per-step path is unchanged."""
+    """The kernel model with each term's time times its bound's scale (host terms untouched) and
+    the knee moved so that the linear layers' weight-read floor, whose time the fit counts as
+    compute time per token x knee, follows the memory-bound scale (as carrying a calibration to
+    other hardware does): built once per replica, so the per-step path is unchanged."""
     terms = [
         term.model_copy(
             update={"seconds_per_unit": term.seconds_per_unit * scales.get(term.bound, 1.0)}
         )
         for term in fit.terms
     ]
-    return fit.model_copy(update={"terms": terms})
+    moved = fit.with_floor_moved(scales.get("memory", 1.0), scales.get("compute", 1.0))
+    return moved.model_copy(update={"terms": terms})
 
 
 def calibration_table(calibration: Calibration) -> tuple[str, str | None]:

@@ -300,21 +300,17 @@ def derive_for_hardware(
         _carried(term, source, scale_factor(term.bound, source, target, dtype))
         for term in fit.terms
     ]
-    # The weight-read floor (compute time per token × knee) must follow bandwidth, not compute;
-    # the tile shrinks with it so that, as in the fit, the floor and not a partial tile rules small batches.
-    knee = fit.knee_tokens * memory_ratio / compute_ratio
-    tile = fit.tile_tokens
-    while tile > max(1.0, knee):
-        tile //= 2
+    # The weight-read floor (compute time per token × knee) must follow bandwidth, not compute
+    moved = fit.with_floor_moved(memory_ratio, compute_ratio)
     return calibration.model_copy(
         update={
             "name": calibration.name.replace(source.name, target.name),
             "label": "derived",
             "device": _device(target, calibration.device.tensor_parallel),
             "cost_model": CostModelFit(
-                knee_tokens=knee,
+                knee_tokens=moved.knee_tokens,
                 knee_label="derived",
-                tile_tokens=tile,
+                tile_tokens=moved.tile_tokens,
                 terms=terms,
                 spill_tokens=fit.spill_tokens,
                 gemm_switch_tokens=fit.gemm_switch_tokens,

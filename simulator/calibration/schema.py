@@ -104,6 +104,19 @@ class CostModelFit(_Strict):
         "dtype's measured GEMMs (fp8); a weight_dtype missing here is refused, never guessed",
     )
 
+    def with_floor_moved(self, memory_ratio: float, compute_ratio: float) -> "CostModelFit":
+        """The fit with its knee moved for memory-bound terms scaled by `memory_ratio` and
+        compute-bound ones by `compute_ratio`: below the knee the linear layers' time (compute time
+        per token x knee) is the weight-read floor, so it must follow the memory-bound scale, and a
+        roofline's knee sits where the scaled floor meets the scaled compute time. The GEMM tile
+        shrinks with it so that, as in the fit, the floor and not a partial tile rules small batches.
+        Only the knee and tile change: scaling the terms is the caller's."""
+        knee = self.knee_tokens * memory_ratio / compute_ratio
+        tile = self.tile_tokens
+        while tile > max(1.0, knee):
+            tile //= 2
+        return self.model_copy(update={"knee_tokens": knee, "tile_tokens": tile})
+
 
 class ShapeRecord(_Strict):
     prefill_chunks: list[tuple[int, int]] = []

@@ -218,9 +218,12 @@ def _published(
     try:
         if refit:  # fit on the sets with fit runs first, then record the held-out-only checks
             independent = [each for each in names if load_published(each).get("held_out_only")]
+            fitted: set[str] = set()  # one fit per profile, on all its sets' fit runs together
             for each in names:
-                if each not in independent:
+                profile = load_published(each)["engine_profile"]
+                if each not in independent and profile not in fitted:
                     fit_profile(each)
+                    fitted.add(profile)
             for each in independent:
                 record_errors(each)
         for each in names:

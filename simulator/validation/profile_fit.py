@@ -1,6 +1,7 @@
 """Fitting an engine profile on published sets: `fit_profile` tunes a set's profile (host terms,
-kernel scale, the source's kernel era) on its `fit` runs; `record_errors` stores a held-out-only
-set's errors in its profile. Apart from `published.py` (loading and replaying the sets, their
+kernel scale, the source's kernel era) on the `fit` runs of every set fitted for that profile
+(one fit per profile, on all its public fit data); `record_errors` stores a held-out-only set's
+errors in its profile. Apart from `published.py` (loading and replaying the sets, their
 statistics) because fitting writes profiles while replaying only reads them."""
 
 from __future__ import annotations
@@ -19,21 +20,62 @@ from simulator.calibration.engine_profile import (
 )
 from simulator.calibration.kernel_era import era_factor, era_source
 from simulator.calibration.shipped import load_all_shipped
-from simulator.validation.published import Row, grouped_stats, load_published, replay
+from simulator.validation.published import (
+    Row,
+    grouped_stats,
+    load_published,
+    published_names,
+    replay,
+)
+
+SCALE_KEYS = ("kernel_scale", "memory_scale", "compute_scale")
+SCALE_RANGE = (0.60, 1.40)
+# kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
+# 0.08 of the best (18 trials where the fine grid alone takes 41: each trial replays every fit run)
+SCALE_COARSE_STEP, SCALE_FINE_STEP = 0.1, 0.02
 
 
 def _objective(rows: list[Row]) -> float:
     return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
 
 
+def fitted_together(data: dict) -> list[dict]:
+    """The sets a profile is fitted on with `data`: `data` first, then every other stored set naming
+    the same profile that has fit runs (held-out-only sets never)."""
+    others = [load_published(name) for name in published_names()]
+    return [data] + [
+        other
+        for other in others
+        if other["name"] != data["name"]
+        and other["engine_profile"] == data["engine_profile"]
+        and not other.get("held_out_only")
+        and any(run["split"] == "fit" for run in other["runs"])
+    ]
+
+
+def _scale_trials(current: float) -> tuple[list[float], list[float]]:
+    low, high = SCALE_RANGE
+    coarse = list(np.round(np.arange(low, high + 1e-9, SCALE_COARSE_STEP), 2))
+    fine = [
+        value
+        for value in np.round(current + np.arange(-4, 5) * SCALE_FINE_STEP, 2)
+        if low - 1e-9 <= value <= high + 1e-9
+    ]
+    return coarse, fine
+
+
 def fit_profile(
     name_or_path: str | Path, steps: int = 2, write: bool = True
 ) -> tuple[EngineProfile, list[Row]]:
-    """Fit the set's profile on its `fit` runs: per-step, per-sequence and per-prefill-token host terms
-    and the stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are
-    not vLLM's), by coordinate search on grids, least squares on log(simulated / measured). Per output
-    token stays as it is (in decode steps it is not separable from per sequence). Writes the profile
-    with its errors on fit and held-out rows when `write`."""
+    """Fit the set's profile on the `fit` runs of this set and of every other set fitted for the same
+    profile (`fitted_together`): per-step, per-sequence and per-prefill-token host terms and the
+    stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are not
+    vLLM's), overall or per memory- / compute-bound term, by coordinate search on grids, least
+    squares on log(simulated / measured) over all those rows. The terms searched are those the sets
+    name (`fit_terms`, default step, sequence, prefill token and kernel scale). Per output token stays
+    as it is (in decode steps it is not separable from per sequence). The source's kernel era is
+    chosen for this set. Writes the profile with its errors on every such set's fit and held-out
+    rows when `write`."""
     data = load_published(name_or_path)
     if not any(run["split"] == "fit" for run in data["runs"]):
         raise ValueError(
@@ -41,14 +83,18 @@ def fit_profile(
             "expected a set with runs split 'fit' to fit a profile on"
         )
     base = with_era_scales(load_profile(data["engine_profile"]))
-    fit_runs = {**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}
+    sets = fitted_together(data)
+    fit_sets = [
+        {**each, "runs": [run for run in each["runs"] if run["split"] == "fit"]} for each in sets
+    ]
+    fit_runs = fit_sets[0]
     by_bound = base.kernel_scale_by_bound
     values = {term.feature: term.seconds_per_unit for term in base.terms} | {
         "kernel_scale": base.kernel_scale,
         "memory_scale": by_bound.get("memory", 1.0),
         "compute_scale": by_bound.get("compute", 1.0),
     }
-    scales = list(np.round(np.arange(0.60, 1.41, 0.02), 2))
+    scales = list(np.round(np.arange(SCALE_RANGE[0], SCALE_RANGE[1] + 1e-9, SCALE_FINE_STEP), 2))
     grids = {
         "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
@@ -59,13 +105,15 @@ def fit_profile(
         "compute_scale": scales,
     }
     default_terms = ["step", "sequence", "prefill_token", "kernel_scale"]
-    chosen = data.get("fit_terms", default_terms)  # few fit rows: fit fewer terms
-    grids = {key: grids[key] for key in chosen}
-    source = f"fitted on the fit runs of published set {data['name']} ({data.get('url', '')})"
+    # few fit rows: a set names fewer terms; fitted together, the terms any of the sets names
+    chosen = {key for each in sets for key in each.get("fit_terms", default_terms)}
+    grids = {key: grid for key, grid in grids.items() if key in chosen}
+    named = ", ".join(f"{each['name']} ({each.get('url', '')})" for each in sets)
+    source = f"fitted on the fit runs of published set{'s' if len(sets) > 1 else ''} {named}"
 
     base_terms = {term.feature: term for term in base.terms}
 
-    scale_keys = ("kernel_scale", "memory_scale", "compute_scale")
+    scale_keys = SCALE_KEYS
     fits_scales = any(key in grids for key in scale_keys)
 
     def build(candidate: dict, base: EngineProfile = base) -> EngineProfile:
@@ -92,16 +140,23 @@ def fit_profile(
         start = values
 
         def trial(candidate: dict) -> float:
-            return _objective(replay(fit_runs, build(candidate, base)))
+            profile = build(candidate, base)
+            return _objective([row for each in fit_sets for row in replay(each, profile)])
 
         best = trial(start)
         for _ in range(steps):
             for feature, grid in grids.items():
-                for value in grid:
-                    candidate = start | {feature: float(value)}
-                    score = trial(candidate)
-                    if score < best:
-                        best, start = score, candidate
+                # a kernel scale: coarse, then fine around the best of the coarse pass
+                sweeps = [0, 1] if feature in scale_keys else [None]
+                for sweep in sweeps:
+                    trials = grid if sweep is None else _scale_trials(start[feature])[sweep]
+                    for value in trials:
+                        candidate = start | {feature: float(value)}
+                        if candidate == start:
+                            continue
+                        score = trial(candidate)
+                        if score < best:
+                            best, start = score, candidate
         return best, start
 
     # the kernel era this source's stack ran on each GPU (`EngineProfile.source_eras`): every choice
@@ -134,6 +189,8 @@ def fit_profile(
             ]
         }
     )
+    for each in sets[1:]:
+        fitted = _with_errors(fitted, each["name"], replay(each, fitted))
     rows = replay(data, fitted)
     fitted = _with_errors(fitted, data["name"], rows)
     if write:

@@ -1,0 +1,73 @@
+"""TensorRT-LLM's published sets and how the `trtllm` profile scales another backend's kernels: the
+per-bound scales move the linear layers' knee (the small-batch weight-read floor follows the
+memory-bound scale), static-batch runs hold their batch in the pool, and one profile is fitted on
+the fit runs of every set naming it (never on a held-out-only one)."""
+
+import pytest
+
+from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import EngineProfile, HostTerm
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
+from simulator.calibration.schema import load_shipped
+from simulator.validation.profile_fit import fitted_together
+from simulator.validation.published import load_published
+
+LINEAR_KNEE = "linear layers: max(tokens, knee) × compute"
+
+
+def _scaling_profile(memory: float, compute: float) -> EngineProfile:
+    return EngineProfile(
+        name="test",
+        engine="test",
+        versions="1",
+        overlap=1.0,
+        overlap_label="derived",
+        overlap_source="test",
+        terms=[HostTerm(feature="step", seconds_per_unit=0.0, label="derived", source="test")],
+        kernel_backend="trtllm",
+        kernel_scale_by_bound={"memory": memory, "compute": compute},
+    )
+
+
+def test_bound_scales_move_the_knee_so_the_weight_read_floor_follows_memory():
+    """Below the knee the linear layers re-read the weights (memory-bound), above it they are
+    compute-bound: scaled by the profile, the small-batch floor takes the memory scale and a large
+    batch the compute scale, as when a calibration is carried to other hardware."""
+    gpu = CostModel.from_calibration(load_shipped("llama-2-7b_on_a100-80gb-tp1"))
+    scaled = ProfiledCostModel(gpu, _scaling_profile(0.5, 2.0), calibration_backend="vllm")
+    assert scaled.knee_tokens == pytest.approx(gpu.knee_tokens * 0.5 / 2.0)
+    small = StepShape(decode_context_lens=(64,) * 4)  # 4 tokens: on the floor
+    large = StepShape(prefill_chunks=((4096, 0),))  # far above the knee
+    for shape, scale in ((small, 0.5), (large, 2.0)):
+        assert scaled.explain(shape)[LINEAR_KNEE] == pytest.approx(
+            scale * gpu.explain(shape)[LINEAR_KNEE]
+        )
+    own = ProfiledCostModel(gpu, _scaling_profile(0.5, 2.0), calibration_backend="trtllm")
+    assert own.knee_tokens == gpu.knee_tokens  # its own kernels' table: nothing scaled
+
+
+def test_static_batch_runs_hold_their_batch_in_the_pool():
+    """gptSessionBenchmark runs one static batch: each throughput run's pool is the batch at full
+    length, so the simulator never splits it into waves the tool does not run."""
+    data = load_published("trtllm-perf-a100")
+    block = data["engine_settings"]["block_size"]
+    for run in data["runs"]:
+        if max(run["output_tokens"]) > 1:
+            per_sequence = -(-(run["prompt_tokens"][0] + run["output_tokens"][0]) // block)
+            assert run["engine_settings"]["num_kv_blocks"] == run["batch_size"] * per_sequence
+
+
+def test_a_profile_is_fitted_on_every_set_naming_it_but_never_on_an_independent_check():
+    names = [data["name"] for data in fitted_together(load_published("trtllm-perf-a100"))]
+    assert names[0] == "trtllm-perf-a100"
+    assert "trtllm-perf-overview-v014" in names and "argonne-trtllm" not in names
+    again = [data["name"] for data in fitted_together(load_published("trtllm-perf-overview-v014"))]
+    assert sorted(again) == sorted(names)
+    assert [data["name"] for data in fitted_together(load_published("lambdalabs-vllm"))] == [
+        "lambdalabs-vllm"
+    ]
+    v014 = load_published("trtllm-perf-overview-v014")
+    splits = {run["split"] for run in v014["runs"]}
+    assert splits == {"fit", "held_out"}
+    assert all(run["split"] == "held_out" for run in v014["runs"] if run["gpu"] == "H100-80GB")
