@@ -16,8 +16,9 @@ Workloads (the papers' settings where we have them; what differs is said):
   10% of requests miss 0.25 s on an idle 13B replica, so every layout's goodput is ~0.
 - Splitwise (conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at
   iso-cost under its own slowdown SLOs, throughput against the co-located baseline
-  (`benchmarks/splitwise_anchor.py` says how; the last table). Published: 1.4x throughput at 20%
-  lower cost.
+  (`benchmarks/splitwise_anchor.py` says how; the last table), machines priced at the hardware
+  catalog's list prices or (`--splitwise-prices splitwise`) at Splitwise's own cost model, which
+  chooses other fleets. Published: 1.4x throughput at 20% lower cost.
 - Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths with
   TTFT ≤ 1 s and TPOT ≤ 0.04 s (about three decode steps): long prompts and short answers, where a
   prefill stall is a large share of a request's TPOT.
