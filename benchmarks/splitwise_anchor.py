@@ -3,9 +3,11 @@ co-located baseline, under its SLOs, on its workloads (`benchmarks/disaggregatio
 the table; published figures in benchmarks/data/disaggregation_published.csv).
 
 - Model and machines: Llama-2-70B, one replica per 8-GPU machine (DGX-A100 / DGX-H100, TP8), each
-  pool's step times from its own GPU's shipped calibration (Vidur-fitted, TP8), each GPU priced at
-  the hardware catalog's list price (A100-80GB $1.79, H100-80GB $2.99 per GPU-hour: a DGX-H100 costs
-  1.67x a DGX-A100; Splitwise's own cost figures, $4.76 vs $2.21 per machine in its artifact, 2.15x).
+  pool's step times from its own GPU's shipped calibration (Vidur-fitted, TP8). Prices, a setting
+  (`PRICES`): `catalog`, each GPU at the hardware catalog's list price (A100-80GB $1.79, H100-80GB
+  $2.99 per GPU-hour: a DGX-H100 costs 1.67x a DGX-A100), or `splitwise`, Splitwise's own cost model
+  (its artifact's 4.76 per DGX-H100 and 2.21 per DGX-A100, 2.15x; read from the published-figures
+  file), with which its iso-cost designs were chosen. Only the designs and their costs change with it.
 - Workloads: Splitwise's two production traces (Azure LLM inference 2023, conversation and coding;
   ../shared/traces), their prompt and output lengths as the shipped quantile tables of those files,
   Poisson arrivals (as Splitwise's simulator generates its rate sweeps).
@@ -15,10 +17,10 @@ the table; published figures in benchmarks/data/disaggregation_published.csv).
   request's mean, (E2E − TTFT) / (tokens − 1)) and E2E P50 ≤ 1.25x, P90 ≤ 1.5x, P99 ≤ 5x. The
   reference times come from the A100 TP8 step model the simulator runs (checked: one request alone
   on a DGX-A100 has slowdown 1.00).
-- Designs, iso-cost against two DGX-H100 (the co-located Baseline-H100, $47.84 an hour): Splitwise-HH
-  (1 H100 prompt + 1 H100 token machine, same cost), Splitwise-HA (1 H100 prompt + 1 A100 token
-  machine: $38.24, 20% lower cost), Splitwise-AA (3 DGX-A100 split 2P1D or 1P2D, $42.96), and
-  Baseline-A100 (3 DGX-A100 co-located). Co-located machines batch with mixed steps (Splitwise's
+- Designs, iso-cost against a budget of DGX-H100s (the co-located Baseline-H100): Splitwise-HH
+  (x H100 prompt + the rest H100 token machines), Splitwise-HA (x H100 prompt + as many A100 token
+  machines as fit in the budget, and as fit in 80% of it: Splitwise's "20% lower cost"),
+  Splitwise-AA (as many DGX-A100s as fit, split every way), and Baseline-A100 (those co-located). Co-located machines batch with mixed steps (Splitwise's
   baseline: "we use mixed batching unless stated otherwise"); vLLM v0's prefill-only steps
   (`scheduler.mixed_steps: false`) are shown beside it. KV over InfiniBand (HDR on a DGX-A100, NDR
   between DGX-H100s; the slower side's when they differ).
@@ -27,11 +29,13 @@ the table; published figures in benchmarks/data/disaggregation_published.csv).
 
 Not modelled: Splitwise's mixed pool (idle prompt machines taking token work and back), its
 power-capped H100 token machines (Splitwise-HHcap) and iso-power designs, and its fleet sizes (tens of
-machines; here 2-3, so the ratios between pools are coarse).
+machines; here 4-12, so the ratios between pools are coarse).
 """
 
 from __future__ import annotations
 
+import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +63,32 @@ SLO = {
 }
 V0 = {"mixed_steps": False}
 MIXED = {"mixed_steps": True}
+H100, A100 = "H100-80GB", "A100-80GB"
+BUDGET_H100_MACHINES = 4  # iso-cost: every design costs at most this many DGX-H100s
+CHEAPER = 0.8  # Splitwise's "20% lower cost"
+# how machines are priced: the hardware catalog's list prices, or Splitwise's own cost model
+PRICES = ("catalog", "splitwise")
+PUBLISHED = Path(__file__).resolve().parent / "data" / "disaggregation_published.csv"
+
+
+def splitwise_machine_costs() -> dict[str, float]:
+    """Splitwise's cost per machine-hour (relative units) by GPU, as the published-figures file
+    gives them from Splitwise's artifact: DGX-H100 and DGX-A100."""
+    with PUBLISHED.open() as f:
+        row = next(r for r in csv.DictReader(f) if r["claim"].startswith("machine cost per hour"))
+    found = dict(re.findall(r"DGX-([AH]100) ([0-9.]+)", row["value"]))
+    if set(found) != {"H100", "A100"}:
+        raise ValueError(f"{PUBLISHED}: expected DGX-H100 and DGX-A100 costs, got {row['value']!r}")
+    return {H100: float(found["H100"]), A100: float(found["A100"])}
+
+
+def machine_cost_per_hour(gpu: str, prices: str) -> float:
+    """One 8-GPU machine's cost per hour: USD at catalog prices, Splitwise's units at its own."""
+    if prices == "catalog":
+        return TP * get_hardware(gpu).price_usd_per_hour
+    if prices == "splitwise":
+        return splitwise_machine_costs()[gpu]
+    raise ValueError(f"prices {prices!r}: expected one of {', '.join(PRICES)}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +97,7 @@ class Design:
     layout: Layout
     changes: dict  # scheduler settings
     link: str
+    prices: str = "catalog"  # one of PRICES
 
     @property
     def machines(self) -> str:
@@ -79,8 +110,8 @@ class Design:
         )
 
     @property
-    def usd_per_hour(self) -> float:
-        """The fleet's catalog price: each machine's GPUs at its GPU's list price."""
+    def cost_per_hour(self) -> float:
+        """The fleet's cost per hour at its `prices`: each machine at its GPU's machine cost."""
         layout = self.layout
         if layout.kind == "colocated":
             pools = [(layout.replicas, layout.gpu)]
@@ -89,15 +120,15 @@ class Design:
                 (layout.prefill_replicas, layout.prefill_gpu),
                 (layout.decode_replicas, layout.decode_gpu),
             ]
-        return sum(n * TP * get_hardware(gpu).price_usd_per_hour for n, gpu in pools)
+        return sum(n * machine_cost_per_hour(gpu, self.prices) for n, gpu in pools)
 
 
-def _colocated(name: str, replicas: int, gpu: str, changes: dict) -> Design:
+def _colocated(name: str, replicas: int, gpu: str, changes: dict, prices: str) -> Design:
     layout = Layout("colocated", 0, replicas=replicas, tensor_parallel=TP, gpu=gpu)
-    return Design(name, layout, changes, "infiniband-ndr")
+    return Design(name, layout, changes, "infiniband-ndr", prices)
 
 
-def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str) -> Design:
+def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str, prices: str) -> Design:
     layout = Layout(
         "disaggregated",
         0,
@@ -110,33 +141,29 @@ def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str) -> Desi
     )
     h100_only = prompt_gpu == token_gpu == "H100-80GB"
     link = "infiniband-ndr" if h100_only else "infiniband-hdr"
-    return Design(f"{family} {x}P{y}D", layout, MIXED, link)
+    return Design(f"{family} {x}P{y}D", layout, MIXED, link, prices)
 
 
-H100, A100 = "H100-80GB", "A100-80GB"
-BUDGET_H100_MACHINES = 4  # iso-cost: every design costs at most this many DGX-H100s
-
-
-def designs(budget: int = BUDGET_H100_MACHINES) -> list[Design]:
-    """The baseline (co-located DGX-H100s) and, at most at its cost, each Splitwise design's splits
-    that no further machine fits beside (the cheapest Splitwise-HA that holds 20% under it too)."""
-    h100, a100 = (TP * get_hardware(gpu).price_usd_per_hour for gpu in (H100, A100))
-    limit = budget * h100 + 1e-9
+def designs(budget: int = BUDGET_H100_MACHINES, prices: str = "catalog") -> list[Design]:
+    """The baseline (co-located DGX-H100s) and, at most at its cost under `prices`, each Splitwise
+    design's splits that no further machine fits beside; Splitwise-HA's also at 20% under it."""
+    h100, a100 = (machine_cost_per_hour(gpu, prices) for gpu in (H100, A100))
+    limit = budget * h100 * (1 + 1e-9)
     a100s = int(limit // a100)
+    baseline = f"Baseline-H100 ({budget} machines"
     out = [
-        _colocated(f"Baseline-H100 ({budget} machines, mixed batching)", budget, H100, MIXED),
-        _colocated(f"Baseline-H100 ({budget} machines, vLLM v0: no mixed steps)", budget, H100, V0),
-        _colocated(f"Baseline-A100 ({a100s} machines, mixed batching)", a100s, A100, MIXED),
+        _colocated(f"{baseline}, mixed batching)", budget, H100, MIXED, prices),
+        _colocated(f"{baseline}, vLLM v0: no mixed steps)", budget, H100, V0, prices),
+        _colocated(f"Baseline-A100 ({a100s} machines, mixed batching)", a100s, A100, MIXED, prices),
     ]
-    out += [_split("Splitwise-HH", x, H100, budget - x, H100) for x in range(1, budget)]
-    for x in range(1, budget):
-        y = int((limit - x * h100) // a100)
-        if y >= 1:
-            out.append(_split("Splitwise-HA", x, H100, y, A100))
-    half = budget // 2
-    if f"Splitwise-HA {half}P{half}D" not in [design.name for design in out]:
-        out.append(_split("Splitwise-HA", half, H100, half, A100))  # 20% under the baseline's cost
-    out += [_split("Splitwise-AA", x, A100, a100s - x, A100) for x in range(1, a100s)]
+    out += [_split("Splitwise-HH", x, H100, budget - x, H100, prices) for x in range(1, budget)]
+    for share in (1.0, CHEAPER):
+        for x in range(1, budget):
+            y = int((share * limit - x * h100) // a100)
+            name = f"Splitwise-HA {x}P{y}D"
+            if y >= 1 and name not in [design.name for design in out]:
+                out.append(_split("Splitwise-HA", x, H100, y, A100, prices))
+    out += [_split("Splitwise-AA", x, A100, a100s - x, A100, prices) for x in range(1, a100s)]
     return out
 
 
@@ -259,7 +286,7 @@ def check_reference(
     workload: dict, scenario_for, calibrations: dict[str, str] | None = None
 ) -> float:
     """One request alone on a DGX-A100: its TTFT slowdown (1.00 when the reference is the simulator's)."""
-    design = _colocated("one A100 machine", 1, A100, MIXED)
+    design = _colocated("one A100 machine", 1, A100, MIXED, "catalog")
     one = {"kind": "constant", "rate_per_s": 1.0}  # a single request at t = 0
 
     def for_one(work, rate, duration_s, changes):

@@ -16,9 +16,11 @@ def splitwise_rows(
     budget: int = splitwise.BUDGET_H100_MACHINES,
     designs: list[str] | None = None,
     step_models: tuple[str, ...] = ("shipped", "roofline"),
+    prices: str = "catalog",
 ) -> list[dict]:
     """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
-    the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run)."""
+    the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run); designs
+    and costs at `prices` (`splitwise_anchor.PRICES`)."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         for step_model in step_models:
@@ -37,7 +39,7 @@ def splitwise_rows(
                 )
                 chosen = [
                     design
-                    for design in splitwise.designs(budget)
+                    for design in splitwise.designs(budget, prices)
                     if not designs or any(design.name.startswith(prefix) for prefix in designs)
                 ]
                 rows += _splitwise_workload(
@@ -65,24 +67,25 @@ def _splitwise_workload(
         layout = design.layout
         machines = layout.replicas or (layout.prefill_replicas + layout.decode_replicas)
         rate = highest_rate(holds, workload["start_rps"] * machines, steps)
-        usd = design.usd_per_hour
-        base.setdefault("mixed", (rate, usd))
+        cost = design.cost_per_hour
+        base.setdefault("mixed", (rate, cost))
         if "v0" in design.name:
-            base["v0"] = (rate, usd)
+            base["v0"] = (rate, cost)
         missed = [r for r in margins if r > rate]
         binding = margins[min(missed)] if missed else {}
-        base_rate, base_usd = base["mixed"]
+        base_rate, base_cost = base["mixed"]
         row = {
             "workload": name,
             "step_model": step_model,
             "design": design.name,
             "machines": design.machines,
-            "usd_per_hour": round(usd, 2),
-            "cost_vs_baseline": round(usd / base_usd, 2),
+            "prices": design.prices,
+            "cost_per_hour": round(cost, 2),
+            "cost_vs_baseline": round(cost / base_cost, 2),
             "throughput_rps": round(rate, 3),
             "vs_baseline": round(rate / base_rate, 2) if base_rate else None,
             "vs_v0_baseline": round(rate / base["v0"][0], 2) if base.get("v0", (0,))[0] else None,
-            "per_usd_vs_baseline": round(rate / usd / (base_rate / base_usd), 2)
+            "per_cost_vs_baseline": round(rate / cost / (base_rate / base_cost), 2)
             if base_rate
             else None,
             "binding_at_miss": max(binding, key=binding.get) if binding else None,
