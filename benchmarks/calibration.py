@@ -16,7 +16,9 @@ from pathlib import Path
 
 # Run as a script, this folder comes first on sys.path, and benchmarks/kernels.py would shadow the
 # `kernels` package: put the repository root first instead.
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+# (Only when run as a script: imported by a test, the path stays as pytest set it.)
+if not __package__:
+    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from engine.core.step_shape import StepShape  # noqa: E402
 from simulator.calibration.cost_fit import fit_calibration  # noqa: E402

@@ -14,7 +14,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from engine.core.step_shape import StepShape  # noqa: E402
 from simulator.calibration.compare import disagreement  # noqa: E402

@@ -50,7 +50,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks import splitwise_anchor as splitwise  # noqa: E402
 from benchmarks.goodput_search import highest_rate, scenario_for  # noqa: E402

@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 
 # The repo root, not benchmarks/, goes first on the path: benchmarks/kernels.py would shadow `kernels`.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+# (Only when run as a script: imported by a test, the path stays as pytest set it.)
+if not __package__:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402

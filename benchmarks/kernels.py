@@ -25,7 +25,9 @@ if (
 ):  # before triton is imported: the smoke run interprets the kernels on the CPU
     os.environ.setdefault("TRITON_INTERPRET", "1")
 # The repo root, not benchmarks/, goes first on the path: this file would shadow the `kernels` package.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+# (Only when run as a script: imported by a test, the path stays as pytest set it.)
+if not __package__:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402

@@ -28,7 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from simulator import Scenario, simulate  # noqa: E402
 from simulator.planner.cli import kv_cache_lines  # noqa: E402

@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:1] = [str(REPO)]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    sys.path[:1] = [str(REPO)]
 
 from simulator import Scenario  # noqa: E402
 from simulator.cluster.shards import ShardSpec  # noqa: E402

@@ -28,10 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-if "--tree" in sys.argv:  # import the planner from another checkout (the code before a change)
-    sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
-else:
-    sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    if "--tree" in sys.argv:  # import the planner from another checkout (the code before a change)
+        sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
+    else:
+        sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from simulator.planner import spec  # noqa: E402

@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[0] = str(REPO)  # not benchmarks/: its traces.py would shadow the package
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    sys.path[0] = str(REPO)  # not benchmarks/: its traces.py would shadow the package
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from traces import load_trace  # noqa: E402

@@ -27,10 +27,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if "--tree" in sys.argv:  # import the simulator from another checkout
-    sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
-else:
-    sys.path[:1] = [str(REPO)]
+# Run as a script (not imported by a test), the repo root, not benchmarks/, goes first on the path.
+if not __package__:
+    if "--tree" in sys.argv:  # import the simulator from another checkout
+        sys.path[:1] = [str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())]
+    else:
+        sys.path[:1] = [str(REPO)]
 
 from simulator import Scenario  # noqa: E402
 from simulator.simulation import build_cluster, load_traffic  # noqa: E402
