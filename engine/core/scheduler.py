@@ -357,14 +357,12 @@ class Scheduler:
         progressed, may_stop = [], []
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
-        num_computed = (
-            out.shape.num_batched_tokens
-        )  # Σ num_new: what `running` computes, less the aborted
+        num_computed = 0  # what `running` computes this step
         for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
             if req.status is not running_status:
-                num_computed -= num_new
                 continue  # aborted while the step ran
             computed = req.num_computed_tokens = req.num_computed_tokens + num_new
+            num_computed += num_new
             if caching and computed // size > req.num_hashed_blocks:
                 bm.cache_full_blocks(req)
             num_tokens = req.num_tokens
