@@ -214,14 +214,22 @@ class BlockManager:
         what they cached); the caller has checked the pool and the tenant's quota."""
         uncached, ref_counts, table = self._free_uncached, self.ref_counts, request.block_table
         self._runs = None
-        for _ in range(count):
-            if uncached:
-                block = uncached.pop()
-            else:
-                block, _ = self._free_cached.popitem(last=False)
-                self._evict(block)
-            ref_counts[block] = 1
-            table.append(block)
+        first = len(table)
+        if count == 1 and uncached:  # a running request's next block: the commonest case
+            table.append(uncached.pop())
+        elif count <= len(uncached):  # the loop below, in bulk: the uncached stack has them all
+            table.extend(reversed(uncached[len(uncached) - count :]))
+            del uncached[len(uncached) - count :]
+        else:
+            for _ in range(count):
+                if uncached:
+                    block = uncached.pop()
+                else:
+                    block, _ = self._free_cached.popitem(last=False)
+                    self._evict(block)
+                table.append(block)
+        for i in range(first, len(table)):
+            ref_counts[table[i]] = 1
         self.num_allocations += count
         self.tenant_blocks[request.tenant] += count
 
@@ -274,16 +282,22 @@ class BlockManager:
         """Release the request's blocks, tail first, so shared prefixes outlive private suffixes."""
         ref_counts, block_hash = self.ref_counts, self.block_hash
         uncached, cached, runs = self._free_uncached, self._free_cached, self._runs
-        for block in reversed(request.block_table):
-            count = ref_counts[block] - 1
-            ref_counts[block] = count
-            if count == 0:
-                if block_hash[block] is None:
-                    uncached.append(block)  # nothing to reuse: hand it out first
-                else:
-                    cached[block] = None
-                if runs is not None:
-                    runs.add(block)
+        if not self.enable_prefix_caching and runs is None:
+            # without the prefix cache a block has one holder and no hash: the loop below, in bulk
+            for block in request.block_table:
+                ref_counts[block] = 0
+            uncached.extend(reversed(request.block_table))
+        else:
+            for block in reversed(request.block_table):
+                count = ref_counts[block] - 1
+                ref_counts[block] = count
+                if count == 0:
+                    if block_hash[block] is None:
+                        uncached.append(block)  # nothing to reuse: hand it out first
+                    else:
+                        cached[block] = None
+                    if runs is not None:
+                        runs.add(block)
         left = self.tenant_blocks[request.tenant] - len(request.block_table)
         if left:
             self.tenant_blocks[request.tenant] = left

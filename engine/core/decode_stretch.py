@@ -327,8 +327,10 @@ def advance(
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
     events.sort()
+    scheduler._running_computed += num_steps * num_running  # (`scheduled` is all of `running`)
     if not caching:  # fresh blocks only: hand them out in one loop
         bm.take_fresh_block_each([scheduled[event % num_running][0] for event in events])
+        scheduler._running_blocks += len(events)
         events = []
     for event in events:
         when, i = divmod(event, num_running)
@@ -339,6 +341,7 @@ def advance(
             )
         else:
             bm.take_fresh_blocks(req)
+            scheduler._running_blocks += 1
     if may_stop:  # the last update's finishes
         scheduler.finish_stopped(may_stop, step_end_times[num_steps - 1])
     return [req for req, _ in scheduled]

@@ -77,6 +77,7 @@ def hand_over(scheduler: Scheduler, progressed: list[Request]) -> None:
         if req.status is RequestStatus.RUNNING:
             req.status = RequestStatus.HANDED_OVER
             scheduler.outbox.append(req)
+            scheduler._left_running(req)  # (it keeps its blocks, out of `running`)
             handed = True
     if handed:
         scheduler.running[:] = [

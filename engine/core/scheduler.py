@@ -107,6 +107,11 @@ class Scheduler:
         self.eos_token_ids = frozenset(eos_token_ids)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        # Σ num_computed_tokens and Σ len(block_table) over `running`, kept up to date wherever either
+        # changes (`_start_running`, `_left_running`, block growth, `update`, `advance_decodes`), so the
+        # KV utilisation the simulator reads after every step is O(1) (`_stored_and_reserved_slots`)
+        self._running_computed = 0
+        self._running_blocks = 0
         self.num_preemptions = 0
         self.controller = make_controller(scheduler_config)  # None: the limits stay as configured
         # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
@@ -137,6 +142,7 @@ class Scheduler:
             return
         if request.status is RequestStatus.RUNNING:
             self.running.remove(request)
+            self._left_running(request)
         elif self.num_handoffs and kv_handoff.abort_handoff(self, request):
             self.num_handoffs -= 1
         else:
@@ -207,7 +213,8 @@ class Scheduler:
             0,
         )
         running, scheduled, decode, prefill = self.running, out.scheduled, out._decode, out._prefill
-        while i < len(running) and budget > 0:
+        num_running = len(running)  # (less after a preemption)
+        while i < num_running and budget > 0:
             req = running[i]
             computed = req.num_computed_tokens
             num_new = req.num_tokens - computed
@@ -215,14 +222,17 @@ class Scheduler:
                 num_new = budget
             target = computed + num_new
             if target > len(req.block_table) * size:  # it needs blocks (a decode mostly does not)
+                held = len(req.block_table)
                 while not bm.grow(req, target):  # (`allocate` once `can_allocate`)
                     victim = self._pick_victim(req, i)
                     self._preempt(victim)
                     out.preempted.append(victim)
                     if victim is req:
                         break
+                num_running = len(running)
                 if req.status is not RequestStatus.RUNNING:
                     continue
+                self._running_blocks += len(req.block_table) - held
             scheduled.append((req, num_new))
             if num_new == 1 and computed:  # as `SchedulerOutput.shape` tells them apart
                 decode.append(target)
@@ -243,6 +253,7 @@ class Scheduler:
 
     def _preempt(self, req: Request) -> None:
         self.running.remove(req)
+        self._left_running(req)
         self.block_manager.free(req)
         req.status = RequestStatus.WAITING
         req.num_computed_tokens = 0
@@ -329,6 +340,13 @@ class Scheduler:
         if req.first_scheduled_time is None:
             req.first_scheduled_time = now
         self.running.append(req)
+        self._running_computed += req.num_computed_tokens
+        self._running_blocks += len(req.block_table)
+
+    def _left_running(self, req: Request) -> None:
+        """`req` has just been taken out of `running` (before its blocks are freed or its counts reset)."""
+        self._running_computed -= req.num_computed_tokens
+        self._running_blocks -= len(req.block_table)
 
     # ---- after the step ----------------------------------------------------------------------------
     def update(
@@ -339,22 +357,26 @@ class Scheduler:
         progressed, may_stop = [], []
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
+        num_computed = 0  # what `running` computes this step
         for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
             if req.status is not running_status:
                 continue  # aborted while the step ran
             computed = req.num_computed_tokens = req.num_computed_tokens + num_new
+            num_computed += num_new
             if caching and computed // size > req.num_hashed_blocks:
                 bm.cache_full_blocks(req)
-            if computed < req.num_tokens:
+            num_tokens = req.num_tokens
+            if computed < num_tokens:
                 continue  # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
             req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
-            req.num_tokens += 1
+            req.num_tokens = num_tokens = num_tokens + 1
             if req.first_token_time is None:
                 req.first_token_time = now
             progressed.append(req)
-            if req.num_tokens >= req.stop_len or req.stops_on_token:
+            if num_tokens >= req.stop_len or req.stops_on_token:
                 may_stop.append((req, token))
+        self._running_computed += num_computed
         if may_stop:
             self.finish_stopped(may_stop, now)
         if self.hands_over and progressed:  # prefill role: first tokens leave for a decode instance
@@ -365,14 +387,13 @@ class Scheduler:
         """Finish, in order, each running request the token just appended to it stops. (Freeing its
         blocks after the step's prefix-cache registrations rather than between them changes nothing: a
         registration touches only unregistered blocks, which only their one holder has.)"""
-        finished = False
+        running = self.running
         for req, token in candidates:
             status = self._stop_status(req, token)
             if status is not None:
+                running.remove(req)  # (the others keep their order)
+                self._left_running(req)
                 self._finish(req, status, now)
-                finished = True
-        if finished:
-            self.running[:] = [req for req in self.running if req.status is RequestStatus.RUNNING]
 
     def _stop_status(self, req: Request, token: int) -> RequestStatus | None:
         params = req.params
@@ -449,13 +470,9 @@ class Scheduler:
         return stored / used_slots if used_slots else 1.0
 
     def _stored_and_reserved_slots(self) -> tuple[int, int]:
-        """(token slots holding a running request's KV, each shared block once; slots of used blocks)."""
-        bm, size = self.block_manager, self.block_size
-        stored = held = 0
-        for req in self.running:
-            num_blocks = len(req.block_table)
-            held += num_blocks
-            computed = req.num_computed_tokens
-            stored += computed if computed < num_blocks * size else num_blocks * size
-        used_slots = bm.num_used_blocks * size
-        return stored - (held * size - used_slots), used_slots
+        """(token slots holding a running request's KV, each shared block once; slots of used blocks).
+        A running request's computed tokens lie in its blocks (they were allocated for them), so it stores
+        `num_computed_tokens` slots; a block k running requests share is counted k times in the sums."""
+        size = self.block_size
+        used_slots = self.block_manager.num_used_blocks * size
+        return self._running_computed - (self._running_blocks * size - used_slots), used_slots
