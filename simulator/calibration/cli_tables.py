@@ -119,10 +119,9 @@ def print_points(calibration: Calibration) -> None:
     console_print(table)
 
 
-def print_terms(calibration: Calibration) -> None:
-    fit = calibration.cost_model
-    table = Table("term", "per", "value", "bound", "label", "note")
-    for term in fit.terms:
+def _add_term_rows(table: Table, terms) -> None:
+    """One row per cost term: name, feature, seconds per unit, bound, label, note."""
+    for term in terms:
         table.add_row(
             term.name,
             term.feature,
@@ -131,6 +130,12 @@ def print_terms(calibration: Calibration) -> None:
             term.label,
             term.note[:70],
         )
+
+
+def print_terms(calibration: Calibration) -> None:
+    fit = calibration.cost_model
+    table = Table("term", "per", "value", "bound", "label", "note")
+    _add_term_rows(table, fit.terms)
     table.add_row(
         "knee (tokens)",
         "—",
@@ -165,15 +170,7 @@ def print_terms(calibration: Calibration) -> None:
             f"with model.weight_dtype={weight_dtype}, these replace {', '.join(variant.replaces)}:"
         )
         table = Table("term", "per", "value", "bound", "label", "note")
-        for term in variant.terms:
-            table.add_row(
-                term.name,
-                term.feature,
-                f"{term.seconds_per_unit:.4g} s",
-                term.bound,
-                term.label,
-                term.note[:70],
-            )
+        _add_term_rows(table, variant.terms)
         table.add_row(
             "knee (tokens)", "—", f"{variant.knee_tokens:.0f}", "—", variant.knee_label, ""
         )
