@@ -198,6 +198,12 @@ def main() -> None:
         "cost model (DGX-H100 2.15x a DGX-A100); chooses the iso-cost designs",
     )
     parser.add_argument(
+        "--splitwise-mixed-pool",
+        action="store_true",
+        help="Splitwise: run each split also with Splitwise's mixed pool (cluster.disaggregation."
+        "mixed_pool), as '<design> + mixed pool'",
+    )
+    parser.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "disaggregation.json")
     )
     args = parser.parse_args()
@@ -250,6 +256,7 @@ def main() -> None:
         designs,
         tuple(args.splitwise_step_model or ("shipped", "roofline")),
         args.splitwise_prices,
+        args.splitwise_mixed_pool,
     )
     if split_rows:
         print(

@@ -27,7 +27,8 @@ the table; published figures in benchmarks/data/disaggregation_published.csv).
 - Throughput at the SLO: the highest Poisson rate at which all nine percentile limits hold (doubled to
   a miss, then bisected), per design; compared with the baseline at its cost.
 
-Not modelled: Splitwise's mixed pool (idle prompt machines taking token work and back), its
+Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`, `simulator.cluster.mixed_pool`) is a
+setting: `designs(mixed_pool=True)` adds each split with it. Not modelled: its
 power-capped H100 token machines (Splitwise-HHcap) and iso-power designs, and its fleet sizes (tens of
 machines; here 4-12, so the ratios between pools are coarse).
 """
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,7 @@ class Design:
     changes: dict  # scheduler settings
     link: str
     prices: str = "catalog"  # one of PRICES
+    mixed_pool: bool = False  # Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`)
 
     @property
     def machines(self) -> str:
@@ -144,9 +146,12 @@ def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str, prices:
     return Design(f"{family} {x}P{y}D", layout, MIXED, link, prices)
 
 
-def designs(budget: int = BUDGET_H100_MACHINES, prices: str = "catalog") -> list[Design]:
+def designs(
+    budget: int = BUDGET_H100_MACHINES, prices: str = "catalog", mixed_pool: bool = False
+) -> list[Design]:
     """The baseline (co-located DGX-H100s) and, at most at its cost under `prices`, each Splitwise
-    design's splits that no further machine fits beside; Splitwise-HA's also at 20% under it."""
+    design's splits that no further machine fits beside; Splitwise-HA's also at 20% under it;
+    `mixed_pool`: each split also with Splitwise's mixed pool ("... + mixed pool", after it)."""
     h100, a100 = (machine_cost_per_hour(gpu, prices) for gpu in (H100, A100))
     limit = budget * h100 * (1 + 1e-9)
     a100s = int(limit // a100)
@@ -164,6 +169,16 @@ def designs(budget: int = BUDGET_H100_MACHINES, prices: str = "catalog") -> list
             if y >= 1 and name not in [design.name for design in out]:
                 out.append(_split("Splitwise-HA", x, H100, y, A100, prices))
     out += [_split("Splitwise-AA", x, A100, a100s - x, A100, prices) for x in range(1, a100s)]
+    if mixed_pool:
+        out = [
+            variant
+            for design in out
+            for variant in (
+                (design, replace(design, name=f"{design.name} + mixed pool", mixed_pool=True))
+                if design.layout.kind == "disaggregated"
+                else (design,)
+            )
+        ]
     return out
 
 
@@ -261,6 +276,10 @@ def run(
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, design.changes), design.layout, design.link
     )
+    if design.mixed_pool:
+        spec = scenario.cluster.disaggregation.model_copy(update={"mixed_pool": True})
+        cluster = scenario.cluster.model_copy(update={"disaggregation": spec})
+        scenario = scenario.model_copy(update={"cluster": cluster})
     if calibrations:
         layout, spec = design.layout, scenario.cluster.disaggregation
         if layout.kind == "colocated":

@@ -17,10 +17,12 @@ def splitwise_rows(
     designs: list[str] | None = None,
     step_models: tuple[str, ...] = ("shipped", "roofline"),
     prices: str = "catalog",
+    mixed_pool: bool = False,
 ) -> list[dict]:
     """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
     the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run); designs
-    and costs at `prices` (`splitwise_anchor.PRICES`)."""
+    and costs at `prices` (`splitwise_anchor.PRICES`); `mixed_pool`: each split also with Splitwise's
+    mixed pool."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         for step_model in step_models:
@@ -39,7 +41,7 @@ def splitwise_rows(
                 )
                 chosen = [
                     design
-                    for design in splitwise.designs(budget, prices)
+                    for design in splitwise.designs(budget, prices, mixed_pool)
                     if not designs or any(design.name.startswith(prefix) for prefix in designs)
                 ]
                 rows += _splitwise_workload(

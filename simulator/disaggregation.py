@@ -243,6 +243,7 @@ def build_disaggregated(
         trace.tenant.tolist(),
         prompt_ids,
         prompt_hashes,
+        spec.mixed_pool_max_pending_tokens if spec.mixed_pool else None,
     )
     for name, cold_s in (("prefill", prefill_cold_s), ("decode", decode_cold_s)):
         autoscaler = (spec.prefill if name == "prefill" else spec.decode).autoscaler
@@ -257,6 +258,8 @@ def build_disaggregated(
             "link_label": link.label,
             "kv_bytes_per_token": kv_bytes,
             "kv_cache_dtype": scenario.scheduler.kv_cache_dtype,
+            "mixed_pool": spec.mixed_pool,
+            "mixed_pool_max_pending_tokens": spec.mixed_pool_max_pending_tokens,
             **{
                 f"{pool.name}_{key}": value
                 for pool in (prefill, decode)

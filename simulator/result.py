@@ -181,11 +181,13 @@ def _tier_hit_rates(cluster: Cluster, queries: int, hits: int) -> dict:
 
 def kv_transfer_summary(cluster: Cluster) -> dict:
     """Prefill-to-decode KV transfers (disaggregated clusters; 0 and None when co-located): bytes moved,
-    mean and P99 link time per transfer, mean wait for the decode replica's link, GPUs per pool."""
+    mean and P99 link time per transfer, mean wait for the decode replica's link, GPUs per pool; what the mixed pool did, when it is on."""
     sizes, times = getattr(cluster, "transfer_bytes", []), getattr(cluster, "transfer_s", [])
     waits = getattr(cluster, "transfer_wait_s", [])
     pools = getattr(cluster, "pools", {})
+    mixed_pool = getattr(cluster, "mixed_pool", None)
     return {
+        **(mixed_pool.summary() if mixed_pool is not None else {}),
         "kv_transfer_bytes": int(sum(sizes)),
         "kv_transfers": len(sizes),
         "kv_transfer_mean_s": float(np.mean(times)) if times else None,

@@ -295,6 +295,21 @@ class DisaggregationSpec(_Strict):
     )
     prefill: PoolSettings = PoolSettings()
     decode: PoolSettings = PoolSettings()
+    mixed_pool: bool = Field(
+        False,
+        description="Splitwise's mixed pool (simulator.cluster.mixed_pool): when every prefill "
+        "replica's queue is long, a decode replica moves to the mixed pool and serves new requests "
+        "whole (prefill and decode, no KV transfer); when no decode replica has room for a request's "
+        "KV, its prefill replica decodes it; a machine returns to its pool once it runs empty",
+    )
+    mixed_pool_max_pending_tokens: int = Field(
+        8192,
+        ge=1,
+        le=10_000_000,
+        description="mixed pool: a replica's queue is long when requests wait there and its prompt "
+        "tokens not yet computed, with the new request's, exceed this (Splitwise's "
+        "prompt_max_pending_batch_tokens, 8192)",
+    )
 
     @model_validator(mode="after")
     def _known_link(self) -> DisaggregationSpec:

@@ -130,4 +130,9 @@ class SimSummary(RequestSummary):
     kv_transfer_p99_s: float | None = None
     kv_transfer_wait_mean_s: float | None = None
     prefill_gpus_peak: int | None = None
+    # Splitwise's mixed pool (simulator.cluster.mixed_pool; 0 when off): requests served whole on a
+    # decode replica, requests decoded on their prefill replica, machines moved into the mixed pool
+    mixed_pool_whole_requests: int = 0
+    mixed_pool_kept_requests: int = 0
+    mixed_pool_moves: int = 0
     decode_gpus_peak: int | None = None

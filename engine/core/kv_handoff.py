@@ -8,6 +8,7 @@ them; DistServe and Splitwise move the KV the same way):
 - **prefill role** (`SchedulerConfig.role == "prefill"`): a request that gets its first token and would
   go on decoding is marked `HANDED_OVER` instead, leaves `running`, and waits in `scheduler.outbox`,
   still holding its blocks. Whoever moves the KV calls `release_handed_over` once the copy is done.
+  The cluster may instead `take_back` a request it took from the outbox: it then decodes here.
 - **decode role** (`role == "decode"`): `receive(request)` queues a request that arrives with its prompt
   and first token (`handoff_copy`). `start_receives()` reserves blocks for the KV that already exists
   elsewhere (FCFS, as room allows) and returns the requests whose copy may start; the executor copies
@@ -71,10 +72,11 @@ def handoff_copy(request: Request) -> Request:
 
 # ---- prefill role ------------------------------------------------------------------------------
 def hand_over(scheduler: Scheduler, progressed: list[Request]) -> None:
-    """After `update`: every request that got its first token here and did not finish is handed over."""
+    """After `update`: every request that got its first token here and did not finish is handed over
+    (one that `take_back` kept decodes its later tokens here)."""
     handed = False
     for req in progressed:
-        if req.status is RequestStatus.RUNNING:
+        if req.status is RequestStatus.RUNNING and req.num_tokens - req.num_prompt_tokens == 1:
             req.status = RequestStatus.HANDED_OVER
             scheduler.outbox.append(req)
             scheduler._left_running(req)  # (it keeps its blocks, out of `running`)
@@ -89,6 +91,16 @@ def take_outbox(scheduler: Scheduler) -> list[Request]:
     taken = list(scheduler.outbox)
     scheduler.outbox.clear()
     return taken
+
+
+def take_back(scheduler: Scheduler, request: Request, now: float) -> None:
+    """The hand-over is called off before any copy started: the request decodes here, on the blocks it
+    holds (Splitwise's mixed pool: a prompt machine runs the token phase when no token machine has
+    room). Its next step is the decode of its first output token, as on a co-located replica."""
+    assert request.status is RequestStatus.HANDED_OVER and request not in scheduler.outbox, (
+        f"{request} is not a hand-over taken from the outbox (expected `take_handed_over`'s)"
+    )
+    scheduler._start_running(request, now)
 
 
 def release_handed_over(scheduler: Scheduler, request: Request) -> None:

@@ -154,6 +154,10 @@ class Scheduler:
         """Prefill role: the requests handed over since the last call (each still holds its blocks)."""
         return kv_handoff.take_outbox(self)
 
+    def take_back(self, request: Request, now: float) -> None:
+        """Prefill role: decode a request taken from `take_handed_over` here instead (no KV copy)."""
+        kv_handoff.take_back(self, request, now)
+
     def release_handed_over(self, request: Request) -> None:
         """Prefill role: the request's KV has been copied; free its blocks."""
         kv_handoff.release_handed_over(self, request)
@@ -427,6 +431,10 @@ class Scheduler:
                 1  # an eviction could turn a refused request's GPU hit into a host hit
             )
             return 1
+        if self.hands_over and any(
+            req.num_tokens == req.num_prompt_tokens for req, _ in out.scheduled
+        ):
+            return 1  # prefill role: a first token in the stretch would be handed over (`update`)
         return decode_stretch.stretch_length(self, out, max_steps)
 
     def decode_stretch_ignores_arrivals(self, out: SchedulerOutput) -> bool:

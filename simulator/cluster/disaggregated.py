@@ -9,7 +9,9 @@ the bytes over the link (`simulator.links`: latency + bytes / bandwidth; each de
 one transfer at a time, and the transfers leaving one prefill replica share its link's bandwidth,
 `simulator.cluster.shared_link`); the prefill replica frees its blocks when the transfer ends, and the decode replica
 admits the request at its next step. TTFT is the prefill replica's first token; the transfer shows in
-the first inter-token gap, as on DistServe / Splitwise deployments.
+the first inter-token gap, as on DistServe / Splitwise deployments. With Splitwise's mixed pool on
+(`simulator.cluster.mixed_pool`), a decode replica may serve a new request whole and a prefill replica
+may decode what it prefilled, both without a transfer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from engine.core.scheduler import Scheduler
 from simulator.calibration.cost_model import CostModel
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.metrics import Monitor
+from simulator.cluster.mixed_pool import MixedPool
 from simulator.cluster.replica import SERVING, STOPPED, Replica
 from simulator.cluster.router import Router
 from simulator.cluster.shared_link import SharedLink
@@ -56,11 +59,22 @@ class PrefillReplica(Replica):
     rides_out_arrivals = False  # its steps' ends hand requests over
 
     on_handoff: Callable[[PrefillReplica, Request], None]
+    on_free: Callable[[Replica], None] | None = None  # told when it runs empty (the mixed pool)
 
     def _after_steps(self, *args, **kwargs) -> None:
         super()._after_steps(*args, **kwargs)
         for request in self.scheduler.take_handed_over():
             self.on_handoff(self, request)
+
+    def keep(self, request: Request) -> None:
+        """Decode a request taken from the outbox here (the mixed pool), on the blocks it holds."""
+        self.scheduler.take_back(request, self.env.now)
+        self._load_changed()
+        self._poke()
+
+    def _idle(self):
+        _tell_free(self)
+        yield from super()._idle()
 
     def release(self, request: Request) -> None:
         self.scheduler.release_handed_over(request)
@@ -74,6 +88,7 @@ class DecodeReplica(Replica):
     rides_out_arrivals = False  # its steps' ends reserve blocks for incoming KV
 
     transfer: Callable[[DecodeReplica, Request], simpy.events.ProcessGenerator]
+    on_free: Callable[[Replica], None] | None = None  # told when it runs empty (the mixed pool)
 
     def receive(self, request: Request) -> None:
         self.scheduler.receive(request)
@@ -96,7 +111,13 @@ class DecodeReplica(Replica):
     def _idle(self):
         if self.scheduler.handoffs.incoming:  # no step in progress: a boundary
             self.start_transfers()
+        _tell_free(self)
         yield from super()._idle()
+
+
+def _tell_free(replica: PrefillReplica | DecodeReplica) -> None:
+    if replica.on_free is not None and not replica.scheduler.has_unfinished_requests():
+        replica.on_free(replica)
 
 
 class Pool:
@@ -136,6 +157,8 @@ class Pool:
         )
         replica.pool = self.name
         replica.tensor_parallel = config.tensor_parallel
+        if cluster.mixed_pool is not None:
+            replica.on_free = cluster.mixed_pool.on_free
         if isinstance(replica, PrefillReplica):
             replica.on_handoff = cluster.hand_over
             replica.link_out = SharedLink(self.env, cluster.link_bandwidth_bytes_per_s)
@@ -212,6 +235,7 @@ class DisaggregatedCluster(Cluster):
         tenants: list[str],
         prompt_ids: Callable[[int], list[int]] | None = None,
         prompt_hashes: Callable[[int], list[int]] | None = None,
+        mixed_pool_max_pending_tokens: int | None = None,  # None: no mixed pool
     ):
         self.link = link
         # one prefill replica's links together: each of its transfers goes over min(prefill TP,
@@ -226,6 +250,7 @@ class DisaggregatedCluster(Cluster):
         ] = []  # link time of each transfer (latency + bytes / bandwidth)
         self.transfer_wait_s: list[float] = []  # queueing for the decode replica's link before it
         self._handed: dict[str, tuple[PrefillReplica, Request]] = {}
+        self.mixed_pool: MixedPool | None = None
         super().__init__(
             config, arrival_s, prompt_tokens, output_tokens, tenants, prompt_ids, prompt_hashes
         )  # 0 replicas
@@ -234,6 +259,10 @@ class DisaggregatedCluster(Cluster):
             "decode": Pool(self, decode, DecodeReplica),
         }
         self.router, self.serving = self.pools["prefill"].router, self.pools["prefill"].serving
+        if mixed_pool_max_pending_tokens is not None:
+            self.mixed_pool = MixedPool(
+                self.pools["prefill"], self.pools["decode"], mixed_pool_max_pending_tokens
+            )
         for pool in self.pools.values():
             for _ in range(pool.config.initial_replicas):
                 pool.add_replica(cold_start_s=0.0)
@@ -242,6 +271,12 @@ class DisaggregatedCluster(Cluster):
         raise TypeError(
             "a disaggregated cluster adds replicas to a pool: cluster.pools[name].add_replica"
         )
+
+    def _attempt(self, index: int, attempt: int) -> None:
+        choice = self.router.choose(self.serving, self._probe(index))
+        if self.mixed_pool is not None:  # a long prefill queue: a decode replica may serve it whole
+            choice = self.mixed_pool.route(choice, self.prompt_tokens[index])
+        self._send(index, attempt, choice)
 
     # ---- the hand-over ---------------------------------------------------------------------------
     def progress_handler(self, pool: Pool) -> Callable[[Request], None]:
@@ -261,11 +296,18 @@ class DisaggregatedCluster(Cluster):
         self._on_progress(request)  # a 1-token request finishes on the prefill side
 
     def _on_decode_progress(self, request: Request) -> None:
+        if request.first_token_time == self.env.now:  # served whole here (the mixed pool)
+            self.pools["decode"].monitor.on_first_token(
+                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+            )
         if request.is_finished and request.status is not RequestStatus.FINISHED_ABORTED:
             self.pools["decode"].monitor.on_finish(request.num_output_tokens)
         self._on_progress(request)
 
     def hand_over(self, replica: PrefillReplica, request: Request) -> None:
+        if self.mixed_pool is not None and self.mixed_pool.keeps(replica, request):
+            replica.keep(request)  # no decode replica has room: it decodes here
+            return
         decode = self.pools["decode"]
         copy = handoff_copy(request)
         target = (
