@@ -199,9 +199,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--splitwise-mixed-pool",
-        action="store_true",
+        nargs="?",
+        type=int,
+        const=splitwise.SPLITWISE_QUEUE_TOKENS,
+        metavar="TOKENS",
         help="Splitwise: run each split also with Splitwise's mixed pool (cluster.disaggregation."
-        "mixed_pool), as '<design> + mixed pool'",
+        "mixed_pool), a queue long past TOKENS pending prompt tokens (default: Splitwise's 8192), "
+        "as '<design> + mixed pool'",
     )
     parser.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "disaggregation.json")

@@ -28,7 +28,8 @@ the table; published figures in benchmarks/data/disaggregation_published.csv).
   a miss, then bisected), per design; compared with the baseline at its cost.
 
 Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`, `simulator.cluster.mixed_pool`) is a
-setting: `designs(mixed_pool=True)` adds each split with it. Not modelled: its
+setting: `designs(mixed_pool=N)` adds each split with it, a queue long past N pending prompt tokens
+(Splitwise's 8192). Not modelled: its
 power-capped H100 token machines (Splitwise-HHcap) and iso-power designs, and its fleet sizes (tens of
 machines; here 4-12, so the ratios between pools are coarse).
 """
@@ -67,6 +68,7 @@ MIXED = {"mixed_steps": True}
 H100, A100 = "H100-80GB", "A100-80GB"
 BUDGET_H100_MACHINES = 4  # iso-cost: every design costs at most this many DGX-H100s
 CHEAPER = 0.8  # Splitwise's "20% lower cost"
+SPLITWISE_QUEUE_TOKENS = 8192  # its mixed pool's prompt_max_pending_batch_tokens
 # how machines are priced: the hardware catalog's list prices, or Splitwise's own cost model
 PRICES = ("catalog", "splitwise")
 PUBLISHED = Path(__file__).resolve().parent / "data" / "disaggregation_published.csv"
@@ -99,7 +101,8 @@ class Design:
     changes: dict  # scheduler settings
     link: str
     prices: str = "catalog"  # one of PRICES
-    mixed_pool: bool = False  # Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`)
+    # Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`) with this queue limit; None: off
+    mixed_pool: int | None = None
 
     @property
     def machines(self) -> str:
@@ -147,11 +150,12 @@ def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str, prices:
 
 
 def designs(
-    budget: int = BUDGET_H100_MACHINES, prices: str = "catalog", mixed_pool: bool = False
+    budget: int = BUDGET_H100_MACHINES, prices: str = "catalog", mixed_pool: int | None = None
 ) -> list[Design]:
     """The baseline (co-located DGX-H100s) and, at most at its cost under `prices`, each Splitwise
     design's splits that no further machine fits beside; Splitwise-HA's also at 20% under it;
-    `mixed_pool`: each split also with Splitwise's mixed pool ("... + mixed pool", after it)."""
+    `mixed_pool`: each split also with Splitwise's mixed pool, a queue long past that many pending
+    prompt tokens ("... + mixed pool", after it; "... + mixed pool N" when N is not Splitwise's 8192)."""
     h100, a100 = (machine_cost_per_hour(gpu, prices) for gpu in (H100, A100))
     limit = budget * h100 * (1 + 1e-9)
     a100s = int(limit // a100)
@@ -169,12 +173,13 @@ def designs(
             if y >= 1 and name not in [design.name for design in out]:
                 out.append(_split("Splitwise-HA", x, H100, y, A100, prices))
     out += [_split("Splitwise-AA", x, A100, a100s - x, A100, prices) for x in range(1, a100s)]
-    if mixed_pool:
+    if mixed_pool is not None:
+        label = " + mixed pool" + (f" {mixed_pool}" if mixed_pool != SPLITWISE_QUEUE_TOKENS else "")
         out = [
             variant
             for design in out
             for variant in (
-                (design, replace(design, name=f"{design.name} + mixed pool", mixed_pool=True))
+                (design, replace(design, name=design.name + label, mixed_pool=mixed_pool))
                 if design.layout.kind == "disaggregated"
                 else (design,)
             )
@@ -276,8 +281,10 @@ def run(
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, design.changes), design.layout, design.link
     )
-    if design.mixed_pool:
-        spec = scenario.cluster.disaggregation.model_copy(update={"mixed_pool": True})
+    if design.mixed_pool is not None:
+        spec = scenario.cluster.disaggregation.model_copy(
+            update={"mixed_pool": True, "mixed_pool_max_pending_tokens": design.mixed_pool}
+        )
         cluster = scenario.cluster.model_copy(update={"disaggregation": spec})
         scenario = scenario.model_copy(update={"cluster": cluster})
     if calibrations:

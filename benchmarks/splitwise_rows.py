@@ -17,12 +17,12 @@ def splitwise_rows(
     designs: list[str] | None = None,
     step_models: tuple[str, ...] = ("shipped", "roofline"),
     prices: str = "catalog",
-    mixed_pool: bool = False,
+    mixed_pool: int | None = None,
 ) -> list[dict]:
     """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
     the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run); designs
     and costs at `prices` (`splitwise_anchor.PRICES`); `mixed_pool`: each split also with Splitwise's
-    mixed pool."""
+    mixed pool, a queue long past that many pending prompt tokens."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         for step_model in step_models:
