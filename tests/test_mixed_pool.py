@@ -32,14 +32,14 @@ def _pool(name: str, model, replicas: int, num_blocks: int = 2048) -> PoolConfig
 
 
 def _cluster(
-    mixed: int | None, n: int, gap_s: float, decode_blocks: int = 2048
+    mixed: int | None, n: int, gap_s: float, decode_blocks: int = 2048, max_stretch_steps: int = 256
 ) -> DisaggregatedCluster:
     """One prefill replica, two decode replicas, `n` requests of 1,000-1,900 prompt tokens every
     `gap_s` seconds: at 0.05 s, more prompt work than one prefill replica does."""
     model = cost_model(0.01, 4e-5, 1e-7)
     rng = np.random.default_rng(0)
     return DisaggregatedCluster(
-        cluster_config(model, replicas=0),
+        cluster_config(model, replicas=0, max_stretch_steps=max_stretch_steps),
         _pool("prefill", model, 1),
         _pool("decode", model, 2, num_blocks=decode_blocks),
         get_link("infiniband-ndr"),
@@ -117,6 +117,18 @@ def test_full_decode_pool_lets_the_prefill_replica_decode():
     on = _run(_cluster(8192, 60, 0.2, decode_blocks=200))
     assert on.mixed_pool.kept_requests > 0
     assert len(on.transfer_bytes) == 60 - on.mixed_pool.kept_requests - on.mixed_pool.whole_requests
+
+
+def test_decode_stretches_on_both_pools_match_step_by_step():
+    # requests served whole on decode replicas and decoded on their prefill replica, stretched or not
+    for blocks in (2048, 200):
+        step = _run(_cluster(8192, 60, 0.05, decode_blocks=blocks, max_stretch_steps=1))
+        stretched = _run(_cluster(8192, 60, 0.05, decode_blocks=blocks))
+        assert stretched.mixed_pool.summary() == step.mixed_pool.summary()
+        for times in (lambda r: r.ttft_s, lambda r: r.e2e_s):
+            assert [times(r) for r in stretched.records] == pytest.approx(
+                [times(r) for r in step.records]
+            )
 
 
 def test_setting_is_off_by_default_and_reaches_the_summary():
