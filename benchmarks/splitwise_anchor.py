@@ -29,9 +29,9 @@ the table; published figures in benchmarks/data/disaggregation_published.csv).
 
 Splitwise's mixed pool (`cluster.disaggregation.mixed_pool`, `simulator.cluster.mixed_pool`) is a
 setting: `designs(mixed_pool=N)` adds each split with it, a queue long past N pending prompt tokens
-(Splitwise's 8192). Not modelled: its
-power-capped H100 token machines (Splitwise-HHcap) and iso-power designs, and its fleet sizes (tens of
-machines; here 4-12, so the ratios between pools are coarse).
+(Splitwise's 8192). Not modelled: its power-capped H100 token machines (Splitwise-HHcap) and
+iso-power designs, and its fleet sizes (tens of machines; here 4-12, so the ratios between pools are
+coarse).
 """
 
 from __future__ import annotations
