@@ -5,6 +5,7 @@ from engine.core.config import CacheConfig, SchedulerConfig
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.schema import CostModelFit, CostTerm
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.disaggregated import PoolConfig
 
 
 def cost_model(
@@ -85,3 +86,29 @@ def run_cluster(
     )
     end = cluster.run()
     return cluster, end
+
+
+def pool_config(
+    name: str,
+    model: CostModel,
+    *,
+    replicas: int = 1,
+    tensor_parallel: int = 1,
+    num_blocks: int = 256,
+    max_num_batched_tokens: int = 512,
+    router_policy: str = "round_robin",
+) -> PoolConfig:
+    """One pool of a disaggregated cluster (`name` is its scheduler role), prefix caching off."""
+    return PoolConfig(
+        name=name,
+        scheduler_config=SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, role=name),
+        cache_config=CacheConfig(
+            block_size=16, num_kv_blocks=num_blocks, enable_prefix_caching=False
+        ),
+        cost_model=model,
+        tensor_parallel=tensor_parallel,
+        initial_replicas=replicas,
+        router_policy=router_policy,
+        window_s=10.0,
+        seed=0,
+    )

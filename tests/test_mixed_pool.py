@@ -6,28 +6,22 @@ nothing changes."""
 import numpy as np
 import pytest
 
-from engine.core.config import CacheConfig, SchedulerConfig
 from simulator import Scenario, simulate
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
 from simulator.links import get_link
-from tests.sim_helpers import cluster_config, cost_model
+from tests.sim_helpers import cluster_config, cost_model, pool_config
 
 EXAMPLE = "examples/scenarios/disaggregated-llama-3-70b-h100.yaml"
 
 
 def _pool(name: str, model, replicas: int, num_blocks: int = 2048) -> PoolConfig:
-    return PoolConfig(
-        name=name,
-        scheduler_config=SchedulerConfig(max_num_batched_tokens=2048, role=name),
-        cache_config=CacheConfig(
-            block_size=16, num_kv_blocks=num_blocks, enable_prefix_caching=False
-        ),
-        cost_model=model,
-        tensor_parallel=1,
-        initial_replicas=replicas,
+    return pool_config(
+        name,
+        model,
+        replicas=replicas,
+        num_blocks=num_blocks,
+        max_num_batched_tokens=2048,
         router_policy="least_outstanding",
-        window_s=10.0,
-        seed=0,
     )
 
 

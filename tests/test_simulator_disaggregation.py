@@ -4,30 +4,17 @@ the example scenario runs with per-pool series and transfer figures; co-located 
 
 import pytest
 
-from engine.core.config import CacheConfig, SchedulerConfig
 from engine.core.step_shape import StepShape
 from simulator import Scenario, simulate
 from simulator.cluster.disaggregated import DisaggregatedCluster, PoolConfig
 from simulator.links import LINKS, get_link
-from tests.sim_helpers import cluster_config, cost_model
+from tests.sim_helpers import cluster_config, cost_model, pool_config
 
 EXAMPLE = "examples/scenarios/disaggregated-llama-3-70b-h100.yaml"
 
 
 def _pool(name: str, model, tensor_parallel: int, num_blocks: int = 256) -> PoolConfig:
-    return PoolConfig(
-        name=name,
-        scheduler_config=SchedulerConfig(max_num_batched_tokens=512, role=name),
-        cache_config=CacheConfig(
-            block_size=16, num_kv_blocks=num_blocks, enable_prefix_caching=False
-        ),
-        cost_model=model,
-        tensor_parallel=tensor_parallel,
-        initial_replicas=1,
-        router_policy="round_robin",
-        window_s=10.0,
-        seed=0,
-    )
+    return pool_config(name, model, tensor_parallel=tensor_parallel, num_blocks=num_blocks)
 
 
 def test_one_request_matches_a_hand_computation():
