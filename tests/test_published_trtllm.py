@@ -1,13 +1,16 @@
 """TensorRT-LLM's published sets and how the `trtllm` profile scales another backend's kernels: the
 per-bound scales move the linear layers' knee (the small-batch weight-read floor follows the
 memory-bound scale), static-batch runs hold their batch in the pool, and one profile is fitted on
-the fit runs of every set naming it (never on a held-out-only one)."""
+the fit runs of every set naming it (never on a held-out-only one); a source older than the kernel
+tables the profile stands for runs an older era, chosen on fit runs and shared by declaration."""
+
+import json
 
 import pytest
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import EngineProfile, HostTerm
+from simulator.calibration.engine_profile import EngineProfile, HostTerm, SourceEra, load_profile
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.validation.profile_fit import fitted_together
@@ -68,6 +71,36 @@ def test_a_profile_is_fitted_on_every_set_naming_it_but_never_on_an_independent_
         "lambdalabs-vllm"
     ]
     v014 = load_published("trtllm-perf-overview-v014")
-    splits = {run["split"] for run in v014["runs"]}
-    assert splits == {"fit", "held_out"}
-    assert all(run["split"] == "held_out" for run in v014["runs"] if run["gpu"] == "H100-80GB")
+    for gpu in ("A100-80GB", "H100-80GB"):  # every source split into fit and held-out on each GPU
+        splits = {run["split"] for run in v014["runs"] if run["gpu"] == gpu}
+        assert splits == {"fit", "held_out"}
+
+
+def test_an_older_era_applies_only_where_a_source_ran_it_or_is_declared_alike():
+    """`older_era_scales` (a stack older than the tables the profile stands for) apply to the
+    sources whose `source_eras` entry names the GPU, and to a set declared of the same stack
+    generation (`kernel_era_like`); the profile itself, what the planner uses, keeps the tables."""
+    profile = _scaling_profile(1.0, 1.0).model_copy(
+        update={
+            "older_era_scales": {"H100-80GB": 1.12},
+            "source_eras": {"old": SourceEra(older_gpus=["H100-80GB"], source="test")},
+        }
+    )
+    assert profile.kernel_era_scales == {}
+    assert profile.for_source("old").kernel_era_scales == {"H100-80GB": 1.12}
+    assert profile.for_source("alike", like="old").kernel_era_scales == {"H100-80GB": 1.12}
+    assert profile.for_source("new") is profile
+    shipped = load_profile("trtllm")
+    for name, era in shipped.source_eras.items():
+        assert not load_published(name).get("held_out_only")  # never chosen on an independent check
+        assert "fit runs" in era.source and set(era.older_gpus) <= set(shipped.older_era_scales)
+    like = load_published("argonne-trtllm")["kernel_era_like"]
+    assert not load_published(like).get("held_out_only")
+
+
+def test_kernel_era_like_must_name_a_stored_set(tmp_path):
+    data = load_published("argonne-trtllm")
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps({**data, "kernel_era_like": "no-such-set"}))
+    with pytest.raises(ValueError, match="kernel_era_like"):
+        load_published(path)

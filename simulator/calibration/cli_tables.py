@@ -52,13 +52,21 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
             "derived",
             profile.kernel_era_source,
         )
-    for name, era in profile.source_eras.items():
+    if profile.older_era_scales:
         table.add_row(
-            f"published source {name}: ran the kernel tables' own GEMMs (era scale x1)",
-            ", ".join(era.tables_gpus),
-            "fitted",
-            era.source,
+            "linear layers of an older stack than the kernel tables (only for the published "
+            "sources below that ran it)",
+            ", ".join(f"{name} x{v:.3f}" for name, v in profile.older_era_scales.items()),
+            "derived",
+            profile.older_era_source,
         )
+    for name, era in profile.source_eras.items():
+        ran = [
+            f"the kernel tables' own GEMMs (era scale x1) on {', '.join(era.tables_gpus)}"
+        ] * bool(era.tables_gpus) + [f"the older era on {', '.join(era.older_gpus)}"] * bool(
+            era.older_gpus
+        )
+        table.add_row(f"published source {name}: ran", "; ".join(ran), "fitted", era.source)
     if profile.kv_memory is not None:
         memory = profile.kv_memory
         table.add_row(

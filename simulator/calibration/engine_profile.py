@@ -71,10 +71,13 @@ class ProfileError(_Strict):
 
 
 class SourceEra(_Strict):
-    """The GPUs on which one published source's stack ran the kernel tables' own (recent) GEMMs
-    rather than the era the profile stands for (its `kernel_era_scales`), with why."""
+    """The kernel era one published source's stack ran, where it is not the one the profile stands
+    for: on `tables_gpus` the kernel tables' own (recent) GEMMs rather than the profile's
+    `kernel_era_scales`; on `older_gpus` the older GEMMs of `older_era_scales` although the profile
+    stands for the tables (TensorRT-LLM 0.x against tables timed on 1.x); with why."""
 
-    tables_gpus: list[str]
+    tables_gpus: list[str] = []
+    older_gpus: list[str] = []
     source: str
 
 
@@ -113,6 +116,13 @@ class EngineProfile(_Strict):
         "calibrations of this backend's tables (a backend version named), 1 where absent",
     )
     kernel_era_source: str = "none: the tables' linear-layer time as it is"
+    older_era_scales: dict[str, float] = Field(
+        {},
+        description="per GPU: an older stack's linear-layer time over this backend's kernel tables, "
+        "for a profile that stands for the tables (derived like `kernel_era_scales`); applied only "
+        "for published sources whose `source_eras` entry names the GPU in `older_gpus`",
+    )
+    older_era_source: str = "none: no older era"
     source_eras: dict[str, SourceEra] = Field(
         {},
         description="per published set: the GPUs on which its stack ran the tables' GEMMs, not "
@@ -126,16 +136,23 @@ class EngineProfile(_Strict):
     )
     errors: list[ProfileError] = []
 
-    def for_source(self, name: str) -> EngineProfile:
-        """The profile as one published source's stack ran it (its `source_eras` entry applied)."""
-        chosen = self.source_eras.get(name)
-        if chosen is None or not self.kernel_era_scales:
+    def for_source(self, name: str, like: str | None = None) -> EngineProfile:
+        """The profile as one published source's stack ran it: its `source_eras` entry applied, or,
+        for a source declared of the same stack generation as another set (`like`), that set's."""
+        chosen = self.source_eras.get(name) or self.source_eras.get(like or "")
+        if chosen is None:
             return self
         scales = {
             gpu: scale
             for gpu, scale in self.kernel_era_scales.items()
             if gpu not in chosen.tables_gpus
+        } | {
+            gpu: self.older_era_scales[gpu]
+            for gpu in chosen.older_gpus
+            if gpu in self.older_era_scales
         }
+        if scales == self.kernel_era_scales:
+            return self
         return self.model_copy(update={"kernel_era_scales": scales})
 
     def scales_kernels_of(self, calibration_backend: str | None) -> bool:

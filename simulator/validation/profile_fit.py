@@ -99,6 +99,8 @@ def fit_profile(
         "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
         "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
+        # once per request started from idleness: only where a set names it (single-request latency)
+        "wake": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         "kernel_scale": scales,
         # per kind of kernel term (`kernel_scale_by_bound`): only where a set names them
         "memory_scale": scales,
@@ -108,6 +110,17 @@ def fit_profile(
     # few fit rows: a set names fewer terms; fitted together, the terms any of the sets names
     chosen = {key for each in sets for key in each.get("fit_terms", default_terms)}
     grids = {key: grid for key, grid in grids.items() if key in chosen}
+    # per set and GPU where the profile has an older kernel era than its tables (`older_era_scales`):
+    # whether that set's stack ran it, a yes/no coordinate of the search, chosen on the fit runs
+    older = {
+        f"older_era:{each['name']}:{gpu}": (each["name"], gpu)
+        for each in fit_sets
+        for gpu in sorted({run["gpu"] for run in each["runs"]} & set(base.older_era_scales))
+    }
+    for key, (name, gpu) in older.items():
+        grids[key] = [0.0, 1.0]
+        kept = base.source_eras.get(name)
+        values[key] = float(kept is not None and gpu in kept.older_gpus)
     named = ", ".join(f"{each['name']} ({each.get('url', '')})" for each in sets)
     source = f"fitted on the fit runs of published set{'s' if len(sets) > 1 else ''} {named}"
 
@@ -116,15 +129,21 @@ def fit_profile(
     scale_keys = SCALE_KEYS
     fits_scales = any(key in grids for key in scale_keys)
 
-    def build(candidate: dict, base: EngineProfile = base) -> EngineProfile:
-        terms = {key: value for key, value in candidate.items() if key not in scale_keys}
+    def build(
+        candidate: dict, base: EngineProfile = base, why: dict[str, str] | None = None
+    ) -> EngineProfile:
+        terms = {
+            key: value
+            for key, value in candidate.items()
+            if key not in scale_keys and key not in older
+        }
         bound = dict(base.kernel_scale_by_bound)
         for kind in ("memory", "compute"):
             if f"{kind}_scale" in grids:
                 bound[kind] = candidate[f"{kind}_scale"]
                 if bound[kind] == 1.0:
                     del bound[kind]
-        return base.with_terms(terms, "fitted", source).model_copy(
+        built = base.with_terms(terms, "fitted", source).model_copy(
             update={
                 "kernel_scale": candidate["kernel_scale"],
                 "kernel_scale_by_bound": bound,
@@ -135,6 +154,11 @@ def fit_profile(
                 ),
             }
         )
+        older_gpus = {name: [] for name, _ in older.values()}
+        for key, (name, gpu) in older.items():
+            if candidate[key]:
+                older_gpus[name].append(gpu)
+        return _with_older_eras(built, older_gpus, why or {})
 
     def search(base: EngineProfile) -> tuple[float, dict]:
         start = values
@@ -181,7 +205,25 @@ def fit_profile(
             f"best fit: {scores}; elsewhere the profile's kernel_era_scales); never chosen on "
             "held-out runs",
         )
-    fitted = build(values, base)
+    if older:
+        # what each older-era choice scored against the other, kept with the choice
+        def score(candidate: dict) -> float:
+            profile = build(candidate, base)
+            return _objective([row for each in fit_sets for row in replay(each, profile)])
+
+        why = {}
+        for key, (name, gpu) in older.items():
+            flipped = score(values | {key: 1.0 - values[key]})
+            ran = "ran" if values[key] else "did not run"
+            why[name] = (
+                why.get(name, f"chosen on the fit runs of {name}, never on held-out runs: ")
+                + f"on {gpu} it {ran} the older era (a yes/no term of the coordinate search with "
+                f"the host terms and kernel scales; mean squared log error over every fit run "
+                f"{best:.4f}, {flipped:.4f} with the other choice); "
+            )
+        fitted = build(values, base, why)
+    else:
+        fitted = build(values, base)
     fitted = fitted.model_copy(
         update={
             "terms": [
@@ -202,26 +244,51 @@ def _with_source_era(
     profile: EngineProfile, name: str, tables_gpus: tuple[str, ...], why: str
 ) -> EngineProfile:
     eras = {key: value for key, value in profile.source_eras.items() if key != name}
-    if tables_gpus:
-        eras[name] = SourceEra(tables_gpus=list(tables_gpus), source=why)
+    kept = profile.source_eras.get(name)
+    older = kept.older_gpus if kept else []
+    if tables_gpus or older:
+        eras[name] = SourceEra(
+            tables_gpus=list(tables_gpus),
+            older_gpus=older,
+            source=why or (kept.source if kept else ""),
+        )
+    return profile.model_copy(update={"source_eras": eras})
+
+
+def _with_older_eras(
+    profile: EngineProfile, older_gpus: dict[str, list[str]], why: dict[str, str]
+) -> EngineProfile:
+    """The profile with, per set, the GPUs on which its stack ran the older era (`older_gpus`)."""
+    eras = dict(profile.source_eras)
+    for name, gpus in older_gpus.items():
+        kept = eras.get(name)
+        tables = kept.tables_gpus if kept else []
+        if gpus or tables:
+            source = why.get(name, "").rstrip("; ") or (kept.source if kept else "")
+            eras[name] = SourceEra(tables_gpus=tables, older_gpus=gpus, source=source)
+        else:
+            eras.pop(name, None)
     return profile.model_copy(update={"source_eras": eras})
 
 
 def with_era_scales(profile: EngineProfile) -> EngineProfile:
-    """The profile with its per-GPU era scales (`kernel_era`) derived afresh from the shipped
-    calibrations, for the GPUs it already names (a profile naming none is left as it is)."""
-    if not profile.kernel_era_scales:
+    """The profile with its per-GPU era scales (`kernel_era`: the era it stands for and an older
+    one) derived afresh from the shipped calibrations, for the GPUs it already names (a profile
+    naming none is left as it is)."""
+    if not (profile.kernel_era_scales or profile.older_era_scales):
         return profile
     calibrations = load_all_shipped()
     backend = profile.kernel_backend or "vllm"
-    scales = {gpu: era_factor(calibrations, gpu, backend) for gpu in profile.kernel_era_scales}
-    sources = [f"{gpu}: {era_source(calibrations, gpu, backend)}" for gpu in scales]
-    return profile.model_copy(
-        update={
-            "kernel_era_scales": {gpu: round(s, 4) for gpu, s in scales.items() if s},
-            "kernel_era_source": "; ".join(sources),
-        }
-    )
+    update = {}
+    for field in ("kernel_era", "older_era"):
+        gpus = getattr(profile, f"{field}_scales")
+        if gpus:
+            scales = {gpu: era_factor(calibrations, gpu, backend) for gpu in gpus}
+            update[f"{field}_scales"] = {gpu: round(s, 4) for gpu, s in scales.items() if s}
+            update[f"{field}_source"] = "; ".join(
+                f"{gpu}: {era_source(calibrations, gpu, backend)}" for gpu in scales
+            )
+    return profile.model_copy(update=update)
 
 
 def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> EngineProfile:

@@ -72,6 +72,12 @@ def load_published(name_or_path: str | Path) -> dict:
             "or a path to a JSON file"
         )
     data = json.loads(path.read_text())
+    like = data.get("kernel_era_like")
+    if like is not None and like not in published_names():
+        raise ValueError(
+            f"{path}: kernel_era_like is {like!r}; expected the name of a stored set whose era "
+            f"this source shares, one of {published_names()}"
+        )
     for index, run in enumerate(data.get("runs", [])):
         if "batch_size" in run:  # a fixed-length batch: B requests of the same lengths
             for key in ("prompt_tokens", "output_tokens"):
@@ -144,13 +150,15 @@ def replay_run(
 
 def source_profile(data: dict, profile: EngineProfile | str | None = None) -> EngineProfile:
     """The profile (the set's own unless named) as this set's source ran it: its kernel era
-    (`EngineProfile.source_eras`, chosen on the set's fit runs) applied."""
+    (`EngineProfile.source_eras`, chosen on the set's fit runs) applied; a set declared of the same
+    stack generation as another (`kernel_era_like`: a held-out-only set has no fit runs to choose
+    on) takes that set's."""
     chosen = (
         profile
         if isinstance(profile, EngineProfile)
         else load_profile(profile or data["engine_profile"])
     )
-    return chosen.for_source(data["name"])
+    return chosen.for_source(data["name"], data.get("kernel_era_like"))
 
 
 def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
