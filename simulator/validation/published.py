@@ -3,7 +3,7 @@
 A published set (`simulator/validation/published/*.json`, figures only, each run with its source file,
 commit and date) holds runs of a real serving stack on a real GPU: bursts of requests with their
 prompt and output lengths (or a fixed-length batch: `batch_size` requests of the same lengths), sent
-at once, and the measured makespan, mean TTFT and/or mean E2E latency. A run measured with its prompts
+at once (or at the run's `arrival_s`), and the measured makespan, mean TTFT and/or mean E2E latency. A run measured with its prompts
 already in the server's prefix cache (`prefix_cached`: the same prompts served just before) is
 replayed after a warm-up that puts them there.
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
@@ -89,6 +89,16 @@ def load_published(name_or_path: str | Path) -> dict:
                 f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
                 f"{len(run['prompt_tokens'])} requests; expected request indices"
             )
+        arrivals = np.asarray(run.get("arrival_s", [0.0] * len(run["prompt_tokens"])))
+        if (
+            len(arrivals) != len(run["prompt_tokens"])
+            or np.any(np.diff(arrivals) < 0)
+            or arrivals[0] < 0
+        ):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has arrival_s that are not one non-negative, "
+                "non-decreasing time per request; expected seconds from the run's start"
+            )
         settings = data.get("engine_settings", {}) | run.get("engine_settings", {})
         if run.get("prefix_cached") and not settings.get("enable_prefix_caching"):
             raise ValueError(
@@ -118,7 +128,8 @@ def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
 def replay_run(
     data: dict, run: dict, profile: EngineProfile | str | None = None
 ) -> dict[str, float]:
-    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0).
+    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0, or
+    at the run's `arrival_s`).
 
     A run marked `prefix_cached` was measured with its prompts already in the prefix cache (the same
     prompts served just before on the same server): each prompt is first sent once with one output
@@ -141,7 +152,8 @@ def replay_run(
     )
     prompts, outputs = np.asarray(run["prompt_tokens"]), np.asarray(run["output_tokens"])
     own = profile if isinstance(profile, EngineProfile) else None
-    start_s, trace = 0.0, Trace(np.zeros(n), prompts, outputs, name=run["id"])
+    arrivals = np.asarray(run.get("arrival_s", np.zeros(n)), dtype=float)
+    start_s, trace = 0.0, Trace(arrivals, prompts, outputs, name=run["id"])
     if run.get("prefix_cached"):
         block = scenario.scheduler.block_size
         chains = _chains(prompts, block)
@@ -149,7 +161,7 @@ def replay_run(
         warm_records = simulate(scenario, trace=warm, profile=own).records
         start_s = max(r.arrival_s + r.e2e_s for r in warm_records) + 1.0
         trace = Trace(
-            np.r_[np.zeros(n), np.full(n, start_s)],
+            np.r_[np.zeros(n), start_s + arrivals],
             np.r_[prompts, prompts],
             np.r_[np.ones(n), outputs],
             hash_ids=chains + chains,
