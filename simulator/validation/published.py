@@ -3,7 +3,9 @@
 A published set (`simulator/validation/published/*.json`, figures only, each run with its source file,
 commit and date) holds runs of a real serving stack on a real GPU: bursts of requests with their
 prompt and output lengths (or a fixed-length batch: `batch_size` requests of the same lengths), sent
-at once, and the measured makespan, mean TTFT and/or mean E2E latency.
+at once (or at the run's `arrival_s`), and the measured makespan, mean TTFT and/or mean E2E latency. A run measured with its prompts
+already in the server's prefix cache (`prefix_cached`: the same prompts served just before) is
+replayed after a warm-up that puts them there.
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
 engine profile, and every (run, metric) pair becomes a row: simulated vs measured. Runs are split
 into `fit` (what `profile_fit.fit_profile` tunes the profile's host terms on) and `held_out`
@@ -93,6 +95,22 @@ def load_published(name_or_path: str | Path) -> dict:
                 f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
                 f"{len(run['prompt_tokens'])} requests; expected request indices"
             )
+        arrivals = np.asarray(run.get("arrival_s", [0.0] * len(run["prompt_tokens"])))
+        if (
+            len(arrivals) != len(run["prompt_tokens"])
+            or np.any(np.diff(arrivals) < 0)
+            or arrivals[0] < 0
+        ):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has arrival_s that are not one non-negative, "
+                "non-decreasing time per request; expected seconds from the run's start"
+            )
+        settings = data.get("engine_settings", {}) | run.get("engine_settings", {})
+        if run.get("prefix_cached") and not settings.get("enable_prefix_caching"):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) is prefix_cached but its engine settings do "
+                "not enable prefix caching; expected enable_prefix_caching: true"
+            )
         if run["split"] not in ("fit", "held_out"):
             raise ValueError(
                 f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'"
@@ -105,10 +123,23 @@ def load_published(name_or_path: str | Path) -> dict:
     return data
 
 
+def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
+    """Each prompt its own chain of block hashes (no prefix shared between requests)."""
+    return [
+        [index * 1_000_000 + block for block in range(-(-int(tokens) // block_size))]
+        for index, tokens in enumerate(prompt_tokens)
+    ]
+
+
 def replay_run(
     data: dict, run: dict, profile: EngineProfile | str | None = None
 ) -> dict[str, float]:
-    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0)."""
+    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0, or
+    at the run's `arrival_s`).
+
+    A run marked `prefix_cached` was measured with its prompts already in the prefix cache (the same
+    prompts served just before on the same server): each prompt is first sent once with one output
+    token, and the measured burst arrives after that warm-up has finished; only it is measured."""
     from simulator.scenario import Scenario
     from simulator.simulation import simulate
 
@@ -125,24 +156,34 @@ def replay_run(
             "cluster": {"replicas": 1},
         }
     )
-    trace = Trace(
-        np.zeros(n),
-        np.asarray(run["prompt_tokens"]),
-        np.asarray(run["output_tokens"]),
-        name=run["id"],
-    )
-    result = simulate(
-        scenario, trace=trace, profile=profile if isinstance(profile, EngineProfile) else None
-    )
-    records = [record for record in result.records if record.ok]
+    prompts, outputs = np.asarray(run["prompt_tokens"]), np.asarray(run["output_tokens"])
+    own = profile if isinstance(profile, EngineProfile) else None
+    arrivals = np.asarray(run.get("arrival_s", np.zeros(n)), dtype=float)
+    start_s, trace = 0.0, Trace(arrivals, prompts, outputs, name=run["id"])
+    if run.get("prefix_cached"):
+        block = scenario.scheduler.block_size
+        chains = _chains(prompts, block)
+        warm = Trace(np.zeros(n), prompts, np.ones(n), hash_ids=chains, hash_block_size=block)
+        warm_records = simulate(scenario, trace=warm, profile=own).records
+        start_s = max(r.arrival_s + r.e2e_s for r in warm_records) + 1.0
+        trace = Trace(
+            np.r_[np.zeros(n), start_s + arrivals],
+            np.r_[prompts, prompts],
+            np.r_[np.ones(n), outputs],
+            hash_ids=chains + chains,
+            hash_block_size=block,
+            name=run["id"],
+        )
+    result = simulate(scenario, trace=trace, profile=own)
+    records = [record for record in result.records if record.ok and record.index >= len(trace) - n]
     if len(records) != n:
         raise ValueError(
             f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
         )
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
-    unrecorded = set(run.get("ttft_unrecorded", ()))
+    unrecorded = {len(trace) - n + i for i in run.get("ttft_unrecorded", ())}
     return {
-        "makespan_s": max(r.arrival_s + r.e2e_s for r in records),
+        "makespan_s": max(r.arrival_s + r.e2e_s for r in records) - start_s,
         "ttft_mean_s": float(np.mean([r.ttft_s for r in records if r.index not in unrecorded])),
         "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
     }
