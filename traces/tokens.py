@@ -127,13 +127,14 @@ def prompt_block_hashes(
     hashes: list[int] = []
     parent: int | None = None
     num_blocks = num_hash_named_blocks(trace, index, block_size)
-    first_block = 0
+    first_block = common = 0
     if memo is not None and num_blocks:
         seen = memo.get(ids[0])
         if seen is not None:  # blocks whose ids all lie in the common prefix: the same hashes
-            seen_ids, seen_hashes = seen
+            seen_ids, seen_hashes, common = seen
+            common = _common_prefix_len(ids, seen_ids, common)
             first_block = min(
-                _common_prefix_len(ids, seen_ids) * hash_block // block_size,
+                common * hash_block // block_size,
                 len(seen_hashes),
                 num_blocks,
             )
@@ -152,15 +153,18 @@ def prompt_block_hashes(
             parent = hash((parent, (tuple(ids[first : last + 1]), start - first * hash_block)))
             hashes.append(parent)
     if memo is not None and num_blocks:  # kept from a first id's second request on (it recurs)
-        memo[ids[0]] = (ids, hashes[:]) if ids[0] in memo else None  # (a copy: the caller's grows)
+        # (a copy: the caller's grows; and the ids' common length with the request before, to try first)
+        memo[ids[0]] = (ids, hashes[:], common) if ids[0] in memo else None
     return hashes
 
 
-def _common_prefix_len(a: list[int], b: list[int]) -> int:
-    """How many leading items `a` and `b` share (slice comparisons, bisected)."""
+def _common_prefix_len(a: list[int], b: list[int], guess: int) -> int:
+    """How many leading items `a` and `b` share (slice comparisons: `guess` first, then bisected)."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
+    if 0 < guess < n and a[guess] != b[guess] and a[:guess] == b[:guess]:
+        return guess  # (requests of one shared prefix: the same length each time)
     low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
     while high - low > 1:
         mid = (low + high) // 2
