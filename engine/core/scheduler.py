@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import cast
 
 from engine.core import decode_stretch, kv_handoff
 from engine.core.batch_controller import make_controller
@@ -390,22 +391,22 @@ class Scheduler:
         if (
             num_decodes
         ):  # the loop below for 1-token decodes (computed = tokens - 1), less its tests
-            decode_tokens = sampled_token_ids[:num_decodes]
+            decode_tokens = cast(list[int], sampled_token_ids[:num_decodes])
             assert None not in decode_tokens, f"a decode of {out} got no sampled token"
-            for (req, _), token in zip(scheduled[:num_decodes], decode_tokens):
+            for (req, _), sampled in zip(scheduled[:num_decodes], decode_tokens):
                 if req.status is not running_status:
                     continue  # aborted while the step ran
                 num_tokens = req.num_computed_tokens = req.num_tokens
                 num_computed += 1
                 if caching and num_tokens // size > req.num_hashed_blocks:
                     bm.cache_full_blocks(req)
-                req._output_token_ids.append(token)
+                req._output_token_ids.append(sampled)
                 req.num_tokens = num_tokens = num_tokens + 1
                 if req.first_token_time is None:
                     req.first_token_time = now
                 progressed.append(req)
                 if num_tokens >= req.stop_len or req.stops_on_token:
-                    may_stop.append((req, token))
+                    may_stop.append((req, sampled))
             scheduled, sampled_token_ids = scheduled[num_decodes:], sampled_token_ids[num_decodes:]
         for (req, num_new), token in zip(scheduled, sampled_token_ids):
             if req.status is not running_status:
