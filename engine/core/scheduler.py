@@ -10,8 +10,6 @@ reserving contiguous KV for its longest possible sequence, and admits nothing un
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import cast
 
 from engine.core import decode_stretch, kv_handoff
 from engine.core.batch_controller import make_controller
@@ -42,9 +40,6 @@ class SchedulerOutput:
     # the shape's two lists, filled as `schedule()` adds each request (saves a pass over `scheduled`)
     _prefill: list[tuple[int, int]] = field(default_factory=list, repr=False, compare=False)
     _decode: list[int] = field(default_factory=list, repr=False, compare=False)
-    # how many of `scheduled`'s first entries are running 1-token decodes (computed = tokens - 1 > 0),
-    # as `_schedule_decodes` found them: `update` advances them without the general loop's tests
-    _num_decodes: int = field(default=0, repr=False, compare=False)
 
     @property
     def shape(self) -> StepShape:
@@ -218,11 +213,6 @@ class Scheduler:
             0,
         )
         running, scheduled, decode, prefill = self.running, out.scheduled, out._decode, out._prefill
-        if running and len(running) <= budget and not bm.tenant_block_quota:
-            tokens = [req.num_tokens for req in running]  # each a decode: computed = tokens - 1 > 0
-            if min(tokens) > 1 and tokens == [req.num_computed_tokens + 1 for req in running]:
-                if self._schedule_decodes(out, tokens):
-                    return budget - len(running)
         num_running = len(running)  # (less after a preemption)
         while i < num_running and budget > 0:
             req = running[i]
@@ -251,25 +241,6 @@ class Scheduler:
             budget -= num_new
             i += 1
         return budget
-
-    def _schedule_decodes(self, out: SchedulerOutput, tokens: list[int]) -> bool:
-        """`_schedule_running`'s loop when every running request is a 1-token decode (`tokens`: their
-        token counts) and the budget covers them all, in bulk: the same blocks to the same requests in
-        the same order, when the pool has them all (no preemption: the loop would make none either);
-        False, changing nothing, when it may lack some (the loop then decides who is preempted)."""
-        running, bm, size = self.running, self.block_manager, self.block_size
-        needy = [req for req in running if req.num_tokens > len(req.block_table) * size]
-        if needy:
-            fresh = sum(-(-req.num_tokens // size) - len(req.block_table) for req in needy)
-            if fresh > bm.num_free_blocks:
-                return False
-            for req in needy:
-                bm.grow(req, req.num_tokens)
-            self._running_blocks += fresh
-        out.scheduled.extend(zip(running, repeat(1)))
-        out._decode.extend(tokens)
-        out._num_decodes = len(running)
-        return True
 
     def _pick_victim(self, req: Request, first_unscheduled: int) -> Request:
         """The newest running request not yet scheduled this step; of the same tenant when it is the
@@ -387,28 +358,7 @@ class Scheduler:
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
         num_computed = 0  # what `running` computes this step
-        scheduled, num_decodes = out.scheduled, out._num_decodes
-        if (
-            num_decodes
-        ):  # the loop below for 1-token decodes (computed = tokens - 1), less its tests
-            decode_tokens = cast(list[int], sampled_token_ids[:num_decodes])
-            assert None not in decode_tokens, f"a decode of {out} got no sampled token"
-            for (req, _), sampled in zip(scheduled[:num_decodes], decode_tokens):
-                if req.status is not running_status:
-                    continue  # aborted while the step ran
-                num_tokens = req.num_computed_tokens = req.num_tokens
-                num_computed += 1
-                if caching and num_tokens // size > req.num_hashed_blocks:
-                    bm.cache_full_blocks(req)
-                req._output_token_ids.append(sampled)
-                req.num_tokens = num_tokens = num_tokens + 1
-                if req.first_token_time is None:
-                    req.first_token_time = now
-                progressed.append(req)
-                if num_tokens >= req.stop_len or req.stops_on_token:
-                    may_stop.append((req, sampled))
-            scheduled, sampled_token_ids = scheduled[num_decodes:], sampled_token_ids[num_decodes:]
-        for (req, num_new), token in zip(scheduled, sampled_token_ids):
+        for (req, num_new), token in zip(out.scheduled, sampled_token_ids):
             if req.status is not running_status:
                 continue  # aborted while the step ran
             computed = req.num_computed_tokens = req.num_computed_tokens + num_new
