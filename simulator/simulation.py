@@ -386,6 +386,7 @@ class PromptSource:
 
     def __init__(self, trace: Trace, mode: str, block_size: int, vocab_size: int, seed: int):
         self.trace, self.mode, self.block_size = trace, mode, block_size
+        self.hash_memo: dict = {}  # `prompt_block_hashes`' reuse of shared prefixes' hashes
         self.prompt_lengths = trace.prompt_tokens.tolist() if mode == "own" else None
         self.synthesizer = (
             PromptTokenSynthesizer(vocab_size, seed=seed, min_token_id=3)
@@ -401,7 +402,7 @@ class PromptSource:
         return [SIM_TOKEN_ID] * start + tokens
 
     def hashes(self, index: int) -> list[int]:
-        return prompt_block_hashes(self.trace, index, self.block_size)
+        return prompt_block_hashes(self.trace, index, self.block_size, self.hash_memo)
 
 
 def cpu_s() -> float:

@@ -73,3 +73,34 @@ def test_prompt_suffix_tokens_and_hash_named_blocks():
         if num_hash_named_blocks(trace, i, 16) > 12
     ]
     assert len(own) > 1 and len(set(own)) == len(own)
+
+
+def test_block_hash_memo_gives_the_hashes_made_without_it():
+    """`prompt_block_hashes` with a memo reuses an earlier request's hashes as far as their hash ids
+    agree: on traces whose requests share prefixes of random lengths (and repeat), in any order and for
+    hash blocks that hold whole KV blocks or not, every request gets exactly the memo-less hashes."""
+    rng = np.random.default_rng(7)
+    trace = load_traffic(_scenario("round_robin"))
+    for hash_block, block_size in ((16, 16), (32, 16), (512, 16), (10, 16), (24, 16), (1, 4)):
+        stems = [rng.integers(0, 50, size=int(rng.integers(1, 30))).tolist() for _ in range(4)]
+        hash_ids = []
+        for index in range(len(trace)):
+            stem = stems[int(rng.integers(0, len(stems)))]
+            keep = int(rng.integers(0, len(stem) + 1))
+            own = rng.integers(1000, 2000, size=int(rng.integers(0, 20))).tolist()
+            hash_ids.append(stem[:keep] + own or [int(rng.integers(0, 50))])
+        lengths = np.array(
+            [max(1, len(ids) * hash_block - int(rng.integers(0, hash_block))) for ids in hash_ids]
+        )
+        shaped = trace.replace(
+            "test", prompt_tokens=lengths, hash_ids=hash_ids, hash_block_size=hash_block
+        )
+        memo: dict = {}
+        order = rng.integers(0, len(trace), size=3 * len(trace)).tolist()
+        reused = 0
+        for index in order:
+            expected = prompt_block_hashes(shaped, index, block_size)
+            got = prompt_block_hashes(shaped, index, block_size, memo)
+            assert got == expected, (hash_block, block_size, index)
+            reused += memo.get(hash_ids[index][0]) is not None
+        assert reused > len(order) // 2  # the memo was used

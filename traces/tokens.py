@@ -105,33 +105,74 @@ def prompt_token_ids(
     )
 
 
-def prompt_block_hashes(trace: Trace, index: int, block_size: int) -> list[int]:
+def prompt_block_hashes(
+    trace: Trace, index: int, block_size: int, memo: dict | None = None
+) -> list[int]:
     """The prefix cache's chained hashes of request `index`'s leading `block_size`-token blocks that its
     hash ids cover whole (all but the block of its last token, which a prefix cache never looks up),
     made from the hash ids, not from tokens: block j is named by the hash ids its tokens come from and
     its offset in the first of them, chained on the block before it. Two requests get equal hashes for
     block j exactly when `prompt_token_ids` gives them equal tokens up to the end of block j (equal
     hash ids up to there), so a prefix cache keyed by them hits as one keyed by token hashes would,
-    without making those tokens. Empty without hash ids."""
+    without making those tokens. Empty without hash ids.
+
+    `memo` (an empty dict first, then kept for this trace and block size): the hashes of an earlier
+    request starting with the same hash id are reused as far as both requests' hash ids agree (block j's
+    hash is a function of the ids up to its end alone), so requests sharing a long prefix hash only
+    their own blocks; the same hashes as without it. (Kept once a first id recurs: a trace without
+    shared prefixes holds one empty entry per request.)"""
     if trace.hash_ids is None:
         return []
     ids, hash_block = trace.hash_ids[index], trace.hash_block_size or 1
     hashes: list[int] = []
     parent: int | None = None
     num_blocks = num_hash_named_blocks(trace, index, block_size)
+    first_block = common = 0
+    if memo is not None and num_blocks:
+        seen = memo.get(ids[0])
+        if seen is not None:  # blocks whose ids all lie in the common prefix: the same hashes
+            seen_ids, seen_hashes, common = seen
+            common = _common_prefix_len(ids, seen_ids, common)
+            first_block = min(
+                common * hash_block // block_size,
+                len(seen_hashes),
+                num_blocks,
+            )
+            hashes = seen_hashes[:first_block]
+            parent = hashes[-1] if hashes else None
     if hash_block % block_size == 0:  # each block inside one hash block: the same keys, made faster
         per = hash_block // block_size
-        for j in range(num_blocks):
+        for j in range(first_block, num_blocks):
             first, part = divmod(j, per)
             parent = hash((parent, ((ids[first],), part * block_size)))
             hashes.append(parent)
-        return hashes
-    for j in range(num_blocks):
-        start = j * block_size
-        first, last = start // hash_block, (start + block_size - 1) // hash_block
-        parent = hash((parent, (tuple(ids[first : last + 1]), start - first * hash_block)))
-        hashes.append(parent)
+    else:
+        for j in range(first_block, num_blocks):
+            start = j * block_size
+            first, last = start // hash_block, (start + block_size - 1) // hash_block
+            parent = hash((parent, (tuple(ids[first : last + 1]), start - first * hash_block)))
+            hashes.append(parent)
+    if memo is not None and num_blocks:  # kept from a first id's second request on (it recurs)
+        # (a copy: the caller's grows; and the ids' common length with the request before, to try first)
+        memo[ids[0]] = (ids, hashes[:], common) if ids[0] in memo else None
     return hashes
+
+
+def _common_prefix_len(a: list[int], b: list[int], guess: int) -> int:
+    """How many leading items `a` and `b` share (slice comparisons: `guess` first, then bisected)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    if 0 < guess < n and a[guess] != b[guess] and a[:guess] == b[:guess]:
+        return guess  # (requests of one shared prefix: the same length each time)
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def num_hash_named_blocks(trace: Trace, index: int, block_size: int) -> int:

@@ -11,12 +11,16 @@ blocks as runs of adjacent blocks (`FreeRuns`), kept up to date once the first o
 """
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from itertools import chain, takewhile
+from operator import is_not
 
 from engine.core.free_runs import FreeRuns
 from engine.core.host_tier import HostKVTier
 from engine.core.request import Request
+
+_is_block = partial(is_not, None)  # a prefix-cache lookup found a block
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
@@ -96,14 +100,10 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return []
         num_full = (request.num_tokens - 1) // self.block_size
-        hits: list[int] = []
-        lookup = self.hash_to_block.get
         hashes = self._hashes_upto(request, num_full)
-        for h in hashes:
-            block = lookup(h)
-            if block is None:
-                break
-            hits.append(block)
+        # the blocks of the leading hashes found, up to the first not found (in C: map, takewhile)
+        lookup: Callable[[int], int | None] = self.hash_to_block.get
+        hits: list[int] = list(takewhile(_is_block, map(lookup, hashes)))  # type: ignore[arg-type]
         if self.host_tier is not None and len(hits) < num_full:
             self._promote_from_host(hashes[len(hits) : num_full], hits)
         return hits
@@ -162,7 +162,9 @@ class BlockManager:
     ) -> bool:
         """Whether the request's table can grow to cover `num_tokens` tokens (cached blocks first)."""
         fresh = self._new_blocks_needed(request, num_tokens, cached_blocks)
-        revived = sum(1 for b in cached_blocks if self.ref_counts[b] == 0) if cached_blocks else 0
+        revived = (
+            list(map(self.ref_counts.__getitem__, cached_blocks)).count(0) if cached_blocks else 0
+        )
         if fresh + revived > len(self._free_uncached) + len(self._free_cached):
             return False
         quota = self.tenant_block_quota.get(request.tenant) if self.tenant_block_quota else None
