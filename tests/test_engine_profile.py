@@ -270,7 +270,7 @@ def test_guaranteed_no_evict_admission_waits_instead_of_preempting():
 
 
 def test_profile_kernels_pick_the_calibration_and_scale_only_other_backends():
-    """A TensorRT-LLM profile runs on the calibration of TensorRT-LLM's own kernels where one is
+    """A TensorRT-LLM (or SGLang) profile runs on the calibration of its own kernels where one is
     shipped (its kernel scales then do not apply); on another backend's calibration its per-bound
     scales multiply those terms only."""
     base = {
@@ -282,6 +282,8 @@ def test_profile_kernels_pick_the_calibration_and_scale_only_other_backends():
     assert "trtllm" in facts["calibration"]["name"]
     facts = simulate(Scenario.model_validate(base | {"engine_profile": "vllm-v0"})).facts
     assert "trtllm" not in facts["calibration"]["name"]
+    facts = simulate(Scenario.model_validate(base | {"engine_profile": "sglang"})).facts
+    assert "sglang" in facts["calibration"]["name"]
 
     gpu = cost_model(0.01, 1e-5, 1e-7)  # host step, compute per token, memory per context token
     profile = _profile(0.0, step_s=0.0, sequence_s=0.0).model_copy(
