@@ -87,7 +87,10 @@ def test_comparisons_are_reported(cli_plan):
         static["replicas"] is None or static["replicas"] >= rec["replicas"]
     )
     error = data["uncertainty"]
-    assert error["step_time_error"] == pytest.approx(rec["calibration"]["fit_error"])
+    calibration = rec["calibration"]  # the band: the profile's held-out error, else the fit error
+    held_out = calibration.get("held_out_error")
+    assert error["step_time_error"] == pytest.approx(held_out or calibration["fit_error"])
+    assert ("held-out error of the" in error["source"]) == bool(held_out)
     assert error["replicas_if_slower"] >= rec["replicas"] >= error["replicas_if_faster"]
     noun = "replica" if rec["replicas"] == 1 else "replicas"
     assert (
