@@ -219,11 +219,13 @@ class Cluster:
         self.records[index].status = status
         self._close(index)
 
+    def _ttft_s(self, request: Request) -> float:
+        """Seconds from the request's arrival (its trace index leads its id) to its first token."""
+        return request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
+
     def _on_progress(self, request: Request) -> None:
         if request.first_token_time == self.env.now:
-            self.monitor.on_first_token(
-                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
-            )
+            self.monitor.on_first_token(self._ttft_s(request))
         if not request.is_finished or request.status is RequestStatus.FINISHED_ABORTED:
             return
         index, _attempt, replica = self._attempts.pop(request.request_id)

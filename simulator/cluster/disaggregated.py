@@ -286,9 +286,7 @@ class DisaggregatedCluster(Cluster):
 
     def _on_prefill_progress(self, request: Request) -> None:
         if request.status is RequestStatus.HANDED_OVER:  # served, as far as the prefill pool goes
-            ttft_s = (
-                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
-            )
+            ttft_s = self._ttft_s(request)
             self.monitor.on_first_token(ttft_s)
             self.pools["prefill"].monitor.on_first_token(ttft_s)
             self.pools["prefill"].monitor.on_finish(1)
@@ -297,9 +295,7 @@ class DisaggregatedCluster(Cluster):
 
     def _on_decode_progress(self, request: Request) -> None:
         if request.first_token_time == self.env.now:  # served whole here (the mixed pool)
-            self.pools["decode"].monitor.on_first_token(
-                request.first_token_time - self.arrival_s[int(request.request_id.split(".")[0])]
-            )
+            self.pools["decode"].monitor.on_first_token(self._ttft_s(request))
         if request.is_finished and request.status is not RequestStatus.FINISHED_ABORTED:
             self.pools["decode"].monitor.on_finish(request.num_output_tokens)
         self._on_progress(request)
