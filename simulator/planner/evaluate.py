@@ -11,7 +11,8 @@ runs with several tenants carry each tenant's summary too. It runs `load_traffic
 `summarize`, the pieces `simulate` is made of, because the planner also needs the cluster while it
 runs: with `early_stop` it stops a simulation as soon as its miss is certain (more than 1% of all
 requests already past the TTFT or TPOT target, or more abandoned than the SLO allows), which makes
-overloaded probes cheap.
+overloaded probes cheap. A request whose first token came too late counts as late from that token on,
+not from its last one: its TTFT is final then, and a request with a first token always ends served.
 The outcome is the same for the same job whoever runs it, so results are cached by the job's hash.
 """
 
@@ -181,16 +182,27 @@ def invalid_reason(error: ValueError) -> str:
 class _Watch:
     """Called every metrics window of simulated time: raises `_Doomed` once the SLO miss is certain
     whatever happens to the requests still open (`SLO.miss_limits`). Each finished request is judged
-    by `SLO.late`, as the summary's attainment judges it. Each record is counted once, when it ends,
-    so a whole run costs O(requests + open requests per window)."""
+    by `SLO.late`, as the summary's attainment judges it, and counted once, when it ends. On a plain
+    `Cluster` a running request is judged on its TTFT as soon as it has a first token: the engine sets
+    `first_token_time` once, the client's timeout spares a request with a first token, so it will end
+    "ok" with exactly this TTFT (`Cluster._on_progress`); a request ending in flight at the horizon
+    misses `timeouts` anyway. Requests are counted by trace index, so none twice. A run costs
+    O(requests + open requests per window)."""
 
     def __init__(self, cluster, slo: SLO, goodput_share: float | None):
+        from simulator.cluster.cluster import Cluster
+
         self.cluster, self.slo = cluster, slo
         self.total = len(cluster.records)
         self.limits = slo.miss_limits(self.total, goodput_share)
         self.counts = {"slo_ttft": 0, "slo_tpot": 0, "timeouts": 0, "goodput": 0}
         self._arrived = 0  # records before this index have arrived
         self._open: list[int] = []  # arrived, not ended yet
+        # other clusters (disaggregated pools, shards) time a first token elsewhere: ended requests only
+        self._first_tokens = type(cluster) is Cluster
+        self._late_first: set[int] = (
+            set()
+        )  # open requests already counted late on their first token
 
     def __call__(self, fraction: float) -> None:
         slo, records, counts = self.slo, self.cluster.records, self.counts
@@ -199,23 +211,49 @@ class _Watch:
             self._open.append(self._arrived)
             self._arrived += 1
         still_open = []
+        late_first = self._late_first
         for index in self._open:
             record = records[index]
             status = record.status
             if status == "ok":
                 late_ttft, late_tpot = slo.late(record.ttft_s, record.tpot_s)
+                if index in late_first:  # its TTFT and goodput were counted at its first token
+                    late_first.discard(index)
+                    late_ttft = False
+                else:
+                    counts["goodput"] += late_ttft or late_tpot
                 counts["slo_ttft"] += late_ttft
                 counts["slo_tpot"] += late_tpot
-                counts["goodput"] += late_ttft or late_tpot
             elif status in ("timeout", "rejected"):
                 counts["timeouts"] += 1
                 counts["goodput"] += 1
             else:
                 still_open.append(index)
         self._open = still_open
+        if self._first_tokens:
+            self._count_late_first_tokens()
         reasons = [reason for reason, limit in self.limits.items() if counts[reason] > limit]
         if reasons:
             raise _Doomed(reasons, now)
+
+    def _count_late_first_tokens(self) -> None:
+        """Running requests whose first token came after the TTFT target: late for good."""
+        arrivals, target_s, late_first = (
+            self.cluster.arrival_s,
+            self.slo.ttft_p99_s,
+            self._late_first,
+        )
+        for replica in self.cluster.replicas:
+            for request in replica.scheduler.running:
+                first_s = request.first_token_time
+                if first_s is None:
+                    continue
+                index = int(request.request_id.split(".")[0])
+                # the same subtraction as `Cluster._on_progress` writes into the record
+                if index not in late_first and first_s - arrivals[index] > target_s:
+                    late_first.add(index)
+                    self.counts["slo_ttft"] += 1
+                    self.counts["goodput"] += 1
 
     def partial_ratios(self) -> dict[str, float]:
         """What had already happened when the run stopped, against what the SLO allows over the whole run."""

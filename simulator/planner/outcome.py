@@ -18,7 +18,7 @@ from simulator.summary import RequestSummary
 
 # Bump when what an outcome holds or how it is judged changes: disk caches keyed on older code go
 # stale.
-OUTCOME_VERSION = 3
+OUTCOME_VERSION = 4
 # Why a candidate is rejected: the SLO term it misses, or why it cannot run at all.
 REASONS = ("slo_ttft", "slo_tpot", "timeouts", "goodput", "kv_capacity", "does_not_fit", "invalid")
 Status = Literal["meets", "misses", "invalid"]
