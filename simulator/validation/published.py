@@ -131,11 +131,11 @@ def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
     ]
 
 
-def replay_run(
+def replay_records(
     data: dict, run: dict, profile: EngineProfile | str | None = None
-) -> dict[str, float]:
-    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0, or
-    at the run's `arrival_s`).
+) -> tuple[list, float]:
+    """The simulated records of one published run's measured requests, in the run's order, and the
+    time its measured part started (all requests at t=0, or at the run's `arrival_s`).
 
     A run marked `prefix_cached` was measured with its prompts already in the prefix cache (the same
     prompts served just before on the same server): each prompt is first sent once with one output
@@ -180,11 +180,21 @@ def replay_run(
         raise ValueError(
             f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
         )
+    return sorted(records, key=lambda record: record.index), start_s
+
+
+def replay_run(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> dict[str, float]:
+    """Simulated makespan, mean TTFT and mean E2E of one published run (`replay_records`)."""
+    records, start_s = replay_records(data, run, profile)
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
-    unrecorded = {len(trace) - n + i for i in run.get("ttft_unrecorded", ())}
+    unrecorded = set(run.get("ttft_unrecorded", ()))
     return {
         "makespan_s": max(r.arrival_s + r.e2e_s for r in records) - start_s,
-        "ttft_mean_s": float(np.mean([r.ttft_s for r in records if r.index not in unrecorded])),
+        "ttft_mean_s": float(
+            np.mean([r.ttft_s for i, r in enumerate(records) if i not in unrecorded])
+        ),
         "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
     }
 
