@@ -90,6 +90,11 @@ def load_published(name_or_path: str | Path) -> dict:
                 f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
                 f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
             )
+        if "ttft_s" in run and len(run["ttft_s"]) != len(run["prompt_tokens"]):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['ttft_s'])} ttft_s for "
+                f"{len(run['prompt_tokens'])} requests; expected one recorded TTFT per request"
+            )
         if any(not 0 <= i < len(run["prompt_tokens"]) for i in run.get("ttft_unrecorded", ())):
             raise ValueError(
                 f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
