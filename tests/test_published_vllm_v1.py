@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from simulator.validation.published import load_published, replay_run, source_profile
+from simulator.validation.published import (
+    load_published,
+    replay_records,
+    replay_run,
+    source_profile,
+)
 
 NAME = "llmk8s-vllm-v1-a100"
 
@@ -54,4 +59,19 @@ def test_a_prefix_cached_run_needs_prefix_caching(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="enable_prefix_caching"):
+        load_published(path)
+
+
+def test_per_request_ttfts_match_the_recorded_means_and_replay_in_run_order(tmp_path):
+    data = load_published(NAME)
+    for run in data["runs"]:  # each request's recorded TTFT, as benchmark_serving saved it
+        assert abs(sum(run["ttft_s"]) / 200 - run["measured"]["ttft_mean_s"]) < 1e-6
+    burst = data["runs"][-1]  # replayed after its warm-up: only the measured requests, in order
+    records, start_s = replay_records(data, burst, source_profile(data))
+    assert start_s > 0 and [r.prompt_tokens for r in records] == burst["prompt_tokens"]
+    bad = json.loads(json.dumps(data))
+    bad["runs"][0]["ttft_s"] = bad["runs"][0]["ttft_s"][:-1]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="ttft_s"):
         load_published(path)

@@ -90,6 +90,11 @@ def load_published(name_or_path: str | Path) -> dict:
                 f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
                 f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
             )
+        if "ttft_s" in run and len(run["ttft_s"]) != len(run["prompt_tokens"]):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['ttft_s'])} ttft_s for "
+                f"{len(run['prompt_tokens'])} requests; expected one recorded TTFT per request"
+            )
         if any(not 0 <= i < len(run["prompt_tokens"]) for i in run.get("ttft_unrecorded", ())):
             raise ValueError(
                 f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
@@ -131,11 +136,11 @@ def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
     ]
 
 
-def replay_run(
+def replay_records(
     data: dict, run: dict, profile: EngineProfile | str | None = None
-) -> dict[str, float]:
-    """Simulated makespan, mean TTFT and mean E2E of one published run (all requests at t=0, or
-    at the run's `arrival_s`).
+) -> tuple[list, float]:
+    """The simulated records of one published run's measured requests, in the run's order, and the
+    time its measured part started (all requests at t=0, or at the run's `arrival_s`).
 
     A run marked `prefix_cached` was measured with its prompts already in the prefix cache (the same
     prompts served just before on the same server): each prompt is first sent once with one output
@@ -180,11 +185,21 @@ def replay_run(
         raise ValueError(
             f"{run['id']}: {n - len(records)} of {n} requests did not complete in the simulation"
         )
+    return sorted(records, key=lambda record: record.index), start_s
+
+
+def replay_run(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> dict[str, float]:
+    """Simulated makespan, mean TTFT and mean E2E of one published run (`replay_records`)."""
+    records, start_s = replay_records(data, run, profile)
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
-    unrecorded = {len(trace) - n + i for i in run.get("ttft_unrecorded", ())}
+    unrecorded = set(run.get("ttft_unrecorded", ()))
     return {
         "makespan_s": max(r.arrival_s + r.e2e_s for r in records) - start_s,
-        "ttft_mean_s": float(np.mean([r.ttft_s for r in records if r.index not in unrecorded])),
+        "ttft_mean_s": float(
+            np.mean([r.ttft_s for i, r in enumerate(records) if i not in unrecorded])
+        ),
         "e2e_mean_s": float(np.mean([r.e2e_s for r in records])),
     }
 
