@@ -154,6 +154,22 @@ def test_split_page_renders_both_fleets():
     assert any("prefill $2.99, decode $2.99 per GPU-hour" in c.value for c in at.caption)
 
 
+def test_split_page_runs_the_mixed_pool_when_asked():
+    def script():
+        import streamlit as st
+
+        from dashboard.views import split
+
+        st.session_state.setdefault("split_duration", 60)
+        st.session_state.setdefault("split_mixed_pool", True)
+        split.render()
+
+    at = AppTest.from_function(script, default_timeout=240).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.checkbox(key="split_mixed_pool").value
+    assert any(c.value.startswith("mixed pool: ") for c in at.caption)
+
+
 def test_plan_split_searches_pool_gpu_types_and_ranks_fleets_by_price(tmp_path):
     # light traffic: every fleet in range holds the SLO, so the cheapest per hour wins: one A100
     # ($1.79/h) co-located, and of the splits the A100 + A100 pair over H100 prefill + A100 decode
@@ -194,3 +210,68 @@ def test_plan_split_searches_pool_gpu_types_and_ranks_fleets_by_price(tmp_path):
     assert best["usd_per_hour"] == pytest.approx(price["H100-80GB"] + price["A100-80GB"])
     bad = CliRunner().invoke(app, ["plan-split", str(path), "--decode-gpu", "Voodoo-5"])
     assert bad.exit_code == 2 and "--decode-gpu" in bad.output
+
+
+def _prompt_heavy() -> Scenario:
+    """Long prompts, short answers, more than one prefill replica can take: Splitwise's mixed pool
+    moves the idle decode replica in to serve requests whole."""
+    return Scenario.model_validate(
+        {
+            "name": "prompt-heavy",
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 6.0},
+                "prompt": {"kind": "fixed", "tokens": 3000},
+                "output": {"kind": "fixed", "tokens": 8},
+                "duration_s": 20.0,
+                "too_long": "clip",
+            },
+            "model": {"name": "llama-2-7b"},
+            "hardware": {"gpu": "A100-80GB"},
+            "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2},
+        }
+    )
+
+
+def test_plan_split_tries_each_split_with_and_without_the_mixed_pool():
+    plan = plan_split(_prompt_heavy(), max_replicas=1, mixed_pools=[False, True])
+    assert {"disaggregated, 0 GB host KV", "disaggregated, mixed pool, 0 GB host KV"} <= set(
+        plan.best
+    )
+    runs = {o.layout.mixed_pool: o for o in plan.outcomes if o.layout.kind == "disaggregated"}
+    assert set(runs) == {False, True}
+    assert runs[False].mixed_pool_moves == 0 and runs[True].mixed_pool_moves > 0
+    # the 1P1D split's prefill replica is saturated: serving some requests whole on the decode
+    # replica cuts the P99 TTFT
+    assert runs[True].ttft_p99_s < runs[False].ttft_p99_s
+    assert "+ mixed pool" in runs[True].layout.label
+    scenario = layout_scenario(_prompt_heavy(), runs[True].layout)
+    assert scenario.cluster.disaggregation.mixed_pool
+    assert scenario.cluster.disaggregation.mixed_pool_max_pending_tokens == 8192
+
+
+def test_answer_says_the_recommended_split_runs_the_mixed_pool():
+    split = Layout(
+        "disaggregated",
+        0,
+        prefill_replicas=1,
+        decode_replicas=1,
+        prefill_tensor_parallel=1,
+        decode_tensor_parallel=1,
+        mixed_pool=True,
+    )
+    best = {
+        "colocated, 0 GB host KV": _outcome(Layout("colocated", 0, 3, 1), 3.0),
+        "disaggregated, mixed pool, 0 GB host KV": _outcome(split, 2.0),
+    }
+    answer = split_answer.answer(best, lambda o: (o.gpus, o.cost_usd))
+    assert answer.ratio == "1P1D" and answer.mixed_pool and answer.row()["mixed_pool"]
+    assert "1P1D" in answer.sentence() and "mixed pool" in answer.sentence()
+
+
+def test_plan_split_command_rejects_an_unknown_mixed_pool_value(tmp_path):
+    from surgeplan_cli import app
+
+    path = _small().save(tmp_path / "small.yaml")
+    result = CliRunner().invoke(app, ["plan-split", str(path), "--mixed-pool", "maybe"])
+    assert result.exit_code == 2
+    assert "--mixed-pool is 'maybe'; expected one of scenario, off, on, both" in result.output

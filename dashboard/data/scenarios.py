@@ -161,9 +161,11 @@ def split_pair(
     duration_s: float,
     prefill_gpu: str | None = None,
     decode_gpu: str | None = None,
+    mixed_pool: bool = False,
 ):
     """(co-located result, disaggregated result, error) for the Split page: the same traffic, long-context
-    surge at `long_rate_per_s`, fixed fleets (autoscalers off)."""
+    surge at `long_rate_per_s`, fixed fleets (autoscalers off); `mixed_pool`: the split runs Splitwise's
+    mixed pool."""
     from simulator.planner.split import Layout, layout_scenario
 
     parts = (
@@ -208,6 +210,7 @@ def split_pair(
                 decode_tensor_parallel=tp_d,
                 prefill_gpu=prefill_gpu,
                 decode_gpu=decode_gpu,
+                mixed_pool=mixed_pool,
             ),
         )
     )

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard.charts.timeline import split_lines
 from dashboard.data import scenarios
+from simulator.scenario import DisaggregationSpec
 
 
 def _metrics(column, name: str, result) -> None:
@@ -74,6 +75,12 @@ def render() -> None:
     cpu_kv_gb = right.select_slider(
         "host KV tier per replica (GB)", [0, 64, 256, 512], 0, key="split_cpu_kv"
     )
+    mixed_pool = right.checkbox(
+        "Splitwise mixed pool on the split",
+        spec.mixed_pool,
+        help=DisaggregationSpec.model_fields["mixed_pool"].description,
+        key="split_mixed_pool",
+    )
     duration_s = right.slider(
         "traffic (s)",
         60,
@@ -93,6 +100,7 @@ def render() -> None:
             float(duration_s),
             prefill_gpu,
             decode_gpu,
+            mixed_pool,
         )
     if error:
         st.error(error)
@@ -112,4 +120,11 @@ def render() -> None:
         f"each pool at its GPU's catalog price: prefill ${pools['prefill_price_usd_per_gpu_hour']:.2f}, "
         f"decode ${pools['decode_price_usd_per_gpu_hour']:.2f} per GPU-hour"
     )
+    if mixed_pool:
+        summary = split.summary
+        two.caption(
+            f"mixed pool: {summary.mixed_pool_moves} machine moves, "
+            f"{summary.mixed_pool_whole_requests} requests served whole on a decode replica, "
+            f"{summary.mixed_pool_kept_requests} decoded on their prefill replica"
+        )
     st.plotly_chart(split_lines(colocated, split), use_container_width=True)

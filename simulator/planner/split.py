@@ -8,7 +8,9 @@ the fewest GPUs that meet the SLO:
   replicas x and decode replicas y. The fewest prefill replicas that hold the SLO can only fall as decode
   replicas are added, so starting from (x_max, 1) it steps x down while the SLO holds and y up while it
   does not: O(x_max + y_max) simulations find every minimal (x, y), of which the cheapest is kept.
-The answer (`SplitAnswer`) names the cheapest fleet that holds the SLO, its ratio (xPyD and each pool's
+Each split is tried with and without Splitwise's mixed pool where asked (`mixed_pools`; default: as the
+scenario's `cluster.disaggregation.mixed_pool` says), so a split that only holds the spike with the
+mixed pool is found. The answer (`SplitAnswer`) names the cheapest fleet that holds the SLO, its ratio (xPyD and each pool's
 GPUs), TP degrees, cost and P99s, against the cheapest co-located fleet without a host tier, and says
 whether a split, and whether a host tier, holds the SLO with fewer GPUs: "would splitting prefill and
 decode, or adding host memory for KV, hold this spike with fewer GPUs?" in one sentence.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from itertools import product
 
 from simulator.planner.split_answer import SplitAnswer, answer
 from simulator.scenario import AutoscalerSpec, DisaggregationSpec, PoolSettings, Scenario
@@ -37,6 +40,7 @@ class Layout:
     gpu: str | None = None  # co-located: the replicas' GPU (None: the scenario's)
     prefill_gpu: str | None = None  # disaggregated: each pool's GPU (None: the scenario's)
     decode_gpu: str | None = None
+    mixed_pool: bool = False  # disaggregated: Splitwise's mixed pool on
 
     @property
     def gpus(self) -> int:
@@ -50,6 +54,7 @@ class Layout:
     @property
     def label(self) -> str:
         tier = f" + {self.cpu_kv_gb:g} GB host KV" if self.cpu_kv_gb else ""
+        tier += " + mixed pool" if self.mixed_pool else ""
         if self.kind == "colocated":
             on = f" {self.gpu}" if self.gpu else ""
             return f"co-located {self.replicas} x{on} TP{self.tensor_parallel}{tier}"
@@ -74,6 +79,7 @@ class Outcome:
     kv_transfer_p99_s: float | None
     prefix_hit_rate_cpu: float
     usd_per_hour: float | None = None  # the fleet's GPUs at each one's catalog price
+    mixed_pool_moves: int = 0  # machines the mixed pool moved (0 when off)
 
     def row(self) -> dict:
         return {
@@ -127,6 +133,10 @@ def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-
         prefill_tensor_parallel=layout.prefill_tensor_parallel,
         decode_tensor_parallel=layout.decode_tensor_parallel,
         link=old.link if old is not None else link,
+        mixed_pool=layout.mixed_pool,
+        mixed_pool_max_pending_tokens=old.mixed_pool_max_pending_tokens
+        if old is not None
+        else DisaggregationSpec.model_fields["mixed_pool_max_pending_tokens"].default,
         **pools,
     )
     cluster = scenario.cluster.model_copy(update={"disaggregation": spec, "autoscaler": off})
@@ -160,11 +170,15 @@ def plan_split(
     gpus: list[str] | None = None,
     prefill_gpus: list[str] | None = None,
     decode_gpus: list[str] | None = None,
+    mixed_pools: list[bool] | None = None,
 ) -> SplitPlan:
     """`gpus`: co-located GPU types to try; `prefill_gpus` / `decode_gpus`: each pool's (default: the
-    scenario's). With more than one GPU type, fleets are ranked by their price per hour first."""
+    scenario's). With more than one GPU type, fleets are ranked by their price per hour first.
+    `mixed_pools`: each split with Splitwise's mixed pool off and/or on (default: the scenario's)."""
     tps = tensor_parallels or [scenario.hardware.tensor_parallel]
     tiers = cpu_kv_gb if cpu_kv_gb is not None else [scenario.scheduler.cpu_kv_gb]
+    old = scenario.cluster.disaggregation
+    mixed = mixed_pools or [old is not None and old.mixed_pool]
     plan = SplitPlan()
     cache: dict[Layout, Outcome] = {}
 
@@ -183,6 +197,7 @@ def plan_split(
                 summary.kv_transfer_p99_s,
                 summary.prefix_hit_rate_cpu,
                 fleet_usd_per_hour(scenario, layout),
+                summary.mixed_pool_moves,
             )
             plan.outcomes.append(outcome)
             if progress is not None:
@@ -203,28 +218,27 @@ def plan_split(
                         max_replicas,
                     ),
                 )
-        for gpu_p, gpu_d in pairs:
-            for tp_p in tps:
-                for tp_d in tps:
-                    _keep(
-                        plan,
-                        f"disaggregated, {tier:g} GB host KV",
-                        _staircase(
-                            lambda x, y, tp_p=tp_p, tp_d=tp_d, tier=tier, g=(gpu_p, gpu_d): run(
-                                Layout(
-                                    "disaggregated",
-                                    tier,
-                                    prefill_replicas=x,
-                                    decode_replicas=y,
-                                    prefill_tensor_parallel=tp_p,
-                                    decode_tensor_parallel=tp_d,
-                                    prefill_gpu=g[0],
-                                    decode_gpu=g[1],
-                                )
-                            ),
-                            max_replicas,
-                        ),
-                    )
+        for (gpu_p, gpu_d), tp_p, tp_d, on in product(pairs, tps, tps, mixed):
+            _keep(
+                plan,
+                f"disaggregated{', mixed pool' if on else ''}, {tier:g} GB host KV",
+                _staircase(
+                    lambda x, y, tp=(tp_p, tp_d), tier=tier, g=(gpu_p, gpu_d), on=on: run(
+                        Layout(
+                            "disaggregated",
+                            tier,
+                            prefill_replicas=x,
+                            decode_replicas=y,
+                            prefill_tensor_parallel=tp[0],
+                            decode_tensor_parallel=tp[1],
+                            prefill_gpu=g[0],
+                            decode_gpu=g[1],
+                            mixed_pool=on,
+                        )
+                    ),
+                    max_replicas,
+                ),
+            )
     plan.answer = answer(plan.best, _price)
     plan.recommendation = plan.answer.recommendation
     return plan

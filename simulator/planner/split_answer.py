@@ -25,6 +25,7 @@ class SplitAnswer:
     cost_saved_usd: float | None
     split_saves_gpus: bool  # a split holds the SLO with fewer GPUs than the baseline
     host_tier_saves_gpus: bool  # a fleet with a host KV tier holds it with fewer GPUs
+    mixed_pool: bool = False  # the recommended split runs Splitwise's mixed pool
 
     def row(self) -> dict:
         return {
@@ -39,6 +40,7 @@ class SplitAnswer:
                     "cost_saved_usd",
                     "split_saves_gpus",
                     "host_tier_saves_gpus",
+                    "mixed_pool",
                 )
             },
         }
@@ -112,6 +114,7 @@ def answer(best: dict[str, Outcome | None], price: Callable[[Outcome], tuple]) -
         cost_saved_usd=None if rec is None or base is None else base.cost_usd - rec.cost_usd,
         split_saves_gpus=saves(fewest(lambda layout: layout.kind == "disaggregated")),
         host_tier_saves_gpus=saves(fewest(lambda layout: layout.cpu_kv_gb > 0)),
+        mixed_pool=split and rec.layout.mixed_pool,
     )
 
 

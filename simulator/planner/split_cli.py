@@ -43,6 +43,12 @@ def plan_split_command(
     decode_gpu: list[str] | None = typer.Option(
         None, "--decode-gpu", help="GPU type for the decode pool (default: the scenario's); repeat"
     ),
+    mixed_pool: str = typer.Option(
+        "scenario",
+        "--mixed-pool",
+        help="Splitwise's mixed pool on the splits: off, on, both (each split tried without and "
+        "with it), or scenario (as its cluster.disaggregation.mixed_pool says)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """The cheapest fleet that holds the SLO: co-located or prefill/decode split, with its ratio."""
@@ -61,6 +67,7 @@ def plan_split_command(
             gpus=_catalog_names(gpu, "--gpu"),
             prefill_gpus=_catalog_names(prefill_gpu, "--prefill-gpu"),
             decode_gpus=_catalog_names(decode_gpu, "--decode-gpu"),
+            mixed_pools=_mixed_pools(mixed_pool),
         )
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
@@ -98,3 +105,15 @@ def _catalog_names(names: list[str] | None, option: str) -> list[str] | None:
         return [get_hardware(name).name for name in names]
     except ValueError as error:
         raise ValueError(f"{option}: {error}") from None
+
+
+MIXED_POOL_CHOICES = {"scenario": None, "off": [False], "on": [True], "both": [False, True]}
+
+
+def _mixed_pools(choice: str) -> list[bool] | None:
+    """`--mixed-pool`'s value as the planner's list; an unknown value names the accepted ones."""
+    if choice not in MIXED_POOL_CHOICES:
+        raise ValueError(
+            f"--mixed-pool is {choice!r}; expected one of {', '.join(MIXED_POOL_CHOICES)}"
+        )
+    return MIXED_POOL_CHOICES[choice]
