@@ -82,13 +82,14 @@ def plan_split_command(
         typer.echo(json.dumps(data))
         return
     typer.echo(f"{scenario.name}: the cheapest fixed fleet per layout that holds the SLO")
+    width = max(map(len, result.best), default=0)
     for key, outcome in result.best.items():
         if outcome is None:
-            typer.echo(f"  {key:<36} none in range")
+            typer.echo(f"  {key:<{width}} none in range")
         else:
             per_hour = f" (${outcome.usd_per_hour:.2f}/h)" if outcome.usd_per_hour else ""
             typer.echo(
-                f"  {key:<36} {outcome.layout.label}: {outcome.gpus} GPUs{per_hour}, "
+                f"  {key:<{width}} {outcome.layout.label}: {outcome.gpus} GPUs{per_hour}, "
                 f"${outcome.cost_usd:.2f}, "
                 f"P99 TTFT {outcome.ttft_p99_s:.2f} s, P99 TPOT {outcome.tpot_p99_s:.3f} s"
             )
