@@ -13,14 +13,15 @@ from simulator.planner import split_answer
 from simulator.planner.split import Layout, Outcome, _staircase, layout_scenario, plan_split
 
 
-def _small() -> Scenario:
+def _small(name: str = "small", rate_per_s: float = 3.0, duration_s: float = 30.0, **lengths):
     return Scenario.model_validate(
         {
-            "name": "small",
+            "name": name,
             "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": 3.0},
-                "duration_s": 30.0,
+                "arrivals": {"kind": "poisson", "rate_per_s": rate_per_s},
+                "duration_s": duration_s,
                 "too_long": "clip",
+                **lengths,
             },
             "model": {"name": "llama-2-7b"},
             "hardware": {"gpu": "A100-80GB"},
@@ -215,20 +216,12 @@ def test_plan_split_searches_pool_gpu_types_and_ranks_fleets_by_price(tmp_path):
 def _prompt_heavy() -> Scenario:
     """Long prompts, short answers, more than one prefill replica can take: Splitwise's mixed pool
     moves the idle decode replica in to serve requests whole."""
-    return Scenario.model_validate(
-        {
-            "name": "prompt-heavy",
-            "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": 6.0},
-                "prompt": {"kind": "fixed", "tokens": 3000},
-                "output": {"kind": "fixed", "tokens": 8},
-                "duration_s": 20.0,
-                "too_long": "clip",
-            },
-            "model": {"name": "llama-2-7b"},
-            "hardware": {"gpu": "A100-80GB"},
-            "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2},
-        }
+    return _small(
+        "prompt-heavy",
+        6.0,
+        20.0,
+        prompt={"kind": "fixed", "tokens": 3000},
+        output={"kind": "fixed", "tokens": 8},
     )
 
 
