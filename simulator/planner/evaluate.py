@@ -200,9 +200,8 @@ class _Watch:
         self._open: list[int] = []  # arrived, not ended yet
         # other clusters (disaggregated pools, shards) time a first token elsewhere: ended requests only
         self._first_tokens = type(cluster) is Cluster
-        self._late_first: set[int] = (
-            set()
-        )  # open requests already counted late on their first token
+        # open requests already counted late on their first token
+        self._late_first: set[int] = set()
 
     def __call__(self, fraction: float) -> None:
         slo, records, counts = self.slo, self.cluster.records, self.counts

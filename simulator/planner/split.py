@@ -10,10 +10,11 @@ the fewest GPUs that meet the SLO:
   does not: O(x_max + y_max) simulations find every minimal (x, y), of which the cheapest is kept.
 Each split is tried with and without Splitwise's mixed pool where asked (`mixed_pools`; default: as the
 scenario's `cluster.disaggregation.mixed_pool` says), so a split that only holds the spike with the
-mixed pool is found. The answer (`SplitAnswer`) names the cheapest fleet that holds the SLO, its ratio (xPyD and each pool's
-GPUs), TP degrees, cost and P99s, against the cheapest co-located fleet without a host tier, and says
-whether a split, and whether a host tier, holds the SLO with fewer GPUs: "would splitting prefill and
-decode, or adding host memory for KV, hold this spike with fewer GPUs?" in one sentence.
+mixed pool is found. The answer (`SplitAnswer`) names the cheapest fleet that holds the SLO, its ratio
+(xPyD and each pool's GPUs), TP degrees, cost and P99s, against the cheapest co-located fleet without a
+host tier, and says whether a split, and whether a host tier, holds the SLO with fewer GPUs: "would
+splitting prefill and decode, or adding host memory for KV, hold this spike with fewer GPUs?" in one
+sentence.
 """
 
 from __future__ import annotations
@@ -134,10 +135,8 @@ def layout_scenario(scenario: Scenario, layout: Layout, link: str = "infiniband-
         decode_tensor_parallel=layout.decode_tensor_parallel,
         link=old.link if old is not None else link,
         mixed_pool=layout.mixed_pool,
-        mixed_pool_max_pending_tokens=old.mixed_pool_max_pending_tokens
-        if old is not None
-        else DisaggregationSpec.model_fields["mixed_pool_max_pending_tokens"].default,
         **pools,
+        **({"mixed_pool_max_pending_tokens": old.mixed_pool_max_pending_tokens} if old else {}),
     )
     cluster = scenario.cluster.model_copy(update={"disaggregation": spec, "autoscaler": off})
     return scenario.model_copy(update={"cluster": cluster, "scheduler": scheduler})
