@@ -7,6 +7,7 @@ calibration."""
 
 import math
 
+import numpy as np
 import pytest
 
 from simulator.calibration.engine_profile import load_profile
@@ -84,3 +85,11 @@ def test_online_lengths_and_arrivals_rebuild_the_recorded_runs():
         mean_gap_s = arrivals[-1] / (len(arrivals) - 1)
         assert 0.9 / rate < mean_gap_s < 1.1 / rate
         assert arrivals[-1] < run["measured"]["makespan_s"]
+        # bench_serving 0.4's numpy draws after seeding with 1: input lengths, output lengths, then
+        # one exponential gap after each request sent
+        draws = np.random.RandomState(1)  # numpy's global generator as np.random.seed(1) sets it
+        assert list(draws.randint(1, 1025, size=len(arrivals))) == run["prompt_tokens"]
+        outputs = np.maximum(draws.randint(0, 1025, size=len(arrivals)), 1)
+        assert list(outputs) == run["output_tokens"]
+        gaps_s = draws.exponential(1.0 / rate, size=len(arrivals))
+        assert np.allclose(np.r_[0.0, np.cumsum(gaps_s[:-1])], arrivals, atol=1e-6)
