@@ -113,6 +113,10 @@ class Scheduler:
         self._running_computed = 0
         self._running_blocks = 0
         self.num_preemptions = 0
+        # the requests of the last `update` / `advance_decodes` whose first token came or that may have
+        # stopped, in scheduled order: a superset of those that are news to a client (first token now,
+        # or finished), so an observer filters a few instead of every request that got a token
+        self.news: list[Request] = []
         self.controller = make_controller(scheduler_config)  # None: the limits stay as configured
         # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
         # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
@@ -358,7 +362,7 @@ class Scheduler:
     ) -> list[Request]:
         """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
         its step did not reach the end of its tokens). Returns the requests that got a token."""
-        progressed, may_stop = [], []
+        progressed, may_stop, news = [], [], []
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
         num_computed = 0  # what `running` computes this step
@@ -375,11 +379,16 @@ class Scheduler:
             assert token is not None, f"{req} completed its tokens but no token was sampled"
             req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
             req.num_tokens = num_tokens = num_tokens + 1
-            if req.first_token_time is None:
+            first = req.first_token_time is None
+            if first:
                 req.first_token_time = now
             progressed.append(req)
             if num_tokens >= req.stop_len or req.stops_on_token:
                 may_stop.append((req, token))
+                news.append(req)
+            elif first:
+                news.append(req)
+        self.news = news
         self._running_computed += num_computed
         if may_stop:
             self.finish_stopped(may_stop, now)
