@@ -13,14 +13,14 @@ request, SGLang retracts (preempts, to recompute later) the requests with the fe
 them to the back of the queue, and raises the ratio to (tokens decoded + 20 x running) / Σ max_new_tokens
 of the requests left, at most 1.
 
-Source (read 2026-12-04; the constants were unchanged from v0.3.x to v0.4.x): sgl-project/sglang
-`python/sglang/global_config.py` (`default_init_new_token_ratio` 0.7,
-`default_min_new_token_ratio_factor` 0.14, `default_new_token_ratio_decay_steps` 600,
-`retract_decode_steps` 20), `python/sglang/srt/managers/scheduler.py` (`Scheduler.__init__`: ratio,
-floor, decay; `update_running_batch`: decay or retract; the idle branch of the event loop: reset),
-`python/sglang/srt/managers/schedule_policy.py` (`PrefillAdder.__init__` / `add_one_req` /
-`_prefill_one_req`, `CLIP_MAX_NEW_TOKENS_ESTIMATION` 4096), `python/sglang/srt/managers/
-schedule_batch.py` (`check_decode_mem`, `retract_decode`), as released in v0.4.0 (2024-12-04).
+Source (read 2026-12-04 in v0.4.x copies of sgl-project/sglang in the code index, the same rule in
+each; the v0.4.0 commit itself, 2024-12-04, was not reachable): `python/sglang/global_config.py`
+(`default_init_new_token_ratio` 0.7, `default_min_new_token_ratio_factor` 0.14,
+`default_new_token_ratio_decay_steps` 600, `retract_decode_steps` 20), `python/sglang/srt/managers/
+scheduler.py` (`Scheduler.__init__`: ratio, floor, decay; `update_running_batch`: decay or retract;
+the idle branch of the event loop: reset), `python/sglang/srt/managers/schedule_policy.py`
+(`PrefillAdder.__init__` / `add_one_req` / `_prefill_one_req`, `CLIP_MAX_NEW_TOKENS_ESTIMATION` 4096),
+`python/sglang/srt/managers/schedule_batch.py` (`check_decode_mem`, `retract_decode`).
 
 Modelled in blocks: free room is free blocks x block size; a decode step lacks room when the running
 requests crossing into a new block this step outnumber the free blocks (SGLang's pages are one token).
