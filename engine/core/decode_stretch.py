@@ -323,13 +323,13 @@ def advance(
         req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
         req.num_tokens += num_steps
         req.num_computed_tokens = computed + num_steps
-        first = req.first_token_time is None
-        if first:
+        first_token = req.first_token_time is None
+        if first_token:
             req.first_token_time = first_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
             news.append(req)
-        elif first:
+        elif first_token:
             news.append(req)
     scheduler.news = news
     events.sort()

@@ -395,14 +395,14 @@ class Scheduler:
             assert token is not None, f"{req} completed its tokens but no token was sampled"
             req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
             req.num_tokens = num_tokens = num_tokens + 1
-            first = req.first_token_time is None
-            if first:
+            first_token = req.first_token_time is None
+            if first_token:
                 req.first_token_time = now
             progressed.append(req)
             if num_tokens >= req.stop_len or req.stops_on_token:
                 may_stop.append((req, token))
                 news.append(req)
-            elif first:
+            elif first_token:
                 news.append(req)
         self.news = news
         self._running_computed += num_computed
