@@ -20,11 +20,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# Optional: compile the shared scheduler / block manager (the same source) with mypyc, in place; every
-# import then gets the compiled modules (about 2x faster simulations, identical results). `make pure`
-# goes back to the pure-Python modules, which CI tests.
+# Optional: compile the shared scheduler / block manager and the simulator's per-step path (replica
+# loop, cost model; the same source) with mypyc, in place; every import then gets the compiled modules
+# (about 2x faster simulations, identical results). `make pure` goes back to the pure-Python modules,
+# which CI tests.
 CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core/decode_stretch.py \
-	engine/core/scheduler.py engine/core/free_runs.py
+	engine/core/scheduler.py engine/core/free_runs.py simulator/calibration/cost_model.py \
+	simulator/calibration/profiled_cost_model.py simulator/cluster/replica.py
 
 # mypyc also writes one shared helper module, `<hash>__mypyc`, at the repo root, which the editable
 # install's finder does not map: a .pth puts the root on the path, so `surgeplan` and the planner's
@@ -37,7 +39,7 @@ compiled: $(STAMP)
 	echo '$(CURDIR)' > '$(ROOT_PTH)'
 
 pure:
-	rm -f engine/core/*.so *__mypyc*.so
+	rm -f engine/core/*.so simulator/calibration/*.so simulator/cluster/*.so *__mypyc*.so
 	rm -rf build/
 	rm -f '$(ROOT_PTH)'
 

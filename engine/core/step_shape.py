@@ -5,6 +5,7 @@ attributes: a read costs no descriptor call), so the cost model's per-step path 
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,25 @@ class StepShape:
 
     prefill_chunks: tuple[tuple[int, int], ...] = ()
     decode_context_lens: tuple[int, ...] = ()
+
+    if (
+        TYPE_CHECKING
+    ):  # set in `__post_init__` (instance attributes, not fields); declared for the type checker
+
+        @property
+        def num_prefill_tokens(self) -> int: ...
+        @property
+        def num_prefill_seqs(self) -> int: ...
+        @property
+        def num_decode_seqs(self) -> int: ...
+        @property
+        def num_batched_tokens(self) -> int: ...
+        @property
+        def num_seqs(self) -> int: ...
+        @property
+        def decode_context_tokens(self) -> int: ...
+        @property
+        def prefill_attention_pairs(self) -> int: ...
 
     def __post_init__(self) -> None:
         chunks, decode = self.prefill_chunks, self.decode_context_lens

@@ -15,6 +15,7 @@ decoding sequence (`decode_sequence`). The fit itself is `cost_fit.py`.
 """
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from simulator.calibration.schema import (
     FitError,
     ProfilePoint,
 )
+
+# what the per-step path reads: a step, or a decode stretch's counts
+Shape = StepShape | DecodeCounts
 
 # The measured-profile model: feature -> (term name, what bounds it).
 PROFILE_TERMS: dict[Feature, tuple[str, str]] = {
@@ -46,19 +50,19 @@ PROFILE_TERMS: dict[Feature, tuple[str, str]] = {
 }
 
 
-def _gemm_step(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+def _gemm_step(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return float(tokens >= fit.gemm_switch_tokens)
 
 
-def _gemv_extra_token(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+def _gemv_extra_token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return float(max(tokens - 1, 0)) if tokens < fit.gemm_switch_tokens else 0.0
 
 
-def _token_above_knee(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+def _token_above_knee(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return float(max(-(-tokens // fit.tile_tokens) * fit.tile_tokens, fit.knee_tokens))
 
 
-def _token_above_spill(shape: StepShape, fit: CostModelFit, tokens: int) -> float:
+def _token_above_spill(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return 0.0 if fit.spill_tokens is None else float(max(tokens - fit.spill_tokens, 0.0))
 
 
@@ -81,6 +85,15 @@ FEATURE_UNITS = {
 }
 
 
+class StepTimer(Protocol):
+    """What a simulated replica times its steps with: a `CostModel`, or one with an engine profile
+    (`ProfiledCostModel`)."""
+
+    def step_time(self, shape: Shape) -> float: ...
+
+    def decode_stretch_times(self, shape: Shape, num_steps: int) -> list[float]: ...
+
+
 def _units_of(feature: Feature):
     units = FEATURE_UNITS.get(feature)
     if units is None:
@@ -90,7 +103,7 @@ def _units_of(feature: Feature):
     return units
 
 
-def feature_value(feature: Feature, shape: StepShape, fit: CostModelFit) -> float:
+def feature_value(feature: Feature, shape: Shape, fit: CostModelFit) -> float:
     """How many units of `feature` this step does, under the fit's shape parameters."""
     return _units_of(feature)(shape, fit, shape.num_batched_tokens)
 
@@ -124,18 +137,18 @@ class CostModel:
     def knee_tokens(self) -> float:
         return self.fit.knee_tokens
 
-    def step_time(self, shape: StepShape) -> float:
+    def step_time(self, shape: Shape) -> float:
         """The simulator's hot path: once per step (twice per decode stretch)."""
         if shape.is_empty:
             return 0.0
         return sum(self._seconds_by_name(shape))
 
-    def explain(self, shape: StepShape) -> dict[str, float]:
+    def explain(self, shape: Shape) -> dict[str, float]:
         """Seconds each term contributes to this step (terms sharing a name are summed); for display,
         never per simulated step."""
         return dict(zip(self._names, self._seconds_by_name(shape)))
 
-    def _seconds_by_name(self, shape: StepShape) -> list[float]:
+    def _seconds_by_name(self, shape: Shape) -> list[float]:
         """Seconds per term name, in `explain`'s order; they sum to `step_time`."""
         fit, parts, tokens = self.fit, [], shape.num_batched_tokens
         for group in self._groups:
@@ -145,7 +158,7 @@ class CostModel:
             parts.append(seconds)
         return parts
 
-    def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
+    def decode_stretch_times(self, shape: Shape, num_steps: int) -> list[float]:
         """Step times of `num_steps` decode steps of the same sequences, starting with `shape`, each
         context one token longer per step. Only the decode-attention term depends on context length,
         linearly, so step k costs step_time(shape) + k × (step_time(shape, contexts + 1) − step_time(shape))."""

@@ -6,8 +6,8 @@ the same rule from here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def host_seconds(
     return seconds
 
 
-def _scaled_by_bound(fit, scales: dict[str, float]):
+def _scaled_by_bound(fit, scales: Mapping[Any, float]):
     """The kernel model with each term's time times its bound's scale (host terms untouched) and
     the knee moved so that the linear layers' weight-read floor, whose time the fit counts as
     compute time per token x knee, follows the memory-bound scale (as carrying a calibration to

@@ -20,15 +20,24 @@ import simpy
 from engine.core.request import Request
 from engine.core.scheduler import Scheduler
 from engine.core.step_shape import DecodeCounts
-from simulator.calibration.cost_model import CostModel
+from simulator.calibration.cost_model import StepTimer
 
 if TYPE_CHECKING:
     from engine.core.scheduler import SchedulerOutput
+
+try:  # present with the `compiled` extra (mypyc); a no-op decorator for the pure-Python modules
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - depends on the install
+
+    def mypyc_attr(*args, **kwargs):  # type: ignore[misc]
+        return lambda cls: cls
+
 
 SIM_TOKEN_ID = 0  # every simulated sampled token (requests stop on max_tokens, ignore_eos)
 STARTING, SERVING, DRAINING, STOPPED = "starting", "serving", "draining", "stopped"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the disaggregated roles subclass it
 class Replica:
     # a decode stretch goes on past arrivals its steps would not examine (`_ride_out`); off where
     # a step's end does more than the accounts (disaggregated roles, prefix-affinity routing reading
@@ -40,7 +49,7 @@ class Replica:
         env: simpy.Environment,
         replica_id: int,
         scheduler: Scheduler,
-        cost_model: CostModel,
+        cost_model: StepTimer,
         ready_at_s: float,
         on_progress: Callable[[Request], None],
         next_observation_s: Callable[[float], float],
@@ -191,7 +200,8 @@ class Replica:
                 all_ends.append(self.env.now)
                 self._end_stretch(out, done, all_ends, step_s, None)
                 return
-            ends, elapsed = [], 0.0
+            ends: list[float] = []
+            elapsed = 0.0
             horizon = self.next_observation_s(start)
             for step_s in step_times:
                 if ends and start + elapsed + step_s > horizon:
