@@ -108,3 +108,23 @@ def test_a_cap_above_the_requests_is_refused(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="max_concurrency"):
         load_published(path)
+
+
+def test_a_scenario_cap_holds_where_a_stale_router_would_run_replicas_in_parallel():
+    from simulator import Scenario, simulate
+
+    scenario = Scenario.model_validate(
+        {
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 40.0},
+                "duration_s": 3,
+                "too_long": "clip",
+                "max_concurrency": 3,
+            },
+            "cluster": {"replicas": 2, "router": {"staleness_s": 0.5}},
+        }
+    )
+    records = [r for r in simulate(scenario).records if r.status == "ok"]
+    assert len(records) > 20
+    spans = [(r.arrival_s, r.arrival_s + r.e2e_s) for r in records]
+    assert max(sum(s <= start < e for s, e in spans) for start, _end in spans) == 3
