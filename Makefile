@@ -26,13 +26,20 @@ test: $(STAMP)
 CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core/decode_stretch.py \
 	engine/core/scheduler.py engine/core/free_runs.py
 
+# mypyc also writes one shared helper module, `<hash>__mypyc`, at the repo root, which the editable
+# install's finder does not map: a .pth puts the root on the path, so `surgeplan` and the planner's
+# worker processes import the compiled modules too (without it they fail to import them).
+ROOT_PTH = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/surgeplan_compiled.pth
+
 compiled: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,compiled]' -c constraints.txt
 	$(VENV)/bin/mypyc $(CORE_COMPILED)
+	echo '$(CURDIR)' > '$(ROOT_PTH)'
 
 pure:
 	rm -f engine/core/*.so *__mypyc*.so
 	rm -rf build/
+	rm -f '$(ROOT_PTH)'
 
 clean: pure
 	rm -rf $(VENV)

@@ -195,6 +195,14 @@ def entries(out) -> list[tuple[str, int]]:
     return [(req.request_id, n) for req, n in out.scheduled]
 
 
+def news_to_client(requests: list[Request], now: float) -> list[str]:
+    """What a simulated replica tells its client after a step ending at `now`: first tokens and
+    finishes, in order (`Scheduler.news` must hold every one of them)."""
+    return [
+        r.request_id for r in requests if r.first_token_time == now or r.finish_time is not None
+    ]
+
+
 def run_lockstep(
     config: dict,
     specs: list[dict],
@@ -251,11 +259,18 @@ def run_lockstep(
                 assert all(req.num_computed_tokens > 0 for req, _ in out_a.scheduled)
                 assert all(n_new == 1 for _, n_new in out_a.scheduled)
             progressed_a = stepper.update(out_a, [token] * len(out_a.scheduled), end_time(step + j))
+            assert news_to_client(stepper.news, end_time(step + j)) == news_to_client(
+                progressed_a, end_time(step + j)
+            )
             if j < n - 1:
                 assert all(not req.is_finished for req in progressed_a), (
                     f"a request finished at step {j} of {n}"
                 )
         assert [r.request_id for r in progressed_a] == [r.request_id for r in progressed_b]
+        last_end = end_time(
+            step + num_steps - 1
+        )  # the simulator reads `news`, not every progressed
+        assert news_to_client(stretcher.news, last_end) == news_to_client(progressed_b, last_end)
         step += num_steps
         gained += num_steps - 1
         assert snapshot(stretcher, b_reqs) == snapshot(stepper, a_reqs), f"diverged at step {step}"

@@ -12,7 +12,7 @@ from pydantic.fields import FieldInfo
 
 Policy = Literal["continuous", "static"]
 StaticReserve = Literal["max_model_len", "request"]
-Admission = Literal["optimistic", "guaranteed_no_evict"]
+Admission = Literal["optimistic", "guaranteed_no_evict", "new_token_ratio"]
 BatchController = Literal["fixed", "slo"]
 Role = Literal["both", "prefill", "decode"]
 # vLLM's --kv-cache-dtype names: auto = the model's dtype; fp8 = fp8_e4m3
@@ -125,12 +125,15 @@ class SchedulerConfig(BaseModel):
     )
     # TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only when the
     # pool can hold it and every running request at their full lengths; vLLM admits what fits now
-    # and preempts later.
+    # and preempts later; SGLang 0.4 reserves a decaying share of the running requests' remaining
+    # output (engine.core.new_token_ratio).
     admission: Admission = Field(
         "optimistic",
         description="continuous policy's admission: optimistic (vLLM: what fits now, preempt "
         "later) or guaranteed_no_evict (TensorRT-LLM: only when every admitted request can reach "
-        "its full length without eviction)",
+        "its full length without eviction) or new_token_ratio (SGLang 0.4: only when its prompt and "
+        "output fit beside a decaying share, 0.7 down to 0.098, of the running requests' remaining "
+        "output; out of room, a decode step retracts the least advanced requests and raises the share)",
     )
     batch_controller: BatchController = Field(
         "fixed",

@@ -309,6 +309,7 @@ def advance(
     # registered at update(step). Sorted, they come in the step-by-step order.
     events: list[int] = []
     may_stop: list[tuple[Request, int]] = []
+    news: list[Request] = []  # (`Scheduler.news`)
     end, stride = 2 * num_steps * num_running, 2 * size * num_running
     for i, (req, _) in enumerate(scheduled):
         computed = req.num_computed_tokens
@@ -322,10 +323,15 @@ def advance(
         req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
         req.num_tokens += num_steps
         req.num_computed_tokens = computed + num_steps
-        if req.first_token_time is None:
+        first_token = req.first_token_time is None
+        if first_token:
             req.first_token_time = first_end
         if req.num_tokens >= req.stop_len or req.stops_on_token:
             may_stop.append((req, token_id))
+            news.append(req)
+        elif first_token:
+            news.append(req)
+    scheduler.news = news
     events.sort()
     scheduler._running_computed += num_steps * num_running  # (`scheduled` is all of `running`)
     if not caching:  # fresh blocks only: hand them out in one loop

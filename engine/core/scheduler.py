@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.core import decode_stretch, kv_handoff
+from engine.core import decode_stretch, kv_handoff, new_token_ratio
 from engine.core.batch_controller import make_controller
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
@@ -113,6 +113,16 @@ class Scheduler:
         self._running_computed = 0
         self._running_blocks = 0
         self.num_preemptions = 0
+        # the requests of the last `update` / `advance_decodes` whose first token came or that may have
+        # stopped, in scheduled order: a superset of those that are news to a client (first token now,
+        # or finished), so an observer filters a few instead of every request that got a token
+        self.news: list[Request] = []
+        # SGLang's admission (engine.core.new_token_ratio): the reserve ratio, None under other policies
+        self.new_token_ratio = (
+            new_token_ratio.NewTokenRatio()
+            if scheduler_config.admission == "new_token_ratio"
+            else None
+        )
         self.controller = make_controller(scheduler_config)  # None: the limits stay as configured
         # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
         # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
@@ -186,6 +196,8 @@ class Scheduler:
         if self.controller is not None:  # SLO-aware batch sizing: this step's effective limits
             self.config = self.controller.adapt(self, now)
         out = SchedulerOutput()
+        if self.new_token_ratio is not None and not self.running:  # idle: SGLang resets the ratio
+            self.new_token_ratio.set(self.new_token_ratio.init)
         if self.config.policy == "static" and not self.running:
             self._admit_static_batch(out, now)
         elif not self.config.mixed_steps and self.waiting:  # vLLM v0: waiting prompts go first
@@ -217,6 +229,8 @@ class Scheduler:
             0,
         )
         running, scheduled, decode, prefill = self.running, out.scheduled, out._decode, out._prefill
+        if self.new_token_ratio is not None and running:
+            new_token_ratio.retract_if_short(self, out)  # SGLang: retract, or decay the ratio
         num_running = len(running)  # (less after a preemption)
         while i < num_running and budget > 0:
             req = running[i]
@@ -272,6 +286,7 @@ class Scheduler:
         (vLLM v0 took whole prompts; the first may still be cut to the budget, so none starves)."""
         bm, skipped = self.block_manager, []
         guaranteed = self.config.admission == "guaranteed_no_evict"
+        room = None if self.new_token_ratio is None else new_token_ratio.room_tokens(self)
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             cached = bm.get_computed_blocks(req)
@@ -282,6 +297,9 @@ class Scheduler:
             if guaranteed and not self._fits_at_full_length(req, len(cached)):
                 out.blocked = req
                 break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
+            if room is not None and new_token_ratio.request_tokens(req, num_cached) >= room:
+                out.blocked = req
+                break  # SGLang: FCFS waits for room beside the running requests' reserve
             if not bm.can_allocate(req, num_cached + num_new, cached):
                 if self._over_tenant_quota(req, num_cached + num_new):
                     skipped.append(self.waiting.popleft())  # let other tenants pass
@@ -289,6 +307,8 @@ class Scheduler:
                 out.blocked = req
                 break  # the pool is full: FCFS waits
             self.waiting.popleft()
+            if room is not None:
+                room -= new_token_ratio.admitted_tokens(req, num_cached, num_new)
             bm.allocate(req, num_cached + num_new, cached)
             req.num_computed_tokens = req.num_cached_tokens = num_cached
             self._start_running(req, now)
@@ -358,7 +378,7 @@ class Scheduler:
     ) -> list[Request]:
         """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
         its step did not reach the end of its tokens). Returns the requests that got a token."""
-        progressed, may_stop = [], []
+        progressed, may_stop, news = [], [], []
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
         num_computed = 0  # what `running` computes this step
@@ -375,11 +395,16 @@ class Scheduler:
             assert token is not None, f"{req} completed its tokens but no token was sampled"
             req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
             req.num_tokens = num_tokens = num_tokens + 1
-            if req.first_token_time is None:
+            first_token = req.first_token_time is None
+            if first_token:
                 req.first_token_time = now
             progressed.append(req)
             if num_tokens >= req.stop_len or req.stops_on_token:
                 may_stop.append((req, token))
+                news.append(req)
+            elif first_token:
+                news.append(req)
+        self.news = news
         self._running_computed += num_computed
         if may_stop:
             self.finish_stopped(may_stop, now)
@@ -424,9 +449,12 @@ class Scheduler:
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
         if self.waiting and (
-            self.block_manager.host_tier is not None or not self.config.mixed_steps
+            self.block_manager.host_tier is not None
+            or not self.config.mixed_steps
+            or self.new_token_ratio is not None
         ):
-            # (without mixed steps a waiting prompt that fits ends the stretch with a prefill step)
+            # (without mixed steps a waiting prompt that fits ends the stretch with a prefill step; a
+            # decaying reserve ratio may let a refused request in at any step)
             out.max_decode_steps = (
                 1  # an eviction could turn a refused request's GPU hit into a host hit
             )
@@ -455,6 +483,10 @@ class Scheduler:
         followed (except after the last) by `out_{k+1} = schedule(now=step_end_times[k])`, out_0 = `out`,
         for num_steps ≤ `decode_stretch(out, ...)`. Returns the requests that got a token in the last step;
         the caller calls `schedule()` next, as after `update()`."""
+        if (
+            self.new_token_ratio is not None
+        ):  # the stretch's schedule() calls after `out`'s decay it
+            self.new_token_ratio.steps += num_steps - 1
         return decode_stretch.advance(self, out, num_steps, step_end_times, token_id)
 
     # ---- accounting --------------------------------------------------------------------------------

@@ -154,10 +154,8 @@ class Replica:
                 out.host_loaded_blocks * self.scheduler.block_manager.host_tier.load_s_per_block
             )
         yield self.env.timeout(step_s)
-        progressed = self.scheduler.update(
-            out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now
-        )
-        self._after_steps(1, step_s, progressed, shape)
+        self.scheduler.update(out, [SIM_TOKEN_ID] * len(out.scheduled), now=self.env.now)
+        self._after_steps(1, step_s, shape)
         return True
 
     def _idle(self):
@@ -240,10 +238,10 @@ class Replica:
         """Advance the scheduler over all of the stretch's steps (`step_ends`), the last `len(step_ends)
         - done` of them, taking `busy_s`, not yet accounted for."""
         num_steps = len(step_ends)
-        progressed = self.scheduler.advance_decodes(out, num_steps, step_ends, SIM_TOKEN_ID)
+        self.scheduler.advance_decodes(out, num_steps, step_ends, SIM_TOKEN_ID)
         if self.step_shapes is not None:
             self.step_shapes.extend(_decode_shapes(out.shape, num_steps))
-        self._after_steps(num_steps - done, busy_s, progressed, None, start_utilization)
+        self._after_steps(num_steps - done, busy_s, None, start_utilization)
 
     def _ride_out(self, out: SchedulerOutput, num_steps: int, done: int) -> bool:
         """Whether the engine, cut after `done` of the `num_steps` steps of `out`'s stretch by arrivals
@@ -262,12 +260,12 @@ class Replica:
         self,
         num_steps: int,
         busy_s: float,
-        progressed: list[Request],
         shape,
         start_utilization: float | None = None,
     ) -> None:
-        """`start_utilization`: a stretch's KV utilisation before its first step; its steps are weighed
-        by the mean of that and the end state (one step: the end state, as the live engine measures)."""
+        """After the scheduler's `update` / `advance_decodes`: `start_utilization`: a stretch's KV
+        utilisation before its first step; its steps are weighed by the mean of that and the end state
+        (one step: the end state, as the live engine measures)."""
         if shape is not None and self.step_shapes is not None:
             self.step_shapes.append(shape)
         scheduler = self.scheduler
@@ -279,7 +277,7 @@ class Replica:
             scheduler.block_manager.num_used_blocks,
         )
         now = self.env.now
-        for request in progressed:  # a first token or a finish is news to the client
+        for request in scheduler.news:  # a first token or a finish is news to the client
             if request.first_token_time == now or request.finish_time is not None:  # set on finish
                 self.on_progress(request)
 
