@@ -50,6 +50,16 @@ def _weight_dtype_option():
 WEIGHT_DTYPE_OPTION = _weight_dtype_option()
 
 
+def _max_concurrency_option():
+    from engine.config import cli_option
+    from simulator.scenario import TrafficSpec
+
+    return cli_option(TrafficSpec, "max_concurrency", default=None, flag="--max-concurrency")
+
+
+MAX_CONCURRENCY_OPTION = _max_concurrency_option()
+
+
 def with_weight_dtype(scenario, weight_dtype: str | None):
     """The scenario with `model.weight_dtype` replaced (validated: a bad name is a ValueError), or
     itself for None."""
@@ -80,6 +90,7 @@ def simulate_command(
     engine_profile: str | None = ENGINE_PROFILE_OPTION,
     staleness_s: float | None = STALENESS_OPTION,
     weight_dtype: str | None = WEIGHT_DTYPE_OPTION,
+    max_concurrency: int | None = MAX_CONCURRENCY_OPTION,
     workers: int = typer.Option(
         1,
         "--workers",
@@ -107,6 +118,9 @@ def simulate_command(
         if engine_profile is not None:
             scenario = scenario.model_copy(update={"engine_profile": engine_profile})
         scenario = with_weight_dtype(scenario, weight_dtype)
+        if max_concurrency is not None:
+            traffic = scenario.traffic.model_copy(update={"max_concurrency": max_concurrency})
+            scenario = scenario.model_copy(update={"traffic": traffic})
         if staleness_s is not None:
             router = scenario.cluster.router.model_copy(update={"staleness_s": staleness_s})
             cluster = scenario.cluster.model_copy(update={"router": router})

@@ -115,6 +115,14 @@ class TrafficSpec(_Strict):
         1.0, gt=0, description="multiplies the request rate (arrival times divided by it)"
     )
     max_requests: int | None = Field(None, ge=1, description="keep only the first N requests")
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="closed loop: at most N requests in flight from the clients (vLLM "
+        "benchmark_serving's --max-concurrency); a request arriving while N are in flight waits "
+        "at the client and is sent when one ends, its latencies timed from the send; "
+        "none: open loop, each request sent at its arrival",
+    )
     too_long: Literal["error", "clip", "drop"] = Field(
         "error",
         description="a request longer than max_model_len: an error, clipped to fit, or dropped",

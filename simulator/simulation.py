@@ -283,6 +283,7 @@ def build_cluster(
         window_s=scenario.window_s,
         scrape_interval_s=autoscaler.scrape_interval_s if autoscaler.enabled else None,
         seed=scenario.seed,
+        max_concurrency=scenario.traffic.max_concurrency,
         host_tier_costs=host_tier_costs(
             model,
             gpu,

@@ -51,6 +51,7 @@ class ClusterConfig:
     host_tier_costs: tuple[float, float] | None = (
         None  # (load, recompute) seconds per block, host KV tier
     )
+    max_concurrency: int | None = None  # closed loop: requests in flight from the clients
 
 
 class Cluster:
@@ -95,6 +96,8 @@ class Cluster:
             str, tuple[int, int, Replica]
         ] = {}  # request id -> (index, attempt, replica)
         self._open = len(arrival_s)
+        self._in_flight = 0  # sent by the clients and not yet ended (`max_concurrency`)
+        self._slot_freed: simpy.Event | None = None
         self.done = self.env.event()
         self.monitor = Monitor(self)
         for _ in range(config.initial_replicas):
@@ -156,10 +159,20 @@ class Cluster:
 
     # ---- clients -------------------------------------------------------------------------------
     def _arrivals(self):
-        env = self.env
+        """Each request sent at its arrival; with `max_concurrency` N, a request arriving while N are
+        in flight waits at the client until one ends (benchmark_serving's semaphore) and counts as
+        arriving when sent: its record's arrival, TTFT and E2E are timed from the send, as
+        benchmark_serving times them."""
+        env, limit = self.env, self.config.max_concurrency
         for index, arrival in enumerate(self.arrival_s):
             if arrival > env.now:
                 yield env.timeout(arrival - env.now)
+            while limit is not None and self._in_flight >= limit:
+                self._slot_freed = env.event()
+                yield self._slot_freed
+            if env.now > arrival:
+                self.arrival_s[index] = self.records[index].arrival_s = env.now
+            self._in_flight += 1
             self.monitor.on_arrival()
             self._attempt(index, 0)
 
@@ -241,8 +254,11 @@ class Cluster:
         self._close(index)
 
     def _close(self, index: int) -> None:
-        """Request `index` has ended (its record is final)."""
+        """Request `index` has ended (its record is final): its client's slot is free."""
         self._open -= 1
+        self._in_flight -= 1
+        if self._slot_freed is not None and not self._slot_freed.triggered:
+            self._slot_freed.succeed()
         if self._open == 0 and not self.done.triggered:
             self.done.succeed()
 

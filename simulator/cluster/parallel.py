@@ -39,6 +39,7 @@ def parallel_eligible(scenario, config: ClusterConfig) -> bool:
         and not scenario.cluster.autoscaler.enabled
         and scenario.cluster.disaggregation is None
         and config.router_policy in STALE_POLICIES
+        and config.max_concurrency is None  # the clients' cap is kept by `Cluster` alone
         and (config.max_retries == 0 or config.retry_backoff_s >= staleness)
     )
 

@@ -3,7 +3,9 @@
 A published set (`simulator/validation/published/*.json`, figures only, each run with its source file,
 commit and date) holds runs of a real serving stack on a real GPU: bursts of requests with their
 prompt and output lengths (or a fixed-length batch: `batch_size` requests of the same lengths), sent
-at once (or at the run's `arrival_s`), and the measured makespan, mean TTFT and/or mean E2E latency. A run measured with its prompts
+at once (or at the run's `arrival_s`), or a closed loop (`num_requests` of fixed lengths, at most
+`max_concurrency` in flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and
+the measured makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run measured with its prompts
 already in the server's prefix cache (`prefix_cached`: the same prompts served just before) is
 replayed after a warm-up that puts them there.
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
@@ -29,7 +31,7 @@ from simulator.calibration.engine_profile import (
 from traces import Trace
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
-METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s")
+METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,20 @@ def load_published(name_or_path: str | Path) -> dict:
             f"this source shares, one of {published_names()}"
         )
     for index, run in enumerate(data.get("runs", [])):
-        if "batch_size" in run:  # a fixed-length batch: B requests of the same lengths
+        # a fixed-length batch (B requests of the same lengths), or a closed loop's requests
+        count = run.get("batch_size", run.get("num_requests"))
+        if count is not None:
             for key in ("prompt_tokens", "output_tokens"):
                 if isinstance(run[key], int):
-                    run[key] = [run[key]] * int(run["batch_size"])
+                    run[key] = [run[key]] * int(count)
+        limit = run.get("max_concurrency")
+        if limit is not None and not (
+            isinstance(limit, int) and 1 <= limit <= len(run["prompt_tokens"])
+        ):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has max_concurrency {limit!r}; expected "
+                f"an integer from 1 to its {len(run['prompt_tokens'])} requests"
+            )
         if len(run["prompt_tokens"]) != len(run["output_tokens"]) or not run["prompt_tokens"]:
             raise ValueError(
                 f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
@@ -154,10 +166,15 @@ def replay_records(
     scenario = Scenario.model_validate(
         {
             "name": f"{data['name']}/{run['id']}",
-            "model": {"name": run["model"], "dtype": run.get("dtype", "float16")},
+            "model": {
+                "name": run["model"],
+                "dtype": run.get("dtype", "float16"),
+                "weight_dtype": run.get("weight_dtype", "auto"),
+            },
             "hardware": {"gpu": run["gpu"], "tensor_parallel": run.get("tensor_parallel", 1)},
             "engine_profile": profile if isinstance(profile, str) else None,
             "scheduler": settings,
+            "traffic": {"max_concurrency": run.get("max_concurrency")},
             "cluster": {"replicas": 1},
         }
     )
@@ -165,6 +182,18 @@ def replay_records(
     own = profile if isinstance(profile, EngineProfile) else None
     arrivals = np.asarray(run.get("arrival_s", np.zeros(n)), dtype=float)
     start_s, trace = 0.0, Trace(arrivals, prompts, outputs, name=run["id"])
+    if run.get("staggered_warmup"):
+        # a closed loop's steady state: the requests in flight at every stage of their lives, not in
+        # lock-step; `limit` warm-up requests of the run's prompt length and 1/N, 2/N, ... N/N of
+        # its output length go first (unmeasured), so the measured ones are sent as they end
+        limit = int(run["max_concurrency"])
+        warm_out = np.ceil(np.arange(1, limit + 1) * outputs[0] / limit).astype(int)
+        trace = Trace(
+            np.r_[np.zeros(limit), arrivals],
+            np.r_[np.full(limit, prompts[0]), prompts],
+            np.r_[warm_out, outputs],
+            name=run["id"],
+        )
     if run.get("prefix_cached"):
         block = scenario.scheduler.block_size
         chains = _chains(prompts, block)
@@ -191,11 +220,19 @@ def replay_records(
 def replay_run(
     data: dict, run: dict, profile: EngineProfile | str | None = None
 ) -> dict[str, float]:
-    """Simulated makespan, mean TTFT and mean E2E of one published run (`replay_records`)."""
+    """Simulated makespan, mean TTFT, mean E2E and mean TPOT (benchmark_serving's: per request,
+    (E2E - TTFT) / (output tokens - 1), over requests of more than one output token) of one
+    published run (`replay_records`)."""
     records, start_s = replay_records(data, run, profile)
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
     unrecorded = set(run.get("ttft_unrecorded", ()))
+    decoded = [r for r in records if r.output_tokens > 1]
     return {
+        "tpot_mean_s": float(
+            np.mean([(r.e2e_s - r.ttft_s) / (r.output_tokens - 1) for r in decoded])
+        )
+        if decoded
+        else math.nan,
         "makespan_s": max(r.arrival_s + r.e2e_s for r in records) - start_s,
         "ttft_mean_s": float(
             np.mean([r.ttft_s for i, r in enumerate(records) if i not in unrecorded])

@@ -1,0 +1,130 @@
+"""Closed-loop clients (`traffic.max_concurrency`, benchmark_serving's `--max-concurrency`): at most
+N requests in flight, the next sent when one ends and timed from its send; and the published set of
+aiconfigurator's measured vLLM V1 closed-loop points that the replay opens."""
+
+import json
+
+import pytest
+from sim_helpers import cluster_config, cost_model, run_cluster
+from typer.testing import CliRunner
+
+from simulator.validation.published import load_published, replay_records, replay_run
+
+NAME = "aic-silicon-vllm-v1-hopper"
+
+
+def test_one_in_flight_runs_the_requests_one_after_another():
+    model = cost_model(step_s=0.01)
+    n, prompt, output = 6, 32, 10
+    config = cluster_config(model, max_concurrency=1)
+    cluster, end = run_cluster(config, [0.0] * n, [prompt] * n, [output] * n)
+    records = sorted(cluster.records, key=lambda record: record.index)
+    assert all(record.status == "ok" for record in records)
+    for before, after in zip(records, records[1:]):
+        # sent when the one before it ended, and timed from that send
+        assert after.arrival_s == pytest.approx(before.arrival_s + before.e2e_s)
+    alone = run_cluster(cluster_config(model), [0.0], [prompt], [output])[0].records[0]
+    assert all(record.ttft_s == pytest.approx(alone.ttft_s) for record in records)
+    assert all(record.e2e_s == pytest.approx(alone.e2e_s) for record in records)
+    assert end == pytest.approx(n * alone.e2e_s)
+
+
+def test_a_cap_above_the_requests_in_flight_changes_nothing():
+    model = cost_model(0.01, 1e-5, 1e-7)
+    arrivals = [0.05 * i for i in range(40)]
+    prompts = [20 + 7 * i for i in range(40)]
+    outputs = [5 + 3 * i for i in range(40)]
+    open_loop = run_cluster(cluster_config(model), arrivals, prompts, outputs)[0]
+    capped = run_cluster(cluster_config(model, max_concurrency=1000), arrivals, prompts, outputs)[0]
+    assert [(r.arrival_s, r.ttft_s, r.e2e_s) for r in capped.records] == [
+        (r.arrival_s, r.ttft_s, r.e2e_s) for r in open_loop.records
+    ]
+
+
+def test_the_cap_bounds_the_requests_in_flight():
+    model = cost_model(0.01, 1e-5, 1e-7)
+    n, cap = 30, 4
+    cluster = run_cluster(
+        cluster_config(model, max_concurrency=cap), [0.0] * n, [64] * n, [20] * n
+    )[0]
+    spans = [(r.arrival_s, r.arrival_s + r.e2e_s) for r in cluster.records]
+    for start, _end in spans:  # at each send, at most `cap` requests are in flight
+        assert sum(s <= start < e for s, e in spans) <= cap
+
+
+def test_the_cli_refuses_a_cap_below_one_naming_the_accepted_values():
+    from surgeplan_cli import app
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "examples/scenarios/azure-conv-llama-2-7b-a100.yaml",
+            "--max-concurrency",
+            "0",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "max-concurrency" in result.output and "1" in result.output
+
+
+def test_the_scenario_refuses_a_cap_below_one():
+    from simulator.scenario import Scenario
+
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Scenario.model_validate({"traffic": {"max_concurrency": 0}})
+
+
+def test_the_silicon_set_loads_as_closed_loop_runs_held_out():
+    data = load_published(NAME)
+    # evidence only: a refit on part of it made llm-k8s' held-out rows worse (see the set)
+    assert data["engine_profile"] == "vllm-v1" and data["held_out_only"]
+    runs = data["runs"]
+    assert len(runs) == 70 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
+    for run in runs:
+        assert run["weight_dtype"] == "fp8" and run["staggered_warmup"]
+        assert run["num_requests"] == 4 * run["max_concurrency"]
+        assert len(run["prompt_tokens"]) == run["num_requests"]
+        assert set(run["measured"]) == {"ttft_mean_s", "tpot_mean_s"}
+        assert "silicon_sample.csv @ 095f58a" in run["source"] and ", line " in run["source"]
+        assert run["split"] == "held_out"
+
+
+def test_a_closed_loop_run_is_measured_after_its_warm_up_and_timed_from_each_send():
+    data = load_published(NAME)
+    run = next(r for r in data["runs"] if r["id"] == "h100-llama-3-70b-tp4-1024x1024-c4")
+    records, _start = replay_records(data, run)
+    assert len(records) == 16 and all(r.output_tokens == 1024 for r in records)
+    # each measured request waited for a slot: none was sent at t=0 (the warm-up went first)
+    assert min(r.arrival_s for r in records) > 0
+    result = replay_run(data, run)
+    assert 0 < result["ttft_mean_s"] < 1.0 and 0.005 < result["tpot_mean_s"] < 0.05
+
+
+def test_a_cap_above_the_requests_is_refused(tmp_path):
+    data = json.loads(json.dumps(load_published(NAME)))
+    data["runs"][0]["max_concurrency"] = 10_000
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="max_concurrency"):
+        load_published(path)
+
+
+def test_a_scenario_cap_holds_where_a_stale_router_would_run_replicas_in_parallel():
+    from simulator import Scenario, simulate
+
+    scenario = Scenario.model_validate(
+        {
+            "traffic": {
+                "arrivals": {"kind": "poisson", "rate_per_s": 40.0},
+                "duration_s": 3,
+                "too_long": "clip",
+                "max_concurrency": 3,
+            },
+            "cluster": {"replicas": 2, "router": {"staleness_s": 0.5}},
+        }
+    )
+    records = [r for r in simulate(scenario).records if r.status == "ok"]
+    assert len(records) > 20
+    spans = [(r.arrival_s, r.arrival_s + r.e2e_s) for r in records]
+    assert max(sum(s <= start < e for s, e in spans) for start, _end in spans) == 3
