@@ -95,6 +95,9 @@ class Cluster:
         self._attempts: dict[
             str, tuple[int, int, Replica]
         ] = {}  # request id -> (index, attempt, replica)
+        self._sampling: dict[
+            int, SamplingParams
+        ] = {}  # max_tokens -> the requests' shared settings
         self._open = len(arrival_s)
         self._in_flight = 0  # sent by the clients and not yet ended (`max_concurrency`)
         self._slot_freed: simpy.Event | None = None
@@ -189,12 +192,14 @@ class Cluster:
         ):
             self._give_up(index, attempt, "rejected")
             return
+        max_tokens = self.output_tokens[index]
+        params = self._sampling.get(max_tokens)  # (read-only: requests of one length share one)
+        if params is None:
+            params = self._sampling[max_tokens] = SamplingParams(
+                temperature=0.0, max_tokens=max_tokens, ignore_eos=True
+            )
         request = Request(
-            f"{index}.{attempt}",
-            self.prompt_ids(index),
-            SamplingParams(temperature=0.0, max_tokens=self.output_tokens[index], ignore_eos=True),
-            self.env.now,
-            self.tenants[index],
+            f"{index}.{attempt}", self.prompt_ids(index), params, self.env.now, self.tenants[index]
         )
         if self.prompt_hashes is not None:
             request.block_hashes = self.prompt_hashes(index)
