@@ -80,7 +80,7 @@ def test_the_silicon_set_loads_as_closed_loop_runs_held_out():
     # evidence only: a refit on part of it made llm-k8s' held-out rows worse (see the set)
     assert data["engine_profile"] == "vllm-v1" and data["held_out_only"]
     runs = data["runs"]
-    assert len(runs) == 70 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
+    assert len(runs) == 60 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
     for run in runs:
         assert run["weight_dtype"] == "fp8" and run["staggered_warmup"]
         assert run["num_requests"] == 4 * run["max_concurrency"]
