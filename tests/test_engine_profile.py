@@ -420,3 +420,24 @@ def test_trtllm_sizes_its_kv_cache_from_the_memory_left_free():
 
     assert pool("trtllm") == blocks
     assert pool("vllm-v0") == pool(None) != blocks  # vLLM: a share of the whole GPU
+
+
+def test_cost_models_pickle_to_the_same_step_times():
+    """Ray ships cost models to its actors by pickle (`__reduce__`: rebuilt from what they were made
+    of, which the compiled build's classes need); the copy times every step as the original."""
+    import pickle
+
+    gpu = cost_model(0.01, 1e-5, 1e-7)
+    profile = _profile(0.5, step_s=0.003).model_copy(
+        update={"kernel_backend": "trtllm", "kernel_scale_by_bound": {"memory": 0.5}}
+    )
+    model = ProfiledCostModel(gpu, profile, scale=1.07, calibration_backend="vllm")
+    shapes = [
+        StepShape(decode_context_lens=(1000,) * 4),
+        StepShape(prefill_chunks=((300, 64),), decode_context_lens=(40, 90)),
+    ]
+    for original in (gpu, model):
+        copy = pickle.loads(pickle.dumps(original))
+        assert type(copy) is type(original)
+        assert [copy.step_time(s) for s in shapes] == [original.step_time(s) for s in shapes]
+    assert pickle.loads(pickle.dumps(model)).stated_profile == profile

@@ -66,22 +66,55 @@ def _token_above_spill(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return 0.0 if fit.spill_tokens is None else float(max(tokens - fit.spill_tokens, 0.0))
 
 
-# feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small function each,
-# so the per-step path calls exactly the features its terms use (`CostModel._groups`), no if-chain
+def _step(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return 1.0
+
+
+def _sequence(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(shape.num_seqs)
+
+
+def _token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(tokens)
+
+
+def _prefill_attention_pair(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(shape.prefill_attention_pairs)
+
+
+def _decode_context_token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(shape.decode_context_tokens)
+
+
+def _decode_step(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return 1.0 if shape.num_decode_seqs else 0.0
+
+
+def _decode_sequence(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(shape.num_decode_seqs)
+
+
+def _prefill_step(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return 1.0 if shape.num_prefill_seqs else 0.0
+
+
+# feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small named function
+# each (named, not lambdas: the compiled build's functions then pickle by reference, as Ray needs), so
+# the per-step path calls exactly the features its terms use (`CostModel._groups`), no if-chain
 FEATURE_UNITS = {
-    "step": lambda shape, fit, tokens: 1.0,
+    "step": _step,
     "gemm_step": _gemm_step,
     "gemv_extra_token": _gemv_extra_token,
-    "sequence": lambda shape, fit, tokens: float(shape.num_seqs),
-    "token": lambda shape, fit, tokens: float(tokens),
+    "sequence": _sequence,
+    "token": _token,
     "token_above_knee": _token_above_knee,
     "token_above_spill": _token_above_spill,
-    "prefill_attention_pair": lambda shape, fit, tokens: float(shape.prefill_attention_pairs),
-    "decode_context_token": lambda shape, fit, tokens: float(shape.decode_context_tokens),
+    "prefill_attention_pair": _prefill_attention_pair,
+    "decode_context_token": _decode_context_token,
     # per-step floors of the attention kernels and a cost per decoding sequence (kernel-table fits)
-    "decode_step": lambda shape, fit, tokens: 1.0 if shape.num_decode_seqs else 0.0,
-    "decode_sequence": lambda shape, fit, tokens: float(shape.num_decode_seqs),
-    "prefill_step": lambda shape, fit, tokens: 1.0 if shape.num_prefill_seqs else 0.0,
+    "decode_step": _decode_step,
+    "decode_sequence": _decode_sequence,
+    "prefill_step": _prefill_step,
 }
 
 
@@ -123,6 +156,10 @@ class CostModel:
             )
         self._names = tuple(groups)
         self._groups = tuple(tuple(group) for group in groups.values())
+
+    def __reduce__(self):
+        """Pickled as its fit (Ray ships it to actors): the compiled build's class has no other way."""
+        return (CostModel, (self.fit,))
 
     @classmethod
     def from_calibration(cls, calibration: Calibration) -> "CostModel":

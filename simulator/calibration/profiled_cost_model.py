@@ -76,6 +76,9 @@ class ProfiledCostModel:
             raise ValueError(
                 f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
             )
+        # what `__reduce__` rebuilds it from (pickling, e.g. to Ray actors; the compiled build's class
+        # cannot be pickled otherwise)
+        self._args = (gpu, profile, scale, calibration_backend, calibration_table)
         self.stated_profile = profile  # as named, before the calibration's backend was weighed
         if not profile.scales_kernels_of(calibration_backend):
             # the calibration measured this stack's own kernels: its time as it is
@@ -94,6 +97,9 @@ class ProfiledCostModel:
         # the profile's per-step figures, read once (the profile is not changed after this)
         self._host_terms = profile.host_terms()
         self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
+
+    def __reduce__(self):
+        return (ProfiledCostModel, self._args)
 
     @classmethod
     def of_calibration(
