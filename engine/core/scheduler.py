@@ -483,9 +483,8 @@ class Scheduler:
         followed (except after the last) by `out_{k+1} = schedule(now=step_end_times[k])`, out_0 = `out`,
         for num_steps ≤ `decode_stretch(out, ...)`. Returns the requests that got a token in the last step;
         the caller calls `schedule()` next, as after `update()`."""
-        if (
-            self.new_token_ratio is not None
-        ):  # the stretch's schedule() calls after `out`'s decay it
+        # SGLang's reserve ratio decays at each schedule() of the stretch after `out`'s
+        if self.new_token_ratio is not None:
             self.new_token_ratio.steps += num_steps - 1
         return decode_stretch.advance(self, out, num_steps, step_end_times, token_id)
 

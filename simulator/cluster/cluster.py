@@ -95,9 +95,8 @@ class Cluster:
         self._attempts: dict[
             str, tuple[int, int, Replica]
         ] = {}  # request id -> (index, attempt, replica)
-        self._sampling: dict[
-            int, SamplingParams
-        ] = {}  # max_tokens -> the requests' shared settings
+        # max_tokens -> the settings every simulated request of that length shares (read-only)
+        self._sampling: dict[int, SamplingParams] = {}
         self._open = len(arrival_s)
         self._in_flight = 0  # sent by the clients and not yet ended (`max_concurrency`)
         self._slot_freed: simpy.Event | None = None
