@@ -226,13 +226,9 @@ def replay_run(
     records, start_s = replay_records(data, run, profile)
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
     unrecorded = set(run.get("ttft_unrecorded", ()))
-    decoded = [r for r in records if r.output_tokens > 1]
+    tpots = [r.tpot_s for r in records if r.tpot_s is not None]  # (`RequestRecord.tpot_s`)
     return {
-        "tpot_mean_s": float(
-            np.mean([(r.e2e_s - r.ttft_s) / (r.output_tokens - 1) for r in decoded])
-        )
-        if decoded
-        else math.nan,
+        "tpot_mean_s": float(np.mean(tpots)) if tpots else math.nan,
         "makespan_s": max(r.arrival_s + r.e2e_s for r in records) - start_s,
         "ttft_mean_s": float(
             np.mean([r.ttft_s for i, r in enumerate(records) if i not in unrecorded])
