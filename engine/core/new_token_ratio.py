@@ -40,9 +40,8 @@ if TYPE_CHECKING:
     from engine.core.request import Request
     from engine.core.scheduler import Scheduler, SchedulerOutput
 
-INIT_NEW_TOKEN_RATIO = (
-    0.7  # global_config.default_init_new_token_ratio x schedule_conservativeness 1
-)
+# global_config.default_init_new_token_ratio x schedule_conservativeness 1
+INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # global_config.default_min_new_token_ratio_factor
 NEW_TOKEN_RATIO_DECAY_STEPS = 600  # global_config.default_new_token_ratio_decay_steps
 RETRACT_DECODE_STEPS = 20  # global_config.retract_decode_steps
@@ -76,7 +75,7 @@ def room_tokens(scheduler: Scheduler) -> float:
     ratio = scheduler.new_token_ratio.value
     reserve = 0
     for req in scheduler.running:
-        remaining = req.params.max_tokens - (req.num_tokens - req.num_prompt_tokens)
+        remaining = req.params.max_tokens - req.num_output_tokens
         reserve += remaining if remaining < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
     return scheduler.block_manager.num_free_blocks * scheduler.block_size - ratio * reserve
 
@@ -107,7 +106,7 @@ def retract_if_short(scheduler: Scheduler, out: SchedulerOutput) -> None:
         return
     order = sorted(
         running,
-        key=lambda r: (r.num_tokens - r.num_prompt_tokens, -r.num_prompt_tokens),
+        key=lambda r: (r.num_output_tokens, -r.num_prompt_tokens),
         reverse=True,
     )
     first = True
@@ -119,7 +118,7 @@ def retract_if_short(scheduler: Scheduler, out: SchedulerOutput) -> None:
         scheduler._preempt(victim)  # (it queues the victim first; SGLang queues it last)
         scheduler.waiting.append(scheduler.waiting.popleft())
         out.preempted.append(victim)
-    decoded = sum(r.num_tokens - r.num_prompt_tokens for r in order)
+    decoded = sum(r.num_output_tokens for r in order)
     max_new = sum(r.params.max_tokens for r in order)
     ratio = (decoded + RETRACT_DECODE_STEPS * len(order)) / max_new if max_new else 1.0
     scheduler.new_token_ratio.set(ratio if ratio < 1.0 else 1.0)
