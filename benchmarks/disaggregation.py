@@ -6,28 +6,17 @@ their TTFT and their TPOT target (TPOT: a request's own mean time per output tok
 per GPU: divided by the layout's GPUs. Found per layout on a fixed fleet (no autoscaler): the rate is
 doubled until attainment falls under 90%, then bisected (the same seed at every rate).
 
-Workloads (the papers' settings where we have them; what differs is said):
-- DistServe Fig. 1, its motivating example: a 13B model on one A100, 512-token prompts, 64 output
-  tokens, TTFT ≤ 0.4 s, TPOT ≤ 0.04 s. Published: co-located vLLM 1.6 req/s per GPU, 2 prefill GPUs +
-  1 decode GPU 10 req/s = 3.3 per GPU (2.1x). Here Llama-2-13B (OPT-13B's size and shape: 40 layers,
-  hidden 5120, multi-head attention) on a roofline-derived A100 calibration (no measured 13B table).
-- Not run: DistServe's chatbot (OPT-13B on ShareGPT, TTFT ≤ 0.25 s, TPOT ≤ 0.1 s; 2.0x-4.6x the rate of
-  vLLM). ShareGPT is not in ../shared, and with the Azure conversation trace's longer prompts more than
-  10% of requests miss 0.25 s on an idle 13B replica, so every layout's goodput is ~0.
-- Splitwise (conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at
-  iso-cost under its own slowdown SLOs, throughput against the co-located baseline
-  (`benchmarks/splitwise_anchor.py` says how; the last table), machines priced at the hardware
-  catalog's list prices or (`--splitwise-prices splitwise`) at Splitwise's own cost model, which
-  chooses other fleets. Published: 1.4x throughput at 20% lower cost.
-- Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths with
-  TTFT ≤ 1 s and TPOT ≤ 0.04 s (about three decode steps): long prompts and short answers, where a
-  prefill stall is a large share of a request's TPOT.
+Workloads and the layouts each runs on: `benchmarks/disaggregation_workloads.py` (DistServe's
+motivating example and its chatbot on ShareGPT lengths, at 13B and 66B class; ours). Splitwise
+(conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at iso-cost under
+its own slowdown SLOs, throughput against the co-located baseline (`benchmarks/splitwise_anchor.py`
+says how; the last table), machines priced at the hardware catalog's list prices or
+(`--splitwise-prices splitwise`) at Splitwise's own cost model, which chooses other fleets. Published:
+1.4x throughput at 20% lower cost.
 
-Layouts, each workload: co-located without mixed steps (vLLM v0's scheduler, both papers' baseline:
-waiting prompts are prefilled whole in prefill-only steps, every running decode waiting:
-`scheduler.mixed_steps: false`; `vs_baseline` = 1), co-located with mixed steps (vLLM v1 without
-chunking), co-located with 512-token chunks (Sarathi-Serve, which neither paper compared against),
-then xPyD splits (pools take whole prompts, up to 8192 tokens a step; KV over the workload's link).
+Which target binds: each layout is also run at 1.25x its goodput, and the shares of requests within
+TTFT alone and within TPOT alone there are printed (DistServe's Fig. 8 draws the same two curves); the
+lower one is the target that binds.
 
 The step-cost model is the same for every layout (no interference term: a mixed step's linear layers
 cost what its total tokens cost, measured to be sub-additive, see the first table). What makes
@@ -55,6 +44,7 @@ if not __package__:
     sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from benchmarks import splitwise_anchor as splitwise  # noqa: E402
+from benchmarks.disaggregation_workloads import WORKLOADS  # noqa: E402
 from benchmarks.goodput_search import highest_rate, scenario_for  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
 from benchmarks.splitwise_rows import splitwise_rows  # noqa: E402
@@ -64,61 +54,10 @@ from simulator.calibration.cost_model import CostModel  # noqa: E402
 from simulator.calibration.shipped import calibration_for  # noqa: E402
 from simulator.calibration.vidur_import import PER_LAYER_OPS as LINEAR_OPS  # noqa: E402
 from simulator.planner.split import Layout, layout_scenario  # noqa: E402
+from simulator.slo import SLO  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDUR_MLP = ROOT.parent / "shared/calibration/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
-
-# co-located schedules: (label, scheduler changes)
-V0 = ("no mixed steps (vLLM v0: the papers' baseline)", {"mixed_steps": False})
-MIXED = ("mixed steps, no chunks (vLLM v1)", {"mixed_steps": True})
-CHUNKED = (
-    "mixed steps, 512-token chunks (Sarathi-Serve)",
-    {"mixed_steps": True, "max_num_batched_tokens": 512},
-)
-
-
-def _split(x: int, y: int, tp: int) -> Layout:
-    return Layout(
-        "disaggregated",
-        0,
-        prefill_replicas=x,
-        decode_replicas=y,
-        prefill_tensor_parallel=tp,
-        decode_tensor_parallel=tp,
-    )
-
-
-def _colocated(replicas: int, tp: int) -> list:
-    layout = Layout("colocated", 0, replicas=replicas, tensor_parallel=tp)
-    return [(layout, schedule) for schedule in (V0, MIXED, CHUNKED)]
-
-
-WORKLOADS = {
-    "DistServe Fig. 1 (13B, 512 in / 64 out)": dict(
-        model="llama-2-13b",
-        gpu="A100-80GB",
-        prompt={"kind": "fixed", "tokens": 512},
-        output={"kind": "fixed", "tokens": 64},
-        ttft_s=0.4,
-        tpot_s=0.04,
-        link="nvlink-3",
-        start_rps=2.0,
-        published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
-        layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
-    ),
-    "ours: long prompts, short answers (Llama-2-7B, Azure code)": dict(
-        model="llama-2-7b",
-        gpu="A100-80GB",
-        prompt={"kind": "preset", "name": "azure-code-prompt"},
-        output={"kind": "preset", "name": "azure-code-output"},
-        ttft_s=1.0,
-        tpot_s=0.04,
-        link="nvlink-3",
-        start_rps=1.0,
-        published="none: not a paper's setting (where the prefill stall binds TPOT)",
-        layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
-    ),
-}
 
 
 def mixed_step_check() -> list[dict]:
@@ -154,10 +93,25 @@ def mixed_step_check() -> list[dict]:
 def attainment(
     workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
 ) -> float:
+    return attainments(workload, layout, rate, duration_s, changes)["both"]
+
+
+def attainments(
+    workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
+) -> dict[str, float]:
+    """Shares of requests within both targets (the summary's `slo_attainment`), TTFT alone, TPOT alone."""
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, changes), layout, workload["link"]
     )
-    return simulate(scenario).summary["slo_attainment"]
+    result = simulate(scenario)
+    slo = SLO(ttft_p99_s=workload["ttft_s"], tpot_p99_s=workload["tpot_s"])
+    late = [slo.late(r.ttft_s, r.tpot_s) if r.ok else (True, True) for r in result.records]
+    count = max(len(late), 1)
+    return {
+        "both": result.summary["slo_attainment"],
+        "ttft": sum(not ttft for ttft, _ in late) / count,
+        "tpot": sum(not tpot for _, tpot in late) / count,
+    }
 
 
 def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, changes: dict) -> float:
@@ -229,6 +183,7 @@ def main() -> None:
             started = time.process_time()
             rate = goodput(workload, layout, duration_s, steps, changes)
             per_gpu = rate / layout.gpus
+            past = attainments(workload, layout, 1.25 * rate, duration_s, changes)
             base = per_gpu if base is None else base
             rows.append(
                 {
@@ -238,6 +193,9 @@ def main() -> None:
                     "goodput_rps": round(rate, 3),
                     "goodput_per_gpu_rps": round(per_gpu, 3),
                     "vs_baseline": round(per_gpu / base, 2) if base else None,
+                    "within_ttft_at_1.25x": round(past["ttft"], 3),
+                    "within_tpot_at_1.25x": round(past["tpot"], 3),
+                    "binds": "TTFT" if past["ttft"] < past["tpot"] else "TPOT",
                     "published": workload["published"],
                     "cpu_s": round(time.process_time() - started, 1),
                 }
@@ -248,6 +206,7 @@ def main() -> None:
         "bisection steps, 90% of requests within both TTFT and TPOT"
     )
     header = ["workload", "layout", "gpus", "goodput_rps", "goodput_per_gpu_rps", "vs_baseline"]
+    header += ["within_ttft_at_1.25x", "within_tpot_at_1.25x", "binds"]
     print(" | ".join(header))
     for row in rows:
         print(" | ".join(str(row[column]) for column in header))

@@ -5,6 +5,8 @@ from simulator import Scenario
 
 
 def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) -> Scenario:
+    """The workload at `rate`: its scheduler settings (key `scheduler`, when it has one) over the
+    defaults here, then the layout's `changes`."""
     return Scenario.model_validate(
         {
             "name": "goodput",
@@ -22,6 +24,7 @@ def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) 
                 "max_num_seqs": 256,
                 "max_num_batched_tokens": 8192,
                 "max_model_len": 4096,
+                **workload.get("scheduler", {}),
                 **changes,
             },
             "slo": {"ttft_p99_s": workload["ttft_s"], "tpot_p99_s": workload["tpot_s"]},

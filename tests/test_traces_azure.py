@@ -66,7 +66,7 @@ def test_shipped_fits_are_what_the_files_give(kind):
         assert "sha256" in fitted_length(name).provenance
 
 
-@pytest.mark.parametrize("name", sorted(FITTED_LENGTHS))
+@pytest.mark.parametrize("name", sorted(n for n in FITTED_LENGTHS if n.startswith("azure-")))
 def test_sampling_a_fit_reproduces_the_trace_quantiles(name):
     kind, column = name.split("-")[1:]
     real = getattr(azure(kind), f"{column}_tokens")

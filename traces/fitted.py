@@ -1,12 +1,22 @@
-"""Length distributions fitted to the public Azure LLM inference traces (2023, Splitwise), shipped
-as figures so synthetic traffic can look like production without the trace files.
+"""Length distributions fitted to public traces, shipped as figures so synthetic traffic can look like
+production (or like a paper's workload) without the trace files.
 
-Provenance: Azure/AzurePublicDataset `data/AzureLLMInferenceTrace_{code,conv}.csv` (CC-BY 4.0;
-Patel et al., "Splitwise", ISCA 2024), read from `../shared/traces/` (sha256 below). Quantiles are
-numpy's linear-interpolation quantiles of ContextTokens (prompt) and GeneratedTokens (output) at
-`FIT_PROBABILITIES`; the lognormal is the maximum-likelihood fit of the same column. Plain data:
-`traces.lengths` builds distributions from it (`fitted_length`, `fitted_lognormal`). Regenerate and
+Azure: Azure/AzurePublicDataset `data/AzureLLMInferenceTrace_{code,conv}.csv` (CC-BY 4.0; Patel et al.,
+"Splitwise", ISCA 2024), read from `../shared/traces/` (sha256 below). Quantiles are numpy's
+linear-interpolation quantiles of ContextTokens (prompt) and GeneratedTokens (output) at
+`FIT_PROBABILITIES`; the lognormal is the maximum-likelihood fit of the same column. Regenerate and
 compare with `surgeplan traces fit FILE` (the tests recompute them from the files).
+
+ShareGPT (`sharegpt-2k-*`, DistServe's chatbot workload): the same fits (`traces.lengths.fit_empirical`,
+`fit_lognormal`) of the per-request token counts in microsoft/sarathi-serve
+`data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv` (Apache-2.0; commit below;
+ShareGPT conversations, Llama-2 tokenizer, at most 8k tokens a request), keeping the requests with
+num_prefill_tokens + num_decode_tokens < 2048, DistServe's own filter for OPT's 2048 positions
+(LLMServe/DistServe evaluation/2-benchmark-serving/0-prepare-dataset.py). Not in ../shared and not
+copied here: regenerate with `git show COMMIT:PATH` from that repository and the two fits. Prompt and
+output are sampled independently (their correlation in the kept rows: -0.16).
+
+Plain data: `traces.lengths` builds distributions from it (`fitted_length`, `fitted_lognormal`).
 """
 
 from __future__ import annotations
@@ -45,6 +55,18 @@ FIT_PROBABILITIES = (
 SOURCE = "Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{}.csv (2023-11-16, CC-BY 4.0)"
 
 
+SHAREGPT_SOURCE = (
+    "microsoft/sarathi-serve data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv "
+    "(commit 72339db5b120614033b317880ad3a05a5e4c9415, Apache-2.0), sha256 "
+    "6d6c296302a853e2669a674a96f269283e60c57e60363bd450588a1066919f9f, 14561 of 30731 requests "
+    "(prompt + output < 2048 tokens, DistServe's filter)"
+)
+
+
+def _entry(provenance: str, quantiles: tuple[float, ...], lognormal: tuple[float, float]) -> dict:
+    return {"quantiles": quantiles, "provenance": provenance, "lognormal_median_sigma": lognormal}
+
+
 def _table(
     trace: str,
     column: str,
@@ -57,7 +79,7 @@ def _table(
         f"{SOURCE.format(trace)}, sha256 {sha256}, {requests} requests, "
         f"{'ContextTokens' if column == 'prompt' else 'GeneratedTokens'} quantiles"
     )
-    return {"quantiles": quantiles, "provenance": provenance, "lognormal_median_sigma": lognormal}
+    return _entry(provenance, quantiles, lognormal)
 
 
 FITTED_LENGTHS: dict[str, dict] = {
@@ -204,5 +226,71 @@ FITTED_LENGTHS: dict[str, dict] = {
             1000.0,
         ),
         lognormal=(151.259, 0.859),
+    ),
+    "sharegpt-2k-prompt": _entry(
+        f"{SHAREGPT_SOURCE}, num_prefill_tokens quantiles",
+        (
+            1.0,
+            9.0,
+            13.0,
+            18.0,
+            28.0,
+            43.0,
+            66.0,
+            102.0,
+            159.0,
+            235.0,
+            340.0,
+            437.0,
+            528.0,
+            623.0,
+            713.0,
+            811.0,
+            898.0,
+            994.0,
+            1099.0,
+            1222.0,
+            1360.0,
+            1537.0,
+            1661.0,
+            1787.2,
+            1857.2,
+            1970.0,
+            2043.0,
+        ),
+        lognormal=(303.695, 1.4766),
+    ),
+    "sharegpt-2k-output": _entry(
+        f"{SHAREGPT_SOURCE}, num_decode_tokens quantiles",
+        (
+            2.0,
+            4.0,
+            18.0,
+            33.0,
+            62.0,
+            92.0,
+            129.0,
+            175.0,
+            218.0,
+            264.0,
+            305.0,
+            340.0,
+            375.0,
+            411.0,
+            445.0,
+            487.0,
+            531.0,
+            577.0,
+            625.0,
+            687.0,
+            778.0,
+            880.0,
+            944.0,
+            985.0,
+            1006.2,
+            1019.88,
+            1024.0,
+        ),
+        lognormal=(273.63, 1.0771),
     ),
 }
