@@ -17,7 +17,7 @@ benchmarks/data/disaggregation_published.csv).
     above.
   - 66B: TTFT ≤ 0.4 s, TPOT ≤ 0.1 s; vLLM at TP4 vs DistServe's prefill TP4 + decode TP2 x PP2
     (8 GPUs). Here Llama-2-70B on its Vidur-fitted A100 TP4 calibration (the nearest the catalog
-    has: grouped-query attention, so 8x less KV per token than OPT-66B's multi-head attention) and,
+    has: grouped-query attention, so ~7x less KV per token than OPT-66B's multi-head attention) and,
     as the simulator has no pipeline parallelism, decode at TP4 (the same 8 GPUs).
   - 175B (TTFT ≤ 4 s, TPOT ≤ 0.2 s, 21 GPUs against vLLM's TP8): not run (no 175B calibration).
 - Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths
