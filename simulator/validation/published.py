@@ -7,7 +7,9 @@ at once (or at the run's `arrival_s`), or a closed loop (`num_requests` of fixed
 `max_concurrency` in flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and
 the measured makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run measured with its prompts
 already in the server's prefix cache (`prefix_cached`: the same prompts served just before) is
-replayed after a warm-up that puts them there.
+replayed after a warm-up that puts them there. A set whose load generator opens its measured closed
+loop with every client at once (`burst_start_turns` T: aiperf's concurrency mode) weighs that first
+turn 1/T in the means (`replay_run`).
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
 engine profile, and every (run, metric) pair becomes a row: simulated vs measured. Runs are split
 into `fit` (what `profile_fit.fit_profile` tunes the profile's host terms on) and `held_out`
