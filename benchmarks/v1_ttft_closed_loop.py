@@ -159,13 +159,19 @@ def main() -> None:
         for name, key in variants.items():
             errors = [row[key] / row["measured_s"] - 1 for row in rows if row["gpu"] == gpu]
             print(f"  {gpu:<11} {name:<28} {summary(errors)}")
-    by_n: dict[int, list[float]] = {}
-    for row in rows:
-        by_n.setdefault(row["max_concurrency"], []).append(row["gap_per_n_prefill_span"])
-    print(
-        "gap / (N x prefill span), median by N: "
-        + ", ".join(f"{n}: {np.median(v):.3f}" for n, v in sorted(by_n.items()))
-    )
+    for name, key_of in (
+        ("N", lambda run_id: int(run_id.rsplit("-c", 1)[1])),
+        ("TP", lambda run_id: run_id.split("-tp")[1].split("-")[0]),
+        ("ISL x OSL", lambda run_id: run_id.split("-")[-2]),
+        ("GPU", lambda run_id: run_id.split("-")[0]),
+    ):
+        groups: dict = {}
+        for row in rows:
+            groups.setdefault(key_of(row["run"]), []).append(row["gap_per_n_prefill_span"])
+        print(
+            f"gap / (N x prefill span), median by {name}: "
+            + ", ".join(f"{key}: {np.median(v):.3f}" for key, v in sorted(groups.items()))
+        )
     if args.json:
         args.json.write_text(
             json.dumps(
