@@ -128,3 +128,40 @@ def test_a_scenario_cap_holds_where_a_stale_router_would_run_replicas_in_paralle
     assert len(records) > 20
     spans = [(r.arrival_s, r.arrival_s + r.e2e_s) for r in records]
     assert max(sum(s <= start < e for s, e in spans) for start, _end in spans) == 3
+
+
+def test_a_burst_start_weighs_the_first_turn_sent_at_once_into_an_idle_engine():
+    """aiperf's profiling phase sends its first N requests together (`burst_start_turns` T): the
+    means are that turn's, weighed 1/T, and the staggered steady state's, weighed (T - 1)/T."""
+    data = load_published(NAME)
+    assert data["burst_start_turns"] == 20 and "bench_run.sh.j2" in data["burst_start_turns_source"]
+    run = next(r for r in data["runs"] if r["id"] == "h100-llama-3-70b-tp4-1024x1024-c16")
+    steady = replay_run(data | {"burst_start_turns": None}, run)
+    # the first turn alone: 16 prompts of 1,024 tokens sent together into an idle engine
+    burst_run = run | {
+        "staggered_warmup": False,
+        "num_requests": 16,
+        "prompt_tokens": [1024] * 16,
+        "output_tokens": [1024] * 16,
+    }
+    burst_records, _start = replay_records(data, burst_run)
+    assert all(r.arrival_s == 0 for r in burst_records)
+    burst_ttft = sum(r.ttft_s for r in burst_records) / 16
+    # 16 x 1,024 prompt tokens need two 8,192-token steps: the burst's first tokens come later
+    assert burst_ttft > 2 * steady["ttft_mean_s"]
+    mixed = replay_run(data, run)
+    assert mixed["ttft_mean_s"] == pytest.approx((burst_ttft + 19 * steady["ttft_mean_s"]) / 20)
+    assert mixed["ttft_mean_s"] > steady["ttft_mean_s"]
+    assert replay_run(data | {"burst_start_turns": 1}, run)["ttft_mean_s"] == pytest.approx(
+        burst_ttft
+    )
+
+
+@pytest.mark.parametrize("turns", [0, 2.5, "20"])
+def test_a_burst_start_needs_a_whole_number_of_turns(tmp_path, turns):
+    data = json.loads(json.dumps(load_published(NAME)))
+    data["burst_start_turns"] = turns
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="burst_start_turns"):
+        load_published(path)

@@ -7,7 +7,9 @@ at once (or at the run's `arrival_s`), or a closed loop (`num_requests` of fixed
 `max_concurrency` in flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and
 the measured makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run measured with its prompts
 already in the server's prefix cache (`prefix_cached`: the same prompts served just before) is
-replayed after a warm-up that puts them there.
+replayed after a warm-up that puts them there. A set whose load generator opens its measured closed
+loop with every client at once (`burst_start_turns` T: aiperf's concurrency mode) weighs that first
+turn 1/T in the means (`replay_run`).
 Each run is replayed on one simulated replica with the GPU's best shipped calibration and the set's
 engine profile, and every (run, metric) pair becomes a row: simulated vs measured. Runs are split
 into `fit` (what `profile_fit.fit_profile` tunes the profile's host terms on) and `held_out`
@@ -21,6 +23,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +32,9 @@ from simulator.calibration.engine_profile import (
     load_profile,
 )
 from traces import Trace
+
+if TYPE_CHECKING:
+    from simulator.scenario import Scenario
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
 METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
@@ -81,6 +87,12 @@ def load_published(name_or_path: str | Path) -> dict:
         raise ValueError(
             f"{path}: kernel_era_like is {like!r}; expected the name of a stored set whose era "
             f"this source shares, one of {published_names()}"
+        )
+    turns = data.get("burst_start_turns")
+    if turns is not None and not (isinstance(turns, int) and turns >= 1):
+        raise ValueError(
+            f"{path}: burst_start_turns is {turns!r}; expected an integer >= 1 (the load "
+            "generator's requests per client, its first turn sent at once)"
         )
     for index, run in enumerate(data.get("runs", [])):
         # a fixed-length batch (B requests of the same lengths), or a closed loop's requests
@@ -148,11 +160,12 @@ def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
     ]
 
 
-def replay_records(
+def replay_inputs(
     data: dict, run: dict, profile: EngineProfile | str | None = None
-) -> tuple[list, float]:
-    """The simulated records of one published run's measured requests, in the run's order, and the
-    time its measured part started (all requests at t=0, or at the run's `arrival_s`).
+) -> tuple[Scenario, Trace, EngineProfile | None, int, float]:
+    """What `replay_records` simulates for one published run: (scenario, trace, the profile object
+    to pass to `simulate` or None for the scenario's named one, the number of measured requests (the
+    trace's last ones), and the time the measured part starts).
 
     A run marked `prefix_cached` was measured with its prompts already in the prefix cache (the same
     prompts served just before on the same server): each prompt is first sent once with one output
@@ -208,6 +221,18 @@ def replay_records(
             hash_block_size=block,
             name=run["id"],
         )
+    return scenario, trace, own, n, start_s
+
+
+def replay_records(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> tuple[list, float]:
+    """The simulated records of one published run's measured requests, in the run's order, and the
+    time its measured part started (all requests at t=0, or at the run's `arrival_s`; a
+    `prefix_cached` run after its warm-up: `replay_inputs`)."""
+    from simulator.simulation import simulate
+
+    scenario, trace, own, n, start_s = replay_inputs(data, run, profile)
     result = simulate(scenario, trace=trace, profile=own)
     records = [record for record in result.records if record.ok and record.index >= len(trace) - n]
     if len(records) != n:
@@ -222,7 +247,39 @@ def replay_run(
 ) -> dict[str, float]:
     """Simulated makespan, mean TTFT, mean E2E and mean TPOT (benchmark_serving's: per request,
     (E2E - TTFT) / (output tokens - 1), over requests of more than one output token) of one
-    published run (`replay_records`)."""
+    published run (`replay_records`).
+
+    A set measured by a load generator that starts its closed loop with every client at once
+    (`burst_start_turns` T: aiperf's concurrency mode runs T x N requests after its warm-up has
+    drained, its first N sent together) weighs that first turn, replayed as N requests at once into
+    an idle engine, 1/T in the means, and the desynchronised steady state (the staggered replay)
+    (T - 1)/T: a lower bound of the burst's share, as it takes the later turns to be spread at once."""
+    steady = _replay_means(data, run, profile)
+    turns = data.get("burst_start_turns")
+    if turns is None or not run.get("staggered_warmup"):
+        return steady
+    limit = int(run["max_concurrency"])
+    burst = _replay_means(
+        data,
+        run
+        | {
+            "staggered_warmup": False,
+            "num_requests": limit,
+            "prompt_tokens": run["prompt_tokens"][:1] * limit,
+            "output_tokens": run["output_tokens"][:1] * limit,
+        },
+        profile,
+    )
+    mixed = {
+        key: (burst[key] + (turns - 1) * steady[key]) / turns
+        for key in ("ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
+    }
+    return steady | mixed
+
+
+def _replay_means(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> dict[str, float]:
     records, start_s = replay_records(data, run, profile)
     # requests whose TTFT the benchmark did not record (no text came back) are left out of the mean
     unrecorded = set(run.get("ttft_unrecorded", ()))
@@ -353,6 +410,8 @@ __all__ = [
     "load_published",
     "published_names",
     "replay",
+    "replay_inputs",
+    "replay_records",
     "stats",
     "validate_published",
 ]
