@@ -31,7 +31,7 @@ which looks like a decode but computes from nothing) starts no stretch.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -59,19 +59,20 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
     refused = _refused_requests(scheduler, out)
     if refused is None:
         return 1
-    limit, events = _scan(scheduler, scheduled, max_steps)
+    limit, firsts = _scan(scheduler, scheduled, max_steps)
+    if limit == 1:
+        return 1
     bm = scheduler.block_manager
     refusals = []
-    if (
-        limit > 1 and refused and (bm.enable_prefix_caching or bm.tenant_block_quota)
-    ):  # else they cannot change
+    if refused and (bm.enable_prefix_caching or bm.tenant_block_quota):  # else they cannot change
         refusals = [_Refusal(scheduler, req, req is out.blocked) for req in refused]
         if bm.enable_prefix_caching:
             limit = _registration_limit(scheduler, refusals, limit)
-    if limit > 1 and events:
-        limit = _crossing_limit(scheduler, refusals, events, limit)  # (sorts them)
+    counts = _crossing_counts(firsts, scheduler.block_size, limit)
+    if limit > 1 and counts[limit]:
+        limit = _crossing_limit(scheduler, refusals, firsts, counts, limit)
     out.max_decode_steps = limit
-    out._crossings, out._kv_start = events, None
+    out._crossings, out._kv_start = counts, None
     return limit
 
 
@@ -106,16 +107,16 @@ def kv_after(
     """From the state at the stretch's start (nothing changes before `advance`): the KV utilisation
     and used blocks after `num_steps` of its steps, and the utilisation after the next `schedule()`.
     Each step adds one stored token per request; each block crossing one used block, held by one
-    request (so the count of shared blocks stays); the crossings at schedule(1..k) are the events
-    before (k + 1) * len(scheduled)."""
+    request (so the count of shared blocks stays); `out._crossings[k]` counts those at schedule(0..k-1)
+    (`_crossing_counts`)."""
     if out._kv_start is None:
         stored, _ = scheduler._stored_and_reserved_slots()
         out._kv_start = (stored, scheduler.block_manager.num_used_blocks)
     stored, used = out._kv_start
-    num_running, size, crossings = len(out.scheduled), scheduler.block_size, out._crossings
-    stored += num_steps * num_running
-    used_end = used + bisect_left(crossings, num_steps * num_running)
-    used_next = used + bisect_left(crossings, (num_steps + 1) * num_running)
+    size, counts = scheduler.block_size, out._crossings
+    stored += num_steps * len(out.scheduled)
+    used_end = used + counts[num_steps]
+    used_next = used + counts[num_steps + 1]
     return (
         stored / (used_end * size) if used_end else 1.0,
         used_end,
@@ -126,13 +127,12 @@ def kv_after(
 def _scan(
     scheduler: Scheduler, scheduled: list[tuple[Request, int]], limit: int
 ) -> tuple[int, list[int]]:
-    """(1 + the first step at which a request could finish, its token being the stretch's last; the
-    block crossings before it, as step * len(running) + position in `running`), in one pass; (1, [])
-    when `scheduled` is not a pure decode of `running` in order."""
+    """(1 + the first step at which a request could finish, its token being the stretch's last; each
+    request's first block crossing, the step whose schedule() gives it a fresh block, by position in
+    `running`: it crosses again every `block_size` steps), in one pass; (1, []) when `scheduled` is not
+    a pure decode of `running` in order."""
     running, size = scheduler.running, scheduler.block_size
-    num_running = len(running)
-    events: list[int] = []
-    stride = size * num_running
+    firsts: list[int] = []
     for i, (req, num_new) in enumerate(scheduled):
         tokens = req.num_tokens
         computed = tokens - 1  # a decode: one token to compute, after others
@@ -142,31 +142,66 @@ def _scan(
             or not computed
             or req is not running[i]
         ):
-            return 1, events
+            return 1, []
         last = req.stop_len - tokens - 1  # the step whose token reaches its length
         if req.stops_on_token:  # any token might stop it once min_tokens are out
             stop = req.params.min_tokens - (tokens - req.num_prompt_tokens) - 1
             last = stop if stop < last else last
         if last + 1 < limit:
             if last <= 0:
-                return 1, events
+                return 1, []
             limit = last + 1
-        first = len(req.block_table) * size - computed  # the step whose schedule() gives it a block
+        firsts.append(len(req.block_table) * size - computed)
+    return limit, firsts
+
+
+def _crossing_counts(firsts: list[int], size: int, limit: int) -> list[int]:
+    """counts[k]: the block crossings at the schedule() of steps 0 .. k - 1, for k = 0 .. limit + 1, the
+    request at position i crossing at steps firsts[i], firsts[i] + size, ...: O(requests + limit),
+    without listing the crossings (a stretch is often cut after a step or two)."""
+    by_residue = [0] * size  # requests whose first crossing is within a block: at steps ≡ it (mod size)
+    later = [0] * (limit + 1)  # the crossings of the others, step by step
+    for first in firsts:
+        if first < size:
+            by_residue[first] += 1
+        else:
+            for step in range(first, limit + 1, size):
+                later[step] += 1
+    counts = [0] * (limit + 2)
+    total = 0
+    for step in range(limit + 1):
+        total += by_residue[step % size] + later[step]
+        counts[step + 1] = total
+    return counts
+
+
+def _crossing_events(firsts: list[int], size: int, limit: int) -> list[int]:
+    """The crossings before step `limit` as step * len(firsts) + position, sorted: the step-by-step order."""
+    num_running = len(firsts)
+    stride, end = size * num_running, limit * num_running
+    events: list[int] = []
+    for i, first in enumerate(firsts):
         if first < limit:
-            events.extend(range(first * num_running + i, limit * num_running, stride))
-    return limit, events
+            events.extend(range(first * num_running + i, end, stride))
+    events.sort()
+    return events
 
 
 def _crossing_limit(
-    scheduler: Scheduler, refusals: list[_Refusal], events: list[int], limit: int
+    scheduler: Scheduler,
+    refusals: list[_Refusal],
+    firsts: list[int],
+    counts: list[int],
+    limit: int,
 ) -> int:
     """The stretch cut before the first step whose block crossings would preempt, or would change the
     outcome of admitting a refused request (a lost cache hit, less room for its tenant)."""
     running, bm = scheduler.running, scheduler.block_manager
     num_running, num_free = len(running), bm.num_free_blocks
-    events.sort()
     if not bm.tenant_block_quota and not refusals:  # only the first crossing the pool lacks counts
-        return min(limit, events[num_free] // num_running) if len(events) > num_free else limit
+        # the step of crossing number num_free (from 0): the last k with counts[k] <= num_free
+        return limit if counts[limit] <= num_free else bisect_right(counts, num_free) - 1
+    events = _crossing_events(firsts, scheduler.block_size, limit)
     watched: dict[int, list[tuple[_Refusal, int]]] = {}
     for refusal in refusals:
         for index in refusal.free_hits:
@@ -305,21 +340,27 @@ def advance(
         return scheduler.update(out, [token_id] * len(scheduled), step_end_times[0])
     bm, size, num_running = scheduler.block_manager, scheduler.block_size, len(scheduled)
     caching, first_end, tokens = bm.enable_prefix_caching, step_end_times[0], [token_id] * num_steps
-    # (2 step) * num_running + position: a fresh block at schedule(step); (2 step + 1) * ...: a block
-    # registered at update(step). Sorted, they come in the step-by-step order.
-    events: list[int] = []
+    # The block crossings, replayed in the step-by-step order: step by step, a fresh block at
+    # schedule(step) before a block registered at update(step), each by position in `running`. A
+    # request crosses every `size` steps, so positions are kept by the residue (mod `num_buckets`) of
+    # the steps they cross at, with the first such step for fresh blocks (a registration's first step
+    # is below `size`: it is its residue).
+    num_buckets = size if size < num_steps else num_steps
+    takes: list[list[int]] = [[] for _ in range(num_buckets)]
+    registers: list[list[int]] = [[] for _ in range(num_buckets)] if caching else []
+    first_take: list[int] = []
     may_stop: list[tuple[Request, int]] = []
     news: list[Request] = []  # (`Scheduler.news`)
-    end, stride = 2 * num_steps * num_running, 2 * size * num_running
     for i, (req, _) in enumerate(scheduled):
         computed = req.num_computed_tokens
-        first = 2 * (len(req.block_table) * size - computed) * num_running + i
-        if first < end:
-            events.extend(range(first, end, stride))
+        first = len(req.block_table) * size - computed
+        first_take.append(first)
+        if first < num_steps:
+            takes[first % num_buckets].append(i)
         if caching:
-            first = (2 * (-(computed + 1) % size) + 1) * num_running + i
-            if first < end:
-                events.extend(range(first, end, stride))
+            first = -(computed + 1) % size
+            if first < num_steps:
+                registers[first].append(i)
         req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
         req.num_tokens += num_steps
         req.num_computed_tokens = computed + num_steps
@@ -332,22 +373,25 @@ def advance(
         elif first_token:
             news.append(req)
     scheduler.news = news
-    events.sort()
     scheduler._running_computed += num_steps * num_running  # (`scheduled` is all of `running`)
-    if not caching:  # fresh blocks only: hand them out in one loop
-        bm.take_fresh_block_each([scheduled[event % num_running][0] for event in events])
-        scheduler._running_blocks += len(events)
-        events = []
-    for event in events:
-        when, i = divmod(event, num_running)
-        req = scheduled[i][0]
-        if when & 1:  # update(step) filled a block: register it
-            bm.cache_full_blocks(
-                req, (req.num_computed_tokens - num_steps + (when >> 1) + 1) // size
-            )
-        else:
-            bm.take_fresh_blocks(req)
-            scheduler._running_blocks += 1
+    takers: list[Request] = []  # without caching, fresh blocks only: handed out in one loop
+    for step in range(num_steps):
+        bucket = step % num_buckets
+        for i in takes[bucket]:
+            if first_take[i] <= step:
+                req = scheduled[i][0]
+                if caching:
+                    bm.take_fresh_blocks(req)
+                    scheduler._running_blocks += 1
+                else:
+                    takers.append(req)
+        if caching:
+            for i in registers[bucket]:  # update(step) filled a block: register it
+                req = scheduled[i][0]
+                bm.cache_full_blocks(req, (req.num_computed_tokens - num_steps + step + 1) // size)
+    if takers:
+        bm.take_fresh_block_each(takers)
+        scheduler._running_blocks += len(takers)
     if may_stop:  # the last update's finishes
         scheduler.finish_stopped(may_stop, step_end_times[num_steps - 1])
     return [req for req, _ in scheduled]

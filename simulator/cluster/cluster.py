@@ -20,6 +20,7 @@ from engine.core.request import Request, RequestStatus
 from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import Scheduler
 from simulator.calibration.cost_model import CostModel
+from simulator.cluster.collector import collector_paused
 from simulator.cluster.metrics import Monitor
 from simulator.cluster.replica import DRAINING, SERVING, SIM_TOKEN_ID, STOPPED, Replica
 from simulator.cluster.router import Router
@@ -275,7 +276,8 @@ class Cluster:
         if progress is not None:
             env.process(self._report(progress))
         until = self.done if horizon_s is None else env.any_of([self.done, env.timeout(horizon_s)])
-        env.run(until=until)
+        with collector_paused():
+            env.run(until=until)
         end = env.now
         for index, request_id in ((index, rid) for rid, (index, _a, _r) in self._attempts.items()):
             self.records[index].status = "in_flight"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import simpy
 
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.collector import collector_paused
 from simulator.cluster.metrics import Monitor
 from simulator.cluster.router import Router
 from traces.replay import RequestRecord
@@ -137,7 +138,8 @@ class Shard(Cluster):
             env.timeout(time_s - env.now).callbacks.append(
                 lambda _event, i=index, a=attempt, p=position: self._arrive(i, a, p)
             )
-        env.run(until=until_s)
+        with collector_paused():
+            env.run(until=until_s)
         ended, self._ended = self._ended, []
         loads = [(r.num_outstanding, r.kv_usage) for r in self.replicas]
         return ended, loads
