@@ -17,7 +17,8 @@ from pathlib import Path
 # `kernels` package: put the repository root first instead.
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
-from simulator.validation.published import load_published, replay, stats  # noqa: E402
+from simulator.validation.published_report import replay, stats  # noqa: E402
+from simulator.validation.published_sets import load_published  # noqa: E402
 
 SETS = ("datacrunch-sglang-h200", "datacrunch-sglang-online-h200")
 ADMISSIONS = ("optimistic", "new_token_ratio")

@@ -21,7 +21,8 @@ import numpy as np
 # `kernels` package: put the repository root first instead.
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
-from simulator.validation.published import load_published, replay  # noqa: E402
+from simulator.validation.published_report import replay  # noqa: E402
+from simulator.validation.published_sets import load_published  # noqa: E402
 
 SET_NAME = "datacrunch-sglang-online-h200"
 

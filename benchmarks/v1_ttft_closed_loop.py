@@ -34,12 +34,12 @@ import numpy as np
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from simulator.simulation import build_cluster  # noqa: E402
-from simulator.validation.published import (  # noqa: E402
-    load_published,
+from simulator.validation.published_replay import (  # noqa: E402
     replay_inputs,
     replay_records,
     source_profile,
 )
+from simulator.validation.published_sets import load_published  # noqa: E402
 
 SET_NAME = "aic-silicon-vllm-v1-hopper"
 

@@ -20,11 +20,8 @@ import numpy as np
 # `kernels` package: put the repository root first instead.
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
-from simulator.validation.published import (  # noqa: E402
-    load_published,
-    replay_records,
-    source_profile,
-)
+from simulator.validation.published_replay import replay_records, source_profile  # noqa: E402
+from simulator.validation.published_sets import load_published  # noqa: E402
 
 SET_NAME = "llmk8s-vllm-v1-a100"
 

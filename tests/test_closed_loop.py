@@ -8,7 +8,8 @@ import pytest
 from sim_helpers import cluster_config, cost_model, run_cluster
 from typer.testing import CliRunner
 
-from simulator.validation.published import load_published, replay_records, replay_run
+from simulator.validation.published_replay import replay_records, replay_run
+from simulator.validation.published_sets import load_published
 
 NAME = "aic-silicon-vllm-v1-hopper"
 

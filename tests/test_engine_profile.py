@@ -25,7 +25,8 @@ from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
 from simulator.validation.profile_fit import fit_profile, record_errors
-from simulator.validation.published import load_published, stats, validate_published
+from simulator.validation.published_report import stats, validate_published
+from simulator.validation.published_sets import load_published
 from surgeplan_cli import app
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from simulator.calibration.engine_profile import load_profile
 from simulator.validation.profile_fit import fit_profile, fitted_together
-from simulator.validation.published import load_published, published_names, replay
+from simulator.validation.published_report import replay
+from simulator.validation.published_sets import load_published, published_names
 
 NAME = "datacrunch-sglang-h200"
 

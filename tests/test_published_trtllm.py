@@ -14,7 +14,7 @@ from simulator.calibration.engine_profile import EngineProfile, HostTerm, Source
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.validation.profile_fit import fitted_together
-from simulator.validation.published import load_published
+from simulator.validation.published_sets import load_published
 
 LINEAR_KNEE = "linear layers: max(tokens, knee) × compute"
 

@@ -6,12 +6,8 @@ import json
 
 import pytest
 
-from simulator.validation.published import (
-    load_published,
-    replay_records,
-    replay_run,
-    source_profile,
-)
+from simulator.validation.published_replay import replay_records, replay_run, source_profile
+from simulator.validation.published_sets import load_published
 
 NAME = "llmk8s-vllm-v1-a100"
 

@@ -47,13 +47,13 @@ def engine_profiles() -> dict[str, str]:
 @st.cache_data(show_spinner=False)
 def published_validation(name: str) -> dict:
     """`surgeplan validate --published NAME`: one published set replayed with its own profile."""
-    from simulator.validation.published import validate_published
+    from simulator.validation.published_report import validate_published
 
     return validate_published(name)
 
 
 def published_set_names() -> list[str]:
-    from simulator.validation.published import published_names
+    from simulator.validation.published_sets import published_names
 
     return published_names()
 

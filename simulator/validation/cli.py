@@ -1,7 +1,7 @@
 """`surgeplan validate`: run the live engine and the simulator on the same trace at several loads and
 print, per metric, measured vs simulated, the relative error and the live engine's noise floor; with
 `--published NAME|FILE|all`, replay public measurements of real serving stacks on real GPUs instead
-(`simulator.validation.published`)."""
+(`simulator.validation.published_report`)."""
 
 from __future__ import annotations
 
@@ -206,12 +206,8 @@ def _published(
     name: str, engine_profile: str | None, refit: bool, as_json: bool, out: Path | None
 ) -> None:
     from simulator.validation.profile_fit import fit_profile, record_errors
-    from simulator.validation.published import (
-        format_table,
-        load_published,
-        published_names,
-        validate_published,
-    )
+    from simulator.validation.published_report import format_table, validate_published
+    from simulator.validation.published_sets import load_published, published_names
 
     names = published_names() if name == "all" else [name]
     results = []

@@ -1,8 +1,9 @@
 """Fitting an engine profile on published sets: `fit_profile` tunes a set's profile (host terms,
 kernel scale, the source's kernel era) on the `fit` runs of every set fitted for that profile
 (one fit per profile, on all its public fit data); `record_errors` stores a held-out-only set's
-errors in its profile. Apart from `published.py` (loading and replaying the sets, their
-statistics) because fitting writes profiles while replaying only reads them."""
+errors in its profile. Apart from `published_sets`, `published_replay` and `published_report`
+(loading and replaying the sets, their statistics) because fitting writes profiles while replaying
+only reads them."""
 
 from __future__ import annotations
 
@@ -20,13 +21,8 @@ from simulator.calibration.engine_profile import (
 )
 from simulator.calibration.kernel_era import era_factor, era_source
 from simulator.calibration.shipped import load_all_shipped
-from simulator.validation.published import (
-    Row,
-    grouped_stats,
-    load_published,
-    published_names,
-    replay,
-)
+from simulator.validation.published_report import Row, grouped_stats, replay
+from simulator.validation.published_sets import load_published, published_names
 
 SCALE_KEYS = ("kernel_scale", "memory_scale", "compute_scale")
 SCALE_RANGE = (0.60, 1.40)

@@ -1,0 +1,156 @@
+"""`surgeplan validate --published`: simulated vs measured errors of published sets, summarised.
+
+Every (run, metric) pair of a set (`published_sets`), replayed (`published_replay`), becomes a
+`Row`: simulated vs measured. Runs are split into `fit` (what `profile_fit.fit_profile` tunes the
+profile's host terms on) and `held_out` (never fitted on); the statistics are reported for each part
+and GPU separately: median |error|, bias (geometric mean of simulated / measured) and the share of
+rows within 10%. Apart from the replay because this only tabulates its results.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simulator.calibration.engine_profile import EngineProfile
+from simulator.validation.published_replay import replay_run, source_profile
+from simulator.validation.published_sets import load_published
+
+METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    run: str
+    gpu: str
+    split: str
+    metric: str
+    profile: str
+    measured: float
+    simulated: float
+
+    @property
+    def ratio(self) -> float:
+        return self.simulated / self.measured
+
+    @property
+    def error(self) -> float:
+        return self.ratio - 1.0
+
+
+@dataclass(frozen=True)
+class Stats:
+    rows: int
+    median_abs_error: float
+    bias: float
+    within_10pct: float
+
+
+def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
+    rows = []
+    profile = source_profile(data, profile)
+    name = profile.name
+    for run in data["runs"]:
+        simulated = replay_run(data, run, profile)
+        for metric in METRICS:
+            if metric in run["measured"]:
+                rows.append(
+                    Row(
+                        data["name"],
+                        run["id"],
+                        run["gpu"],
+                        run["split"],
+                        metric,
+                        name,
+                        float(run["measured"][metric]),
+                        simulated[metric],
+                    )
+                )
+    return rows
+
+
+def stats(rows: list[Row]) -> Stats | None:
+    if not rows:
+        return None
+    errors = np.array([abs(row.error) for row in rows])
+    log_ratios = np.array([math.log(row.ratio) for row in rows])
+    return Stats(
+        len(rows),
+        float(np.median(errors)),
+        float(math.exp(log_ratios.mean())),
+        float(np.mean(errors <= 0.10)),
+    )
+
+
+def grouped_stats(rows: list[Row]) -> list[dict]:
+    """Statistics per (profile, GPU, split), plus each split over all GPUs."""
+    out = []
+    keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + sorted(
+        {(row.profile, "all", row.split) for row in rows}
+    )
+    for profile, gpu, split in keys:
+        part = [
+            row
+            for row in rows
+            if row.profile == profile and row.split == split and gpu in ("all", row.gpu)
+        ]
+        out.append({"profile": profile, "gpu": gpu, "split": split, **asdict(stats(part))})
+    return out
+
+
+def validate_published(name_or_path: str | Path, profile: str | None = None) -> dict:
+    data = load_published(name_or_path)
+    rows = replay(data, profile)
+    return {
+        "source": {
+            key: data.get(key)
+            for key in (
+                "name",
+                "description",
+                "url",
+                "licence",
+                "retrieved",
+                "engine_profile",
+                "engine_version",
+            )
+        },
+        "rows": [asdict(row) | {"error": row.error} for row in rows],
+        "stats": grouped_stats(rows),
+    }
+
+
+def format_table(result: dict) -> str:
+    lines = [
+        f"{'run':<12} {'GPU':<10} {'split':<8} {'metric':<12} {'measured':>10} {'simulated':>10} {'error':>8}"
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"{row['run']:<12} {row['gpu']:<10} {row['split']:<8} {row['metric']:<12} "
+            f"{row['measured']:>10.3f} {row['simulated']:>10.3f} {row['error']:>+8.1%}"
+        )
+    lines.append("")
+    lines.append(
+        f"{'profile':<10} {'GPU':<10} {'split':<8} {'rows':>4} {'median |err|':>12} {'bias':>7} {'≤10%':>6}"
+    )
+    for entry in result["stats"]:
+        lines.append(
+            f"{entry['profile']:<10} {entry['gpu']:<10} {entry['split']:<8} {entry['rows']:>4} "
+            f"{entry['median_abs_error']:>12.1%} {entry['bias']:>7.3f} {entry['within_10pct']:>6.0%}"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "METRICS",
+    "Row",
+    "Stats",
+    "format_table",
+    "grouped_stats",
+    "replay",
+    "stats",
+    "validate_published",
+]

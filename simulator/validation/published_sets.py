@@ -1,0 +1,111 @@
+"""Published sets: the schema of `simulator/validation/published/*.json` and its loading, checked.
+
+A published set (figures only, each run with its source file, commit and date) holds runs of a real
+serving stack on a real GPU: bursts of requests with their prompt and output lengths (or a
+fixed-length batch: `batch_size` requests of the same lengths), sent at once (or at the run's
+`arrival_s`), or a closed loop (`num_requests` of fixed lengths, at most `max_concurrency` in
+flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and the measured
+makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run may be `prefix_cached` (measured with
+its prompts already in the server's prefix cache); a set may declare `burst_start_turns` (its load
+generator opens the measured closed loop with every client at once), `held_out_only` (an independent
+check, never fitted on) and `kernel_era_like` (the stored set whose stack generation it shares).
+Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
+(`published_report`) so that the format and its checks live in one place, read by both and by the
+profile fit without running a simulation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+PUBLISHED_DIR = Path(__file__).parent / "published"
+
+
+def published_names() -> list[str]:
+    return sorted(path.stem for path in PUBLISHED_DIR.glob("*.json"))
+
+
+def load_published(name_or_path: str | Path) -> dict:
+    path = Path(name_or_path)
+    if not (path.suffix == ".json" and path.exists()):
+        path = PUBLISHED_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        raise ValueError(
+            f"published set {str(name_or_path)!r} is unknown; expected one of {published_names()} "
+            "or a path to a JSON file"
+        )
+    data = json.loads(path.read_text())
+    like = data.get("kernel_era_like")
+    if like is not None and like not in published_names():
+        raise ValueError(
+            f"{path}: kernel_era_like is {like!r}; expected the name of a stored set whose era "
+            f"this source shares, one of {published_names()}"
+        )
+    turns = data.get("burst_start_turns")
+    if turns is not None and not (isinstance(turns, int) and turns >= 1):
+        raise ValueError(
+            f"{path}: burst_start_turns is {turns!r}; expected an integer >= 1 (the load "
+            "generator's requests per client, its first turn sent at once)"
+        )
+    for index, run in enumerate(data.get("runs", [])):
+        # a fixed-length batch (B requests of the same lengths), or a closed loop's requests
+        count = run.get("batch_size", run.get("num_requests"))
+        if count is not None:
+            for key in ("prompt_tokens", "output_tokens"):
+                if isinstance(run[key], int):
+                    run[key] = [run[key]] * int(count)
+        limit = run.get("max_concurrency")
+        if limit is not None and not (
+            isinstance(limit, int) and 1 <= limit <= len(run["prompt_tokens"])
+        ):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has max_concurrency {limit!r}; expected "
+                f"an integer from 1 to its {len(run['prompt_tokens'])} requests"
+            )
+        if len(run["prompt_tokens"]) != len(run["output_tokens"]) or not run["prompt_tokens"]:
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['prompt_tokens'])} prompt "
+                f"and {len(run['output_tokens'])} output lengths; expected equal, non-zero counts"
+            )
+        if "ttft_s" in run and len(run["ttft_s"]) != len(run["prompt_tokens"]):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has {len(run['ttft_s'])} ttft_s for "
+                f"{len(run['prompt_tokens'])} requests; expected one recorded TTFT per request"
+            )
+        if any(not 0 <= i < len(run["prompt_tokens"]) for i in run.get("ttft_unrecorded", ())):
+            raise ValueError(
+                f"{path}: runs[{index}].ttft_unrecorded has an index outside the run's "
+                f"{len(run['prompt_tokens'])} requests; expected request indices"
+            )
+        arrivals = np.asarray(run.get("arrival_s", [0.0] * len(run["prompt_tokens"])))
+        if (
+            len(arrivals) != len(run["prompt_tokens"])
+            or np.any(np.diff(arrivals) < 0)
+            or arrivals[0] < 0
+        ):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) has arrival_s that are not one non-negative, "
+                "non-decreasing time per request; expected seconds from the run's start"
+            )
+        settings = data.get("engine_settings", {}) | run.get("engine_settings", {})
+        if run.get("prefix_cached") and not settings.get("enable_prefix_caching"):
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) is prefix_cached but its engine settings do "
+                "not enable prefix caching; expected enable_prefix_caching: true"
+            )
+        if run["split"] not in ("fit", "held_out"):
+            raise ValueError(
+                f"{path}: runs[{index}].split is {run['split']!r}; expected 'fit' or 'held_out'"
+            )
+        if data.get("held_out_only") and run["split"] != "held_out":
+            raise ValueError(
+                f"{path}: runs[{index}] ({run.get('id')}) is split {run['split']!r} in a held-out-only "
+                "set; expected 'held_out' (an independent check is never fitted on)"
+            )
+    return data
+
+
+__all__ = ["PUBLISHED_DIR", "load_published", "published_names"]
