@@ -203,3 +203,31 @@ def test_costs_add_up():
     assert summary.cost_usd == pytest.approx(summary.gpu_hours * 2.0)
     assert summary.cost_per_request_usd == pytest.approx(summary.cost_usd / summary.completed)
     assert result.timeseries[-1]["gpu_hours"] == pytest.approx(summary.gpu_hours)
+
+
+def test_the_collector_is_paused_for_a_run_and_restored_after():
+    """`Cluster.run` runs with the cyclic collector off (simulator.cluster.collector) and leaves it as it
+    found it (on; a caller's own pause stays in place)."""
+    import gc
+
+    from simulator.cluster.cluster import Cluster
+    from simulator.cluster.collector import collector_paused
+
+    arrival, prompts, outputs = _workload(n=40)
+    config = cluster_config(num_blocks=200, replicas=1)
+    during = []  # the collector's state as the run reports progress
+    cluster = Cluster(
+        config,
+        [float(a) for a in arrival],
+        [int(p) for p in prompts],
+        [int(o) for o in outputs],
+        ["default"] * 40,
+    )
+    cluster.run(progress=lambda _done: during.append(gc.isenabled()))
+    assert during and not any(during)
+    assert gc.isenabled()
+    nested = []
+    with collector_paused():
+        run_cluster(config, arrival, prompts, outputs)
+        nested.append(gc.isenabled())  # the run's own pause left the outer one in place
+    assert nested == [False] and gc.isenabled()
