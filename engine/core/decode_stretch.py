@@ -159,9 +159,8 @@ def _crossing_counts(firsts: list[int], size: int, limit: int) -> list[int]:
     """counts[k]: the block crossings at the schedule() of steps 0 .. k - 1, for k = 0 .. limit + 1, the
     request at position i crossing at steps firsts[i], firsts[i] + size, ...: O(requests + limit),
     without listing the crossings (a stretch is often cut after a step or two)."""
-    by_residue = [
-        0
-    ] * size  # requests whose first crossing is within a block: at steps ≡ it (mod size)
+    # requests whose first crossing is within a block: they cross at the steps ≡ it (mod size)
+    by_residue = [0] * size
     later = [0] * (limit + 1)  # the crossings of the others, step by step
     for first in firsts:
         if first < size:
