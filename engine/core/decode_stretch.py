@@ -68,8 +68,10 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
         refusals = [_Refusal(scheduler, req, req is out.blocked) for req in refused]
         if bm.enable_prefix_caching:
             limit = _registration_limit(scheduler, refusals, limit)
+            if limit == 1:
+                return 1
     counts = _crossing_counts(firsts, scheduler.block_size, limit)
-    if limit > 1 and counts[limit]:
+    if counts[limit]:
         limit = _crossing_limit(scheduler, refusals, firsts, counts, limit)
     out.max_decode_steps = limit
     out._crossings, out._kv_start = counts, None
