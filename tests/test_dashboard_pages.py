@@ -446,6 +446,17 @@ def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatc
         and table.loc["e2e_mean_s", "error at run speed"] == "n/a"
     )
 
+    # other saved runs beside it (the H200 lease's) are offered; the CPU's validate.json comes first
+    gpu_run = {**VALIDATION, "engine": {"model": "llama-3-8b", "device": "cuda"}}
+    (tmp_path / "validate-h200-conv.json").write_text(json.dumps(gpu_run))
+    (tmp_path / "validate-conv-calibration.json").write_text("{}")  # a calibration, not a run
+    at = _clean(_page("validate").run())
+    runs = at.selectbox(key="validate_saved_run")
+    assert runs.options == ["validate.json", "validate-h200-conv.json"]
+    assert any("cpu-small on cpu" in c.value for c in at.caption)
+    at = _clean(runs.select("validate-h200-conv.json").run())
+    assert not at.error and any("llama-3-8b on cuda" in c.value for c in at.caption)
+
     (tmp_path / "validate.json").write_text("{not json")
     at = _clean(_page("validate").run())
     assert at.error and "cannot be read" in at.error[0].value

@@ -38,3 +38,48 @@ def test_engine_benchmark_smoke_covers_decode_prefill_and_the_public_api(tmp_pat
     assert all(row["step_ms"] > 0 and row["roofline_ms"] > 0 for row in report["decode"])
     assert [row["prompt"] for row in report["prefill"]] == [32, 64]
     assert report["api"][0]["api_step_ms"] > 0
+
+
+def test_gpu_lease_script_runs_every_stage_at_toy_sizes(tmp_path):
+    """benchmarks/gpu_lease.sh (one lent GPU's whole check) in its SMOKE mode: every stage ends with
+    rc=0 and leaves its JSON, the validation runs on the profile the stage before it measured."""
+    import pytest
+
+    shared = REPO.parent / "shared" / "traces"
+    if not (shared / "AzureLLMInferenceTrace_conv.csv").is_file():
+        pytest.skip("../shared/traces is not beside the checkout")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in ("AzureLLMInferenceTrace_conv", "AzureLLMInferenceTrace_code"):
+        lines = (shared / f"{name}.csv").read_text().splitlines(keepends=True)[:400]
+        (traces / f"{name}.csv").write_text("".join(lines))
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["bash", str(REPO / "benchmarks" / "gpu_lease.sh")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "SMOKE": "1",
+            "OUT": str(out),
+            "TRACES": str(traces),
+            "PY": sys.executable,
+        },
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    stages = (out / "stages.txt").read_text().splitlines()
+    assert [line.split()[0] for line in stages] == [
+        "kernels",
+        "engine_gpu",
+        "profile",
+        "validate_AzureLLMInferenceTrace_conv",
+        "validate_AzureLLMInferenceTrace_code",
+    ]
+    assert all(" rc=0 " in line for line in stages), stages
+    for trace in ("conv", "code"):
+        run = json.loads((out / f"validate_AzureLLMInferenceTrace_{trace}.json").read_text())
+        assert run["trace"]["name"] == f"AzureLLMInferenceTrace_{trace}"
+        assert set(run["calibration"]) == {"workload", "given"}  # the profile stage's, as given
+        assert run["levels"][0]["used_calibration"] == "given"

@@ -13,6 +13,17 @@ VALIDATE_JSON = ROOT / "benchmarks" / "results" / "validate.json"
 ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
 
 
+def saved_validations() -> list[Path]:
+    """Every saved `surgeplan validate` run: validate.json (the headline CPU run) first, then the others
+    (`validate-<name>.json`: the code trace, HTTP, the H200 lease's runs) by name; a calibration file
+    saved beside them (no `levels`) is not a run, but the page tells it apart when it reads it."""
+    results = VALIDATE_JSON.parent
+    others = sorted(
+        p for p in results.glob("validate-*.json") if not p.stem.endswith("-calibration")
+    )
+    return [p for p in [VALIDATE_JSON, *others] if p.is_file()]
+
+
 def read_json(path: Path) -> tuple[dict | None, str | None]:
     """(contents, None), (None, None) when the file is absent, or (None, why it cannot be read)."""
     if not path.is_file():

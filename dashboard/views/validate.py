@@ -303,15 +303,23 @@ def render() -> None:
         "Same requests, same engine settings and KV pool: the live engine measured, the simulator predicted. An "
         "error inside the live noise floor (grey bars) is as small as the engine's own run-to-run difference."
     )
-    saved, error = saved_files.read_json(saved_files.VALIDATE_JSON)
-    if error:
-        st.error(error)
-    elif saved is None:
+    runs = saved_files.saved_validations()
+    if not runs:
         st.info(
             f"No validation results yet: `{saved_files.VALIDATE_JSON.relative_to(saved_files.ROOT)}` is absent. "
             f"Write them with `{COMMAND}`."
         )
     else:
-        _show(saved, f"`{saved_files.VALIDATE_JSON.relative_to(saved_files.ROOT)}`", "saved")
+        names = [str(path.relative_to(saved_files.ROOT)) for path in runs]
+        chosen = st.selectbox(
+            "saved run (the CPU's validate.json; the code trace, HTTP and the H200 lease beside it)",
+            names,
+            key=KEY + "saved_run",
+        )
+        saved, error = saved_files.read_json(saved_files.ROOT / chosen)
+        if error:
+            st.error(error)
+        elif saved is not None:
+            _show(saved, f"`{chosen}`", "saved")
     _published_section()
     _live_section()
