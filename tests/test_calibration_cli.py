@@ -34,6 +34,8 @@ def _synthetic_measurement(rng) -> Calibration:
         "token_above_knee": 3e-4,
         "prefill_attention_pair": 2e-8,
         "decode_context_token": 3e-6,
+        "decode_step": 2e-3,
+        "prefill_step": 1e-3,
     }
     truth = CostModel(
         CostModelFit(

@@ -65,6 +65,8 @@ def _planted_model(rng) -> CostModel:
         "token_above_spill": rng.uniform(0, 2e-4),
         "prefill_attention_pair": rng.uniform(1e-8, 1e-7),
         "decode_context_token": rng.uniform(1e-6, 1e-5),
+        "decode_step": rng.uniform(1e-3, 5e-3),  # each attention path's fixed cost per step
+        "prefill_step": rng.uniform(1e-3, 5e-3),
     }
     terms = [
         CostTerm(

@@ -518,3 +518,17 @@ def test_live_validation_can_be_cancelled(monkeypatch):
     assert _live_job(at).wait(10)
     _clean(at.run())
     assert any("cancelled" in info.value for info in at.info) and not at.success
+
+
+def test_validate_page_shows_every_saved_run_of_the_repository():
+    """Each `benchmarks/results/validate*.json` the project ships (CPU, HTTP, the H200 lease) renders
+    on the Validate page: its table of errors, no error box."""
+    from dashboard.data import saved_files
+
+    runs = [str(p.relative_to(saved_files.ROOT)) for p in saved_files.saved_validations()]
+    assert "benchmarks/results/validate-h200-conv.json" in runs
+    at = _clean(_page("validate").run())
+    for name in runs:
+        at = _clean(at.selectbox(key="validate_saved_run").select(name).run())
+        assert not at.error, (name, [e.value for e in at.error])
+        assert any(name in c.value for c in at.caption), name

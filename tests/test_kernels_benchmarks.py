@@ -83,3 +83,19 @@ def test_gpu_lease_script_runs_every_stage_at_toy_sizes(tmp_path):
         assert run["trace"]["name"] == f"AzureLLMInferenceTrace_{trace}"
         assert set(run["calibration"]) == {"workload", "given"}  # the profile stage's, as given
         assert run["levels"][0]["used_calibration"] == "given"
+    # benchmarks/validate_resimulate.py refits the profile's points and simulates the run again: with
+    # the cost model unchanged since the run, it reproduces every error the run recorded
+    from benchmarks.validate_resimulate import resimulate
+    from simulator.calibration.cost_fit import fit_calibration
+    from simulator.calibration.schema import Calibration
+
+    refit = fit_calibration(Calibration.load(out / "profile.json"))
+    trace = traces / "AzureLLMInferenceTrace_conv.csv"
+    run = json.loads((out / "validate_AzureLLMInferenceTrace_conv.json").read_text())
+    rows = resimulate(run, refit, trace)
+    assert [row["load"] for row in rows] == [0.5]
+    for row in rows:
+        errors = [row[key][1:] for key in row if key != "load"]  # (error as run, error now)
+        assert len(errors) == 7 and all(abs(before - now) < 1e-9 for before, now in errors), row
+    with pytest.raises(ValueError, match="the run had"):
+        resimulate(run, refit, trace, max_prompt_tokens=100)

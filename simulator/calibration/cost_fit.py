@@ -1,4 +1,4 @@
-"""Fitting the step-cost model: the nine profile terms by non-negative least squares on relative
+"""Fitting the step-cost model: the eleven profile terms by non-negative least squares on relative
 (or absolute) error, the (knee, tile, spill, GEMM switch) choice searched over a grid, and k-fold
 held-out error stratified by kind of step. Apart from `cost_model.py` (evaluating a fitted model on
 a step shape, the simulator's per-step path) because fitting runs once per calibration, offline."""
@@ -29,21 +29,24 @@ _STAT_COLUMNS = (
     "num_batched_tokens",
     "prefill_attention_pairs",
     "decode_context_tokens",
+    "num_decode_seqs",
+    "num_prefill_seqs",
 )
 
 
 def shape_statistics(shapes: Sequence[StepShape]) -> np.ndarray:
-    """[num_shapes, 4]: sequences, batched tokens, prefill pairs, decode context tokens."""
+    """[num_shapes, 6]: sequences, batched tokens, prefill pairs, decode context tokens, decoding
+    and prefilling sequences."""
     return np.array(
         [[getattr(shape, column) for column in _STAT_COLUMNS] for shape in shapes], dtype=float
     )
 
 
 def profile_design(params: tuple, stats: np.ndarray) -> np.ndarray:
-    """[rows, 9] feature matrix in PROFILE_TERMS order for shape statistics `stats` [rows, 4] and
+    """[rows, 11] feature matrix in PROFILE_TERMS order for shape statistics `stats` [rows, 6] and
     params = (knee, tile, spill, GEMM switch) tokens."""
     knee, tile, spill, switch = params
-    seqs, tokens, pairs, context = stats.T
+    seqs, tokens, pairs, context, decodes, prefills = stats.T
     gemm = (tokens >= switch).astype(float)
     gemv_extra = np.where(tokens < switch, np.maximum(tokens - 1, 0), 0.0)
     above_knee = np.maximum(tile_rounded(tokens, tile), knee)
@@ -57,7 +60,10 @@ def profile_design(params: tuple, stats: np.ndarray) -> np.ndarray:
         spilled(tokens, spill),
         pairs,
         context,
+        (decodes > 0).astype(float),
+        (prefills > 0).astype(float),
     ]
+    assert len(columns) == len(PROFILE_TERMS), "one design column per profile term, in its order"
     return np.stack(columns, axis=1)
 
 
@@ -71,7 +77,7 @@ def fit_cost_model(
     switches: Sequence[int] = (2, 3, 4, 5),
     objective: str = "relative",
 ) -> CostModelFit:
-    """Fit the nine profile terms to measured step times and report train and k-fold held-out error.
+    """Fit the eleven profile terms to measured step times and report train and k-fold held-out error.
     `objective`: relative (grid points, medians of repeats) or absolute (single samples of a workload;
     see `fitting.fit_relative`).
     `tiles`: GEMM tile sizes to try (GPUs quantise tokens into tiles; a CPU does not: keep (1,));

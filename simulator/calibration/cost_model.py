@@ -47,6 +47,12 @@ PROFILE_TERMS: dict[Feature, tuple[str, str]] = {
     "token_above_spill": ("per token beyond the cache-spill point", "memory"),
     "prefill_attention_pair": ("prefill attention per query-key pair", "compute"),
     "decode_context_token": ("decode attention per context token read", "memory"),
+    # An engine runs one attention path for the step's decodes and another for its prefills, each with
+    # a fixed cost per step however few sequences take it (per layer: kernel launches, metadata, the
+    # kernel's floor): a mixed step pays both. Our engine on an H200 (2026-12-04 profile) pays ~10 ms
+    # each, from Python; without these terms its mixed steps were fitted ~25% short.
+    "decode_step": ("decode attention path, per step that decodes (launches, floor)", "host"),
+    "prefill_step": ("prefill attention path, per step that prefills (launches, floor)", "host"),
 }
 
 
