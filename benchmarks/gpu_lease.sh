@@ -8,7 +8,8 @@
 #   1. kernels      benchmarks/kernels.py: the Triton paged decode / prefill kernels against SDPA
 #                   (relative error per cell) and against a device copy measured in the same run.
 #   2. engine_gpu   benchmarks/engine_gpu.py: the engine's forward against its rooflines, and
-#                   LLMEngine.step() against the synthetic forward.
+#                   LLMEngine.step() against the synthetic forward; engine_gpu_host.py: a decode
+#                   forward's wall time against its kernels' GPU time, and replayed as a CUDA graph.
 #   3. profile      `surgeplan profile` on the GPU: our engine's measured step times, fitted into a
 #                   calibration (the `surgeplan` stack on this GPU).
 #   4. validate_*   `surgeplan validate` on the conversation and code traces: the live engine on the GPU
@@ -20,7 +21,8 @@
 # the packages its image lacks (pydantic and its parts, simpy) as wheels in .whl/:
 #     carry: [".whl", ".gpu"]   command: bash benchmarks/gpu_lease.sh
 # On a CPU, `SMOKE=1 bash benchmarks/gpu_lease.sh` runs every stage at toy sizes to check the script.
-# Files back: stages.txt, all.log and one JSON per stage (eight at most come back from a lease).
+# Files back: stages.txt, all.log and one JSON per stage (eight at most come back from a lease: this
+# writes eight).
 # Measured on the H200 lease of 2026-12-04 (README, "Our engine on an H200"): kernels 27 s, engine_gpu
 # ~20 s, profile 53 s, validate 96 requests ~100 s each (160 ran past 115 s on the conversation trace):
 # about 5 minutes of the 10 a call may run, start-up not counted.
@@ -62,6 +64,7 @@ if [ "$SMOKE" = 1 ]; then
     MODEL=tiny
     stage kernels 120 "$PY" benchmarks/kernels.py --smoke --json "$OUT/kernels.json"
     stage engine_gpu 120 "$PY" benchmarks/engine_gpu.py --smoke --json "$OUT/engine_gpu.json"
+    stage engine_gpu_host 120 "$PY" benchmarks/engine_gpu_host.py --smoke --json "$OUT/engine_gpu_host.json"
     stage profile 300 "${CLI[@]}" profile --model "$MODEL" --quick --device cpu --out "$OUT/profile.json"
     VALIDATE=(--model "$MODEL" --num-requests 12 --load-levels 0.5 --repeats 2)
 else
@@ -77,6 +80,7 @@ sys.exit(0 if rows and max(r["rel_err_vs_sdpa"] for r in rows) < 2e-2 else 1)' "
 fi
 if [ "$SMOKE" = 0 ]; then
     stage engine_gpu 90 "$PY" benchmarks/engine_gpu.py --json "$OUT/engine_gpu.json"
+    stage engine_gpu_host 60 "$PY" benchmarks/engine_gpu_host.py --json "$OUT/engine_gpu_host.json"
     stage profile 80 "${CLI[@]}" profile --model "$MODEL" --device cuda --out "$OUT/profile.json"
     VALIDATE=(--model "$MODEL" --num-requests 96 --load-levels 0.5,0.8 --repeats 2)
 fi
@@ -85,7 +89,7 @@ if [ -s "$OUT/profile.json" ]; then
     VALIDATE+=(--calibration "$OUT/profile.json")
 fi
 for trace in AzureLLMInferenceTrace_conv AzureLLMInferenceTrace_code; do
-    stage "validate_$trace" 150 "${CLI[@]}" validate --trace "$TRACES/$trace.csv" "${VALIDATE[@]}" \
+    stage "validate_$trace" 130 "${CLI[@]}" validate --trace "$TRACES/$trace.csv" "${VALIDATE[@]}" \
         --profile none --own-profile none \
         --out "$OUT/validate_$trace.json"
 done

@@ -73,11 +73,15 @@ def test_gpu_lease_script_runs_every_stage_at_toy_sizes(tmp_path):
     assert [line.split()[0] for line in stages] == [
         "kernels",
         "engine_gpu",
+        "engine_gpu_host",
         "profile",
         "validate_AzureLLMInferenceTrace_conv",
         "validate_AzureLLMInferenceTrace_code",
     ]
     assert all(" rc=0 " in line for line in stages), stages
+    host = json.loads((out / "engine_gpu_host.json").read_text())["decode"]
+    assert [row["batch"] for row in host] == [1, 4] and all(row["wall_ms"] > 0 for row in host)
+    assert all(row["graph"] == "n/a (CPU)" and row["kernel_ms"] is None for row in host)
     for trace in ("conv", "code"):
         run = json.loads((out / f"validate_AzureLLMInferenceTrace_{trace}.json").read_text())
         assert run["trace"]["name"] == f"AzureLLMInferenceTrace_{trace}"
