@@ -15,8 +15,8 @@ ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
 
 def saved_validations() -> list[Path]:
     """Every saved `surgeplan validate` run: validate.json (the headline CPU run) first, then the others
-    (`validate-<name>.json`: the code trace, HTTP, the H200 lease's runs) by name; a calibration file
-    saved beside them (no `levels`) is not a run, but the page tells it apart when it reads it."""
+    (`validate-<name>.json`: the code trace, HTTP, the H200 lease's runs) by name; a calibration saved
+    beside them (`validate-<name>-calibration.json`) is not a run and is left out."""
     results = VALIDATE_JSON.parent
     others = sorted(
         p for p in results.glob("validate-*.json") if not p.stem.endswith("-calibration")

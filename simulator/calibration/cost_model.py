@@ -8,10 +8,11 @@ tiles of `tile_tokens`. Two effects a CPU shows are terms too: below `gemm_switc
 runs one matrix-vector pass per token, from it on matrix-matrix kernels (a fixed extra cost), and
 beyond `spill_tokens` a step's activations leave the last-level cache (a steeper per-token cost).
 The model is fitted by non-negative least squares on relative error, so every term stays a
-physical, non-negative time and the model extrapolates the way hardware does. Calibrations fitted
-on public kernel tables also use per-step floors of the attention kernels (`decode_step`,
-`prefill_step`: a fixed cost per layer whenever the step decodes or prefills) and a cost per
-decoding sequence (`decode_sequence`). The fit itself is `cost_fit.py`.
+physical, non-negative time and the model extrapolates the way hardware does. Each attention path
+has a per-step floor (`decode_step`, `prefill_step`: a fixed cost whenever the step decodes or
+prefills; a mixed step pays both), fitted on profiles and on public kernel tables alike; the
+kernel-table calibrations also use a cost per decoding sequence (`decode_sequence`). The fit itself
+is `cost_fit.py`.
 """
 
 from collections.abc import Callable, Sequence
