@@ -67,6 +67,7 @@ if [ "$SMOKE" = 1 ]; then
     stage engine_gpu_host 120 "$PY" benchmarks/engine_gpu_host.py --smoke --json "$OUT/engine_gpu_host.json"
     stage profile 300 "${CLI[@]}" profile --model "$MODEL" --quick --device cpu --out "$OUT/profile.json"
     VALIDATE=(--model "$MODEL" --num-requests 12 --load-levels 0.5 --repeats 2)
+    SAVE_STEPS=1 # the workload fits' step logs too (a lease returns eight files at most: not there)
 else
     MODEL=llama-3-8b
     stage kernels 60 "$PY" benchmarks/kernels.py --json "$OUT/kernels.json"
@@ -91,7 +92,7 @@ fi
 for trace in AzureLLMInferenceTrace_conv AzureLLMInferenceTrace_code; do
     stage "validate_$trace" 130 "${CLI[@]}" validate --trace "$TRACES/$trace.csv" "${VALIDATE[@]}" \
         --profile none --own-profile none \
-        --out "$OUT/validate_$trace.json"
+        --out "$OUT/validate_$trace.json" ${SAVE_STEPS:+--save-steps "$OUT/steps_$trace.json"}
 done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$OUT/all.log" 2>&1
 cat "$OUT/stages.txt"

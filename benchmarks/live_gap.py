@@ -45,10 +45,19 @@ def main() -> None:
     parser.add_argument("--loads", default="0.5,0.8")
     parser.add_argument("--traces", default="conversation,code")
     parser.add_argument("--write-profile", action="store_true")
+    parser.add_argument(
+        "--save-steps",
+        type=Path,
+        default=None,
+        help="keep each trace's workload step log here (steps-<trace>.json), for "
+        "benchmarks/validate_resimulate.py --steps",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/live_gap.json"))
     args = parser.parse_args()
     loads = tuple(float(x) for x in args.loads.split(","))
     results, gaps = {}, []
+    if args.save_steps is not None:
+        args.save_steps.mkdir(parents=True, exist_ok=True)
     print(f"machine: {describe_machine()}")
     for name in args.traces.split(","):
         result = validate(
@@ -63,6 +72,7 @@ def main() -> None:
             "none",
             args.repeats,
             0,
+            save_steps=None if args.save_steps is None else args.save_steps / f"steps-{name}.json",
             own="probe",
         )
         results[name] = result

@@ -3,8 +3,9 @@ measurements: what a change of the step model does to the error as calibrated, w
 engine (or the GPU it ran on).
 
 For each saved run (`--run`, a `validate --out` JSON) and the profile it was validated against
-(`--profile`, a `surgeplan profile --out` JSON, points included): the profile's points are fitted
-again with today's `fit_calibration` (its terms as they are now), the run's requests are read again
+(`--profile`, a `surgeplan profile --out` JSON, points included) or the step log its workload
+calibration was fitted on (`--steps`, `validate --save-steps`, `live_gap.py --save-steps`): the
+points or steps are fitted again with today's fit (its terms as they are now), the run's requests are read again
 from its trace (the first N with output, as `validate` took them: `--trace`, default the run's own),
 each load level's arrivals are rescaled exactly as the run did (its capacity and load), and the
 simulator runs them on one replica with the run's engine settings and KV pool. Printed per level
@@ -27,6 +28,7 @@ if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from simulator.calibration.cost_fit import fit_calibration  # noqa: E402
+from simulator.calibration.from_steps import calibration_from_steps  # noqa: E402
 from simulator.calibration.live_run import LiveRequests  # noqa: E402
 from simulator.calibration.schema import Calibration, EngineSettings  # noqa: E402
 from simulator.validation.compare import relative_errors, summary_of  # noqa: E402
@@ -51,10 +53,12 @@ def resimulate(
     trace: str | Path,
     max_prompt_tokens: int = 256,
     max_output_tokens: int = 64,
+    recorded: str | None = None,
 ) -> list[dict]:
     """Per load level of `run`: {load, metric: (measured, error recorded, error now)}. The length
     limits are `validate`'s (its file does not record them): the requests' mean lengths must match
-    the run's, or this raises."""
+    the run's, or this raises. `recorded`: compare with the errors the run recorded under this
+    calibration (`by_calibration`, e.g. `workload`) rather than under the one it used."""
     engine = run["engine"]
     missing = [key for key in SETTINGS + ("num_kv_blocks",) if key not in engine]
     if missing:
@@ -85,10 +89,15 @@ def resimulate(
         offsets, _rate = at_load(arrival, run["capacity_rps"], level["load"])
         records, end, kv = simulate_like(live, calibration, LiveRequests(offsets, prompt, output))
         now = relative_errors(level["measured"], summary_of(records, end, kv))
+        before = (
+            level["relative_error"]
+            if recorded is None
+            else level["by_calibration"][recorded]["relative_error"]
+        )
         rows.append(
             {"load": level["load"]}
             | {
-                metric: (level["measured"][metric], level["relative_error"][metric], now[metric])
+                metric: (level["measured"][metric], before[metric], now[metric])
                 for metric in METRICS
             }
         )
@@ -100,8 +109,13 @@ def main() -> None:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--run", type=Path, required=True, help="a `surgeplan validate --out` JSON")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--profile", type=Path, help="the `surgeplan profile --out` JSON it used")
+    source.add_argument("--steps", type=Path, help="the step log of its workload calibration")
     parser.add_argument(
-        "--profile", type=Path, required=True, help="the `surgeplan profile --out` JSON it used"
+        "--recorded",
+        default=None,
+        help="compare with the run's errors under this calibration (e.g. workload)",
     )
     parser.add_argument("--trace", type=Path, default=None, help="default: the run's own")
     parser.add_argument("--max-prompt-tokens", type=int, default=256, help="as the run had")
@@ -109,14 +123,19 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
     run = json.loads(args.run.read_text())
-    profile = Calibration.load(args.profile)
-    if not profile.points:
-        raise SystemExit(f"--profile {args.profile}: no points to fit; expected a profile's output")
-    refit = fit_calibration(profile)
+    if args.steps is not None:
+        refit, fitted_on = calibration_from_steps(args.steps), args.steps.name
+    else:
+        profile = Calibration.load(args.profile)
+        if not profile.points:
+            raise SystemExit(
+                f"--profile {args.profile}: no points to fit; expected a profile's output"
+            )
+        refit, fitted_on = fit_calibration(profile), args.profile.name
     error = refit.cost_model.fit_errors[0]
     print(
         f"{args.run}: {run['trace']['requests']} requests of {run['trace']['name']}; "
-        f"{args.profile.name} refitted: MAPE {error.mape_train:.1%} ({error.mape_cross_validated:.1%} "
+        f"{fitted_on} refitted: MAPE {error.mape_train:.1%} ({error.mape_cross_validated:.1%} "
         f"held out), terms {[t.feature for t in refit.cost_model.terms if t.seconds_per_unit]}"
     )
     rows = resimulate(
@@ -125,6 +144,7 @@ def main() -> None:
         args.trace or run["trace"]["path"],
         args.max_prompt_tokens,
         args.max_output_tokens,
+        args.recorded,
     )
     for row in rows:
         print(f"\nload {row['load']:.0%}    measured   error as run   error now")

@@ -103,3 +103,10 @@ def test_gpu_lease_script_runs_every_stage_at_toy_sizes(tmp_path):
         assert len(errors) == 7 and all(abs(before - now) < 1e-9 for before, now in errors), row
     with pytest.raises(ValueError, match="the run had"):
         resimulate(run, refit, trace, max_prompt_tokens=100)
+    # the same from the workload calibration's step log, against the errors recorded under it
+    from simulator.calibration.from_steps import calibration_from_steps
+
+    workload = calibration_from_steps(out / "steps_AzureLLMInferenceTrace_conv.json")
+    for row in resimulate(run, workload, trace, recorded="workload"):
+        errors = [row[key][1:] for key in row if key != "load"]
+        assert all(abs(before - now) < 1e-9 for before, now in errors), row
