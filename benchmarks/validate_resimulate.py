@@ -66,6 +66,7 @@ def resimulate(
             f"the run's engine block lacks {missing}; expected a `validate --out` JSON"
         )
     settings = EngineSettings(**{key: engine[key] for key in SETTINGS}, enable_prefix_caching=False)
+    # what `simulate_like` reads of a live engine: its settings and KV pool (nothing runs live here)
     live = SimpleNamespace(settings=settings, num_kv_blocks=engine["num_kv_blocks"])
     arrival, prompt, output, _ = prepare_requests(
         trace,

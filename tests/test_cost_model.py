@@ -115,6 +115,41 @@ def test_fit_recovers_planted_physics_and_predicts_unseen_shapes():
         assert all(term.seconds_per_unit >= 0 and term.label == "fitted" for term in fit.terms)
 
 
+def test_fit_charges_a_mixed_step_both_attention_paths():
+    """An engine whose steps cost a floor per attention path (our engine on an H200: ~10 ms each), so a
+    mixed step pays both: the fit finds both floors and predicts unseen mixed steps, where a model
+    without them splits the difference between prefill-only and decode-only steps."""
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    decode_floor, prefill_floor = rng.uniform(5e-3, 15e-3, size=2)
+    per_token, per_seq = rng.uniform(1e-6, 1e-5), rng.uniform(1e-5, 1e-4)
+
+    def truth(shape: StepShape) -> float:
+        return (
+            rng.uniform(0.99, 1.01)  # 1% noise
+            * (
+                decode_floor * (shape.num_decode_seqs > 0)
+                + prefill_floor * (shape.num_prefill_seqs > 0)
+                + per_token * shape.num_batched_tokens
+                + per_seq * shape.num_seqs
+            )
+        )
+
+    shapes = [_random_shape(rng) for _ in range(60)]
+    fit = fit_cost_model(shapes, [truth(s) for s in shapes], folds=5, seed=1)
+    floors = {t.feature: t.seconds_per_unit for t in fit.terms}
+    assert (
+        floors["decode_step"] > 0.5 * decode_floor and floors["prefill_step"] > 0.5 * prefill_floor
+    )
+    mixed = [
+        s
+        for s in (_random_shape(rng) for _ in range(200))
+        if s.num_decode_seqs and s.num_prefill_seqs
+    ]
+    predicted = CostModel(fit).step_times(mixed)
+    expected = np.array([truth(s) for s in mixed])
+    assert np.mean(np.abs(predicted - expected) / expected) < 0.05
+
+
 def test_absolute_fit_keeps_a_noisy_workloads_total_time_where_relative_fit_falls_short():
     """Single samples with heavy right-skewed noise (a live workload's steps): relative least squares
     favours the fast draws and under-predicts the total; the absolute objective keeps the sum."""
