@@ -7,7 +7,9 @@ per GPU: divided by the layout's GPUs. Found per layout on a fixed fleet (no aut
 doubled until attainment falls under 90%, then bisected (the same seed at every rate).
 
 Workloads and the layouts each runs on: `benchmarks/disaggregation_workloads.py` (DistServe's
-motivating example and its chatbot on ShareGPT lengths, at 13B and 66B class; ours). Splitwise
+motivating example and its chatbot on ShareGPT lengths, at 13B and 66B class, and at 13B with each
+system's own step times from DistServe's artifact, `benchmarks/distserve_steps.py`, where the
+attainment at fixed rates per GPU is printed too; ours). Splitwise
 (conversation and coding, Llama-2-70B on DGX-A100 / DGX-H100 machines): its designs at iso-cost under
 its own slowdown SLOs, throughput against the co-located baseline (`benchmarks/splitwise_anchor.py`
 says how; the last table), machines priced at the hardware catalog's list prices or
@@ -45,6 +47,7 @@ if not __package__:
 
 from benchmarks import splitwise_anchor as splitwise  # noqa: E402
 from benchmarks.disaggregation_workloads import WORKLOADS  # noqa: E402
+from benchmarks.distserve_steps import with_artifact_steps  # noqa: E402
 from benchmarks.goodput_search import highest_rate, scenario_for  # noqa: E402
 from benchmarks.machine import describe_machine  # noqa: E402
 from benchmarks.splitwise_rows import splitwise_rows  # noqa: E402
@@ -91,18 +94,31 @@ def mixed_step_check() -> list[dict]:
 
 
 def attainment(
-    workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
+    workload: dict,
+    layout: Layout,
+    rate: float,
+    duration_s: float,
+    changes: dict,
+    engine: str | None = None,
 ) -> float:
-    return attainments(workload, layout, rate, duration_s, changes)["both"]
+    return attainments(workload, layout, rate, duration_s, changes, engine)["both"]
 
 
 def attainments(
-    workload: dict, layout: Layout, rate: float, duration_s: float, changes: dict
+    workload: dict,
+    layout: Layout,
+    rate: float,
+    duration_s: float,
+    changes: dict,
+    engine: str | None = None,
 ) -> dict[str, float]:
-    """Shares of requests within both targets (the summary's `slo_attainment`), TTFT alone, TPOT alone."""
+    """Shares of requests within both targets (the summary's `slo_attainment`), TTFT alone, TPOT alone;
+    `engine`: timed by that system's steps from DistServe's artifact (`benchmarks/distserve_steps.py`)."""
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, changes), layout, workload["link"]
     )
+    if engine is not None:
+        scenario = with_artifact_steps(scenario, engine)
     result = simulate(scenario)
     slo = SLO(ttft_p99_s=workload["ttft_s"], tpot_p99_s=workload["tpot_s"])
     late = [slo.late(r.ttft_s, r.tpot_s) if r.ok else (True, True) for r in result.records]
@@ -114,11 +130,18 @@ def attainments(
     }
 
 
-def goodput(workload: dict, layout: Layout, duration_s: float, steps: int, changes: dict) -> float:
+def goodput(
+    workload: dict,
+    layout: Layout,
+    duration_s: float,
+    steps: int,
+    changes: dict,
+    engine: str | None = None,
+) -> float:
     """Doubling from the workload's start rate (scaled by the layout's GPUs) to a miss, then bisection."""
 
     def holds(rate: float) -> bool:
-        return attainment(workload, layout, rate, duration_s, changes) >= 0.9
+        return attainment(workload, layout, rate, duration_s, changes, engine) >= 0.9
 
     return highest_rate(holds, workload["start_rps"] * layout.gpus, steps)
 
@@ -178,13 +201,25 @@ def main() -> None:
         if args.workload and not any(name.startswith(prefix) for prefix in args.workload):
             continue
         base = None
-        for layout, schedule in workload["layouts"]:
+        for layout, schedule, *engine in workload["layouts"]:
             label, changes = schedule or ("", {})
+            engine = engine[0] if engine else None  # (layout, schedule[, artifact engine])
+            if engine:
+                label = ", ".join(filter(None, (label, f"{engine}'s steps (DistServe artifact)")))
             started = time.process_time()
-            rate = goodput(workload, layout, duration_s, steps, changes)
+            rate = goodput(workload, layout, duration_s, steps, changes, engine)
             per_gpu = rate / layout.gpus
-            past = attainments(workload, layout, 1.25 * rate, duration_s, changes)
+            past = attainments(workload, layout, 1.25 * rate, duration_s, changes, engine)
             base = per_gpu if base is None else base
+            curve = {  # attainment (both targets) at fixed rates per GPU, as DistServe's Fig. 8 draws
+                f"{per_gpu:g}": round(
+                    attainment(
+                        workload, layout, per_gpu * layout.gpus, duration_s, changes, engine
+                    ),
+                    3,
+                )
+                for per_gpu in workload.get("curve_rates_per_gpu", ())
+            }
             rows.append(
                 {
                     "workload": name,
@@ -199,6 +234,7 @@ def main() -> None:
                     "published": workload["published"],
                     "cpu_s": round(time.process_time() - started, 1),
                 }
+                | ({"attainment_at_rate_per_gpu": curve} if curve else {})
             )
             print(" | ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
     print(
@@ -210,6 +246,15 @@ def main() -> None:
     print(" | ".join(header))
     for row in rows:
         print(" | ".join(str(row[column]) for column in header))
+    curves = [row for row in rows if "attainment_at_rate_per_gpu" in row]
+    if curves:
+        rates = list(curves[0]["attainment_at_rate_per_gpu"])
+        print("\nattainment (both targets) at a rate per GPU of " + " / ".join(rates) + " req/s")
+        for row in curves:
+            shares = row["attainment_at_rate_per_gpu"].values()
+            print(
+                f"{row['workload']} | {row['layout']} | " + " / ".join(f"{a:.1%}" for a in shares)
+            )
     designs = ["Baseline-H100"] + args.splitwise_design if args.splitwise_design else None
     split_rows = splitwise_rows(
         duration_s,

@@ -20,6 +20,11 @@ benchmarks/data/disaggregation_published.csv).
     has: grouped-query attention, so ~7x less KV per token than OPT-66B's multi-head attention) and,
     as the simulator has no pipeline parallelism, decode at TP4 (the same 8 GPUs).
   - 175B (TTFT ≤ 4 s, TPOT ≤ 0.2 s, 21 GPUs against vLLM's TP8): not run (no 175B calibration).
+  - 13B, each system's own steps: the same, but each layout timed by the step models DistServe's
+    artifact fitted on its A100 measurements of vLLM (0.2, behind Ray) and of DistServe's engine
+    (`benchmarks/distserve_steps.py`): vLLM's for the baseline, DistServe's for its placement, and the
+    two crossed (DistServe's engine co-located, vLLM's split) to tell the engine's share of the gap
+    from the split's.
 - Ours, not a paper's: Llama-2-7B (shipped Vidur-fitted A100 calibration) on the Azure code lengths
   with TTFT ≤ 1 s and TPOT ≤ 0.04 s (about three decode steps): long prompts and short answers, where a
   prefill stall is a large share of a request's TPOT.
@@ -111,6 +116,28 @@ WORKLOADS = {
         layouts=_colocated(1, 4)
         + [(_split(1, 1, 4), None), (_split(2, 1, 4), None)]
         + [(Layout("colocated", 0, replicas=n, tensor_parallel=4), V0) for n in (2, 3)],
+    ),
+    "DistServe chatbot 13B, each system's own steps (DistServe artifact)": dict(
+        model="llama-2-13b",
+        **(
+            SHAREGPT
+            # the artifact's KV pool for OPT-13B on one A100 (66,144 tokens), every instance (a
+            # prefill instance holds only its step's prompts, far below it)
+            | {"scheduler": SHAREGPT["scheduler"] | {"num_kv_blocks": 66144 // 16}}
+        ),
+        ttft_s=0.25,
+        tpot_s=0.1,
+        start_rps=0.5,
+        published="DistServe (prefill TP2 + decode TP1) 2.0x-4.6x vLLM per GPU (13B/66B/175B)",
+        # attainment at fixed rates too: the baseline's is capped near its short prompts' share
+        curve_rates_per_gpu=(0.1, 0.25, 0.5, 0.75, 1.0, 1.5),
+        layouts=[
+            (Layout("colocated", 0, replicas=1, tensor_parallel=1), V0, "vllm"),
+            (_split(1, 1, 2, 1), None, "distserve"),
+            (Layout("colocated", 0, replicas=1, tensor_parallel=1), V0, "distserve"),
+            (_split(1, 1, 2, 1), None, "vllm"),
+            (Layout("colocated", 0, replicas=3, tensor_parallel=1), V0, "vllm"),
+        ],
     ),
     "ours: long prompts, short answers (Llama-2-7B, Azure code)": dict(
         model="llama-2-7b",

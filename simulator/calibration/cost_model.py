@@ -11,8 +11,9 @@ The model is fitted by non-negative least squares on relative error, so every te
 physical, non-negative time and the model extrapolates the way hardware does. Each attention path
 has a per-step floor (`decode_step`, `prefill_step`: a fixed cost whenever the step decodes or
 prefills; a mixed step pays both), fitted on profiles and on public kernel tables alike; the
-kernel-table calibrations also use a cost per decoding sequence (`decode_sequence`). The fit itself
-is `cost_fit.py`.
+kernel-table calibrations also use a cost per decoding sequence (`decode_sequence`), and whole-step
+fits published by others (DistServe's artifact) a cost per prefill token (`prefill_token`). The fit
+itself is `cost_fit.py`.
 """
 
 from collections.abc import Callable, Sequence
@@ -105,6 +106,10 @@ def _prefill_step(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return 1.0 if shape.num_prefill_seqs else 0.0
 
 
+def _prefill_token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    return float(shape.num_prefill_tokens)
+
+
 # feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small named function
 # each (named, not lambdas: the compiled build's functions then pickle by reference, as Ray needs), so
 # the per-step path calls exactly the features its terms use (`CostModel._groups`), no if-chain
@@ -122,6 +127,8 @@ FEATURE_UNITS = {
     "decode_step": _decode_step,
     "decode_sequence": _decode_sequence,
     "prefill_step": _prefill_step,
+    # a cost per prefill token only (whole-step fits that time prefill and decode steps apart)
+    "prefill_token": _prefill_token,
 }
 
 

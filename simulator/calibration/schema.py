@@ -34,6 +34,7 @@ Feature = Literal[
     "decode_step",
     "decode_sequence",
     "prefill_step",
+    "prefill_token",
 ]
 PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
 
