@@ -164,8 +164,9 @@ def main() -> None:
     parser.add_argument(
         "--splitwise-step-model",
         action="append",
-        choices=["shipped", "roofline"],
-        help="Splitwise: step models to run (default: both); repeat",
+        choices=["shipped", "roofline", "splitwise-measured"],
+        help="Splitwise: step models to run (default: shipped and roofline; splitwise-measured: "
+        "Splitwise's own characterization, benchmarks/splitwise_steps.py); repeat",
     )
     parser.add_argument(
         "--splitwise-prices",

@@ -173,7 +173,7 @@ def calibration_file(engine: str, tensor_parallel: int) -> str:
     return str(path)
 
 
-PROFILE = Path(__file__).resolve().parent / "data" / "distserve_artifact_profile.json"
+PROFILE = Path(__file__).resolve().parent / "data" / "whole_step_profile.json"  # adds nothing
 
 
 def with_artifact_steps(scenario, engine: str):

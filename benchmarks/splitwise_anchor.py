@@ -3,7 +3,9 @@ co-located baseline, under its SLOs, on its workloads (`benchmarks/disaggregatio
 the table; published figures in benchmarks/data/disaggregation_published.csv).
 
 - Model and machines: Llama-2-70B, one replica per 8-GPU machine (DGX-A100 / DGX-H100, TP8), each
-  pool's step times from its own GPU's shipped calibration (Vidur-fitted, TP8). Prices, a setting
+  pool's step times from its own GPU's shipped calibration (Vidur-fitted, TP8), or (step models
+  `roofline`, `splitwise-measured`: `benchmarks/splitwise_rows.py`) roofline-derived ones or those
+  fitted on Splitwise's own characterization (`benchmarks/splitwise_steps.py`). Prices, a setting
   (`PRICES`): `catalog`, each GPU at the hardware catalog's list price (A100-80GB $1.79, H100-80GB
   $2.99 per GPU-hour: a DGX-H100 costs 1.67x a DGX-A100), or `splitwise`, Splitwise's own cost model
   (its artifact's 4.76 per DGX-H100 and 2.21 per DGX-A100, 2.15x; read from the published-figures
@@ -66,6 +68,7 @@ SLO = {
 V0 = {"mixed_steps": False}
 MIXED = {"mixed_steps": True}
 H100, A100 = "H100-80GB", "A100-80GB"
+ENGINE_PROFILE = "engine_profile"  # the key of a step model's profile among its calibration files
 BUDGET_H100_MACHINES = 4  # iso-cost: every design costs at most this many DGX-H100s
 CHEAPER = 0.8  # Splitwise's "20% lower cost"
 SPLITWISE_QUEUE_TOKENS = 8192  # its mixed pool's prompt_max_pending_batch_tokens
@@ -215,7 +218,8 @@ class Reference:
             if calibrations
             else calibration_for(MODEL, REFERENCE_GPU, TP)
         )
-        self.model = ProfiledCostModel.of_calibration(calibration, load_profile(profile_name))
+        profile = (calibrations or {}).get(ENGINE_PROFILE, profile_name)
+        self.model = ProfiledCostModel.of_calibration(calibration, load_profile(profile))
         self._cache: dict[int, tuple[float, float]] = {}
 
     def times(self, prompt_tokens: int) -> tuple[float, float]:
@@ -277,10 +281,13 @@ def run(
     calibrations: dict[str, str] | None = None,
 ):
     """One simulation of `design` at `rate`; `calibrations`: GPU -> calibration file for every
-    machine of that GPU (default: the shipped ones)."""
+    machine of that GPU (default: the shipped ones), and under `ENGINE_PROFILE` the engine profile
+    to time them with (default: the scenario's)."""
     scenario = layout_scenario(
         scenario_for(workload, rate, duration_s, design.changes), design.layout, design.link
     )
+    if calibrations and ENGINE_PROFILE in calibrations:
+        scenario = scenario.model_copy(update={"engine_profile": calibrations[ENGINE_PROFILE]})
     if design.mixed_pool is not None:
         spec = scenario.cluster.disaggregation.model_copy(
             update={"mixed_pool": True, "mixed_pool_max_pending_tokens": design.mixed_pool}

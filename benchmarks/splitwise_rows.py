@@ -7,6 +7,7 @@ from pathlib import Path
 
 from benchmarks import splitwise_anchor as splitwise
 from benchmarks.goodput_search import highest_rate, scenario_for
+from benchmarks.splitwise_steps import measured_calibrations
 
 
 def splitwise_rows(
@@ -20,17 +21,18 @@ def splitwise_rows(
     mixed_pool: int | None = None,
 ) -> list[dict]:
     """Each Splitwise design's throughput under Splitwise's SLO against the co-located baseline, on
-    the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run); designs
+    the shipped (table-fitted) step models, then on roofline-derived ones (a sensitivity run), then on
+    Splitwise's own measured steps (`benchmarks/splitwise_steps.py`) where asked; designs
     and costs at `prices` (`splitwise_anchor.PRICES`); `mixed_pool`: each split also with Splitwise's
     mixed pool, a queue long past that many pending prompt tokens."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         for step_model in step_models:
-            files = (
-                splitwise.roofline_calibrations(Path(directory))
-                if step_model == "roofline"
-                else None
-            )
+            files = {
+                "shipped": lambda folder: None,
+                "roofline": splitwise.roofline_calibrations,
+                "splitwise-measured": measured_step_model,
+            }[step_model](Path(directory))
             for name, workload in splitwise.WORKLOADS.items():
                 if only and not any(name.startswith(prefix) for prefix in only):
                     continue
@@ -48,6 +50,13 @@ def splitwise_rows(
                     name, workload, step_model, files, duration_s, steps, chosen
                 )
     return rows
+
+
+def measured_step_model(folder: Path) -> dict[str, str]:
+    """Splitwise's measured steps per GPU, timed as whole steps (a profile that adds nothing)."""
+    from benchmarks.distserve_steps import PROFILE
+
+    return measured_calibrations(folder) | {splitwise.ENGINE_PROFILE: str(PROFILE)}
 
 
 def _splitwise_workload(

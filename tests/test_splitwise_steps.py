@@ -1,0 +1,44 @@
+"""Splitwise's own measured steps as calibrations (`benchmarks/splitwise_steps.py`): the fit reproduces
+the characterization within the error it records, the H100 is faster than the A100 where Splitwise
+measured it so, and the anchor's reference (a request alone on a DGX-A100) is the same step model."""
+
+import pytest
+
+from benchmarks import splitwise_anchor as splitwise
+from benchmarks.goodput_search import scenario_for
+from benchmarks.splitwise_rows import measured_step_model
+from benchmarks.splitwise_steps import HARDWARE, measured_calibration, measured_points
+from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import CostModel
+
+
+@pytest.mark.parametrize("gpu", list(HARDWARE))
+def test_fit_reproduces_the_characterization_within_its_recorded_error(gpu):
+    calibration = measured_calibration(gpu)
+    (error,) = calibration.cost_model.fit_errors
+    assert error.num_points >= 20 and error.mape_train < 0.12 and error.max_ape < 0.6, error
+    model = CostModel(calibration.cost_model)
+    errors = [abs(model.step_time(shape) / seconds - 1) for shape, seconds in measured_points(gpu)]
+    assert max(errors) == pytest.approx(error.max_ape)
+    assert sum(errors) / len(errors) == pytest.approx(error.mape_train)
+    # single prompts and decode batches, the steps the anchor runs most, within 25%
+    for shape, seconds in measured_points(gpu):
+        if len(shape.prefill_chunks) <= 1:
+            assert abs(model.step_time(shape) / seconds - 1) < 0.25, shape
+
+
+def test_h100_faster_than_a100_as_measured():
+    a100, h100 = (CostModel(measured_calibration(gpu).cost_model) for gpu in HARDWARE)
+    for shape in (StepShape(((2048, 0),), ()), StepShape((), (600,) * 32)):
+        assert h100.step_time(shape) < 0.8 * a100.step_time(shape)
+
+
+def test_anchor_reference_uses_the_measured_steps(tmp_path):
+    files = measured_step_model(tmp_path)
+    workload = splitwise.WORKLOADS["Splitwise conversation (Azure conv)"]
+    assert splitwise.check_reference(workload, scenario_for, files) == pytest.approx(1.0)
+    reference = splitwise.Reference("vllm-v1", files)  # the files' profile wins: whole steps
+    prompt_s, token_s = reference.times(512)
+    a100 = CostModel(measured_calibration("A100-80GB").cost_model)
+    assert prompt_s == pytest.approx(a100.step_time(StepShape(((512, 0),), ())))
+    assert token_s == pytest.approx(a100.step_time(StepShape((), (512,))))
