@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.calibration.aic_terms import cost_term
 from simulator.calibration.roofline import roofline_calibration
-from simulator.calibration.schema import CostModelFit, CostTerm, FitError, Provenance
+from simulator.calibration.schema import CostModelFit, FitError, Provenance
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -108,35 +109,55 @@ def artifact_calibration(engine: str, tensor_parallel: int):
     ray_s, ray_per_token_s = float(ray["a_ms"]) * MS, float(ray["b_ms"]) * MS
     pa, pb, pc = (float(prefill[key]) * MS for key in ("a_ms", "b_ms", "c_ms"))
     where = f"{DATA.name}: {engine} TP{tensor_parallel}"
-
-    def term(
-        name: str, feature: str, seconds: float, bound: str, label: str = "measured"
-    ) -> CostTerm:
-        return CostTerm(
-            name=name,
-            feature=feature,
-            seconds_per_unit=seconds,
-            bound=bound,
-            label=label,
-            note=where,
-        )
-
     terms = [
-        term("prefill step (artifact's fit)", "prefill_step", pa, "latency"),
-        term("prefill step (artifact's fit)", "prefill_token", pb - pc, "compute"),
-        term("prefill step (artifact's fit)", "prefill_attention_pair", 2 * pc, "compute"),
-        term("decode step (artifact's fit, one set)", "decode_step", a, "memory", "fitted"),
-        term(
-            "decode step (artifact's fit, one set)", "decode_context_token", b, "memory", "fitted"
+        cost_term(
+            "prefill step (artifact's fit)", "prefill_step", "latency", pa, where, "measured"
         ),
-        term("decode step (artifact's fit, one set)", "decode_sequence", c, "compute", "fitted"),
-        term("Ray hop (artifact's simulator)", "step", ray_s, "host", "derived"),
-        term("Ray hop (artifact's simulator)", "prefill_token", ray_per_token_s, "host", "derived"),
-        term(
+        cost_term(
+            "prefill step (artifact's fit)", "prefill_token", "compute", pb - pc, where, "measured"
+        ),
+        cost_term(
+            "prefill step (artifact's fit)",
+            "prefill_attention_pair",
+            "compute",
+            2 * pc,
+            where,
+            "measured",
+        ),
+        cost_term(
+            "decode step (artifact's fit, one set)", "decode_step", "memory", a, where, "fitted"
+        ),
+        cost_term(
+            "decode step (artifact's fit, one set)",
+            "decode_context_token",
+            "memory",
+            b,
+            where,
+            "fitted",
+        ),
+        cost_term(
+            "decode step (artifact's fit, one set)",
+            "decode_sequence",
+            "compute",
+            c,
+            where,
+            "fitted",
+        ),
+        cost_term("Ray hop (artifact's simulator)", "step", "host", ray_s, where, "derived"),
+        cost_term(
+            "Ray hop (artifact's simulator)",
+            "prefill_token",
+            "host",
+            ray_per_token_s,
+            where,
+            "derived",
+        ),
+        cost_term(
             "Ray hop (artifact's simulator)",
             "decode_context_token",
-            ray_per_token_s,
             "host",
+            ray_per_token_s,
+            where,
             "derived",
         ),
     ]

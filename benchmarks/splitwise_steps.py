@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.aic_terms import cost_term
 from simulator.calibration.cost_model import feature_value
 from simulator.calibration.fitting import nnls
 from simulator.calibration.roofline import roofline_calibration
-from simulator.calibration.schema import CostModelFit, CostTerm, FitError, Provenance
+from simulator.calibration.schema import CostModelFit, FitError, Provenance
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -92,15 +93,9 @@ def measured_calibration(gpu: str):
     fit = min(fits, key=lambda candidate: _fit(points, candidate)[1].mean())
     coefficients, error = _fit(points, fit)
     source = f"{DATA.name}: {HARDWARE[gpu]}, TP{TP}"
+    name = "whole step (Splitwise's characterization)"
     terms = [
-        CostTerm(
-            name="whole step (Splitwise's characterization)",
-            feature=feature,
-            seconds_per_unit=float(value),
-            bound=BOUNDS[feature],
-            label="fitted",
-            note=source,
-        )
+        cost_term(name, feature, BOUNDS[feature], value, source)
         for feature, value in zip(FEATURES, coefficients)
     ]
     return base.model_copy(
