@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.goodput_search import WHOLE_STEP_PROFILE
 from simulator.calibration.aic_terms import cost_term
 from simulator.calibration.roofline import roofline_calibration
 from simulator.calibration.schema import CostModelFit, FitError, Provenance
@@ -194,13 +195,10 @@ def calibration_file(engine: str, tensor_parallel: int) -> str:
     return str(path)
 
 
-PROFILE = Path(__file__).resolve().parent / "data" / "whole_step_profile.json"  # adds nothing
-
-
 def with_artifact_steps(scenario, engine: str):
     """`scenario` (a layout's fixed fleet, `simulator.planner.split.layout_scenario`) timed by `engine`'s
     artifact calibrations: the co-located replicas', or each pool's at its TP degree."""
-    update: dict = {"engine_profile": str(PROFILE)}
+    update: dict = {"engine_profile": str(WHOLE_STEP_PROFILE)}
     split = scenario.cluster.disaggregation
     if split is None:
         hardware = scenario.hardware

@@ -1,7 +1,13 @@
 """The goodput benchmarks' shared parts (`benchmarks/disaggregation.py`, `benchmarks/splitwise_anchor.py`):
 a workload's scenario at one Poisson rate, and the search for the highest rate that holds an SLO."""
 
+from pathlib import Path
+
 from simulator import Scenario
+
+# the engine profile for calibrations built from a published system's whole-step times (DistServe's
+# artifact, Splitwise's characterization): they already hold that engine's host time, so it adds nothing
+WHOLE_STEP_PROFILE = Path(__file__).resolve().parent / "data" / "whole_step_profile.json"
 
 
 def scenario_for(workload: dict, rate: float, duration_s: float, changes: dict) -> Scenario:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from benchmarks import splitwise_anchor as splitwise
-from benchmarks.goodput_search import highest_rate, scenario_for
+from benchmarks.goodput_search import WHOLE_STEP_PROFILE, highest_rate, scenario_for
 from benchmarks.splitwise_steps import measured_calibrations
 
 
@@ -54,9 +54,7 @@ def splitwise_rows(
 
 def measured_step_model(folder: Path) -> dict[str, str]:
     """Splitwise's measured steps per GPU, timed as whole steps (a profile that adds nothing)."""
-    from benchmarks.distserve_steps import PROFILE
-
-    return measured_calibrations(folder) | {splitwise.ENGINE_PROFILE: str(PROFILE)}
+    return measured_calibrations(folder) | {splitwise.ENGINE_PROFILE: str(WHOLE_STEP_PROFILE)}
 
 
 def _splitwise_workload(
