@@ -95,6 +95,25 @@ WORKLOADS = {
         published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
         layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
     ),
+    "DistServe Fig. 1, each system's own steps (DistServe artifact)": dict(
+        model="llama-2-13b",
+        gpu="A100-80GB",
+        prompt={"kind": "fixed", "tokens": 512},
+        output={"kind": "fixed", "tokens": 64},
+        ttft_s=0.4,
+        tpot_s=0.04,
+        link="nvlink-3",
+        start_rps=2.0,
+        scheduler={"num_kv_blocks": 66144 // 16},  # the artifact's KV pool for OPT-13B on one A100
+        published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
+        curve_rates_per_gpu=(1.0, 1.6, 2.5, 3.3, 4.0),
+        layouts=[
+            (Layout("colocated", 0, replicas=1, tensor_parallel=1), V0, "vllm"),
+            (_split(2, 1, 1), None, "distserve"),
+            (Layout("colocated", 0, replicas=1, tensor_parallel=1), V0, "distserve"),
+            (_split(2, 1, 1), None, "vllm"),
+        ],
+    ),
     "DistServe chatbot 13B (Llama-2-13B, ShareGPT)": dict(
         model="llama-2-13b",
         **SHAREGPT,
