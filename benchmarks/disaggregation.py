@@ -213,13 +213,10 @@ def main() -> None:
             past = attainments(workload, layout, 1.25 * rate, duration_s, changes, engine)
             base = per_gpu if base is None else base
             curve = {  # attainment (both targets) at fixed rates per GPU, as DistServe's Fig. 8 draws
-                f"{per_gpu:g}": round(
-                    attainment(
-                        workload, layout, per_gpu * layout.gpus, duration_s, changes, engine
-                    ),
-                    3,
+                f"{at:g}": round(
+                    attainment(workload, layout, at * layout.gpus, duration_s, changes, engine), 3
                 )
-                for per_gpu in workload.get("curve_rates_per_gpu", ())
+                for at in workload.get("curve_rates_per_gpu", ())  # (req/s per GPU)
             }
             rows.append(
                 {
