@@ -164,9 +164,10 @@ def main() -> None:
     parser.add_argument(
         "--splitwise-step-model",
         action="append",
-        choices=["shipped", "roofline", "splitwise-measured"],
+        choices=["shipped", "roofline", "splitwise-measured", "splitwise-sim"],
         help="Splitwise: step models to run (default: shipped and roofline; splitwise-measured: "
-        "Splitwise's own characterization, benchmarks/splitwise_steps.py); repeat",
+        "Splitwise's own characterization, benchmarks/splitwise_steps.py; splitwise-sim: the same "
+        "with token steps as Splitwise's simulator times them); repeat",
     )
     parser.add_argument(
         "--splitwise-prices",

@@ -32,6 +32,7 @@ def splitwise_rows(
                 "shipped": lambda folder: None,
                 "roofline": splitwise.roofline_calibrations,
                 "splitwise-measured": measured_step_model,
+                "splitwise-sim": lambda folder: measured_step_model(folder, as_simulated=True),
             }[step_model](Path(directory))
             for name, workload in splitwise.WORKLOADS.items():
                 if only and not any(name.startswith(prefix) for prefix in only):
@@ -52,9 +53,11 @@ def splitwise_rows(
     return rows
 
 
-def measured_step_model(folder: Path) -> dict[str, str]:
-    """Splitwise's measured steps per GPU, timed as whole steps (a profile that adds nothing)."""
-    return measured_calibrations(folder) | {splitwise.ENGINE_PROFILE: str(WHOLE_STEP_PROFILE)}
+def measured_step_model(folder: Path, as_simulated: bool = False) -> dict[str, str]:
+    """Splitwise's measured steps per GPU (`as_simulated`: token steps as splitwise-sim times them),
+    timed as whole steps (a profile that adds nothing)."""
+    files = measured_calibrations(folder, as_simulated)
+    return files | {splitwise.ENGINE_PROFILE: str(WHOLE_STEP_PROFILE)}
 
 
 def _splitwise_workload(

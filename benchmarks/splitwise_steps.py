@@ -52,10 +52,11 @@ KNEES = (
 BOUNDS |= {"prefill_attention_pair": "compute", "decode_sequence": "memory"}
 
 
-def measured_points(gpu: str) -> list[tuple[StepShape, float]]:
+def measured_points(gpu: str, as_simulated: bool = False) -> list[tuple[StepShape, float]]:
     """(our step shape, their median seconds) for every measured shape on `gpu`: a prompt step of
     `batch_size` prompts of `prompt_size`, and a token step of `batch_size` decodes (one token each, at
-    the context the prompt leaves)."""
+    the context the prompt leaves); `as_simulated`: token steps as splitwise-sim times them
+    (`_interpolated_token_s`), not as measured."""
     if gpu not in HARDWARE:
         raise ValueError(f"gpu {gpu!r}: no Splitwise measurement; expected one of {list(HARDWARE)}")
     with DATA.open() as f:
@@ -69,8 +70,29 @@ def measured_points(gpu: str) -> list[tuple[StepShape, float]]:
         decodes.setdefault(batch, []).append((size, float(row["token_time_ms_median"]) * 1e-3))
     for batch, seen in decodes.items():  # one token point per batch size: the median over contexts
         size, seconds = sorted(seen, key=lambda pair: pair[1])[len(seen) // 2]
+        if (
+            as_simulated
+        ):  # splitwise-sim's lookup: the token time of the rows of `batch` tokens in all
+            seconds = _interpolated_token_s(rows, batch)
         points.append((StepShape((), (size + 1,) * batch), seconds))
     return points
+
+
+def _interpolated_token_s(rows: list[dict], num_decodes: int) -> float:
+    """The token step splitwise-sim's `db` model times for `num_decodes` decodes: its token-time
+    interpolator (`DatabasePerformanceModel.init_predictor`) is indexed by the characterization's
+    prompt_size x batch_size but queried with the step's batched tokens, one per decode, so a decode
+    batch reads the token time of a single prompt of as many tokens (linear, extrapolated below the
+    smallest; medians of our per-shape medians here, of its raw rows there)."""
+    by_tokens: dict[int, list[float]] = {}
+    for row in rows:
+        tokens = int(row["prompt_size"]) * int(row["batch_size"])
+        by_tokens.setdefault(tokens, []).append(float(row["token_time_ms_median"]) * 1e-3)
+    xs = sorted(by_tokens)
+    ys = [float(np.median(by_tokens[x])) for x in xs]
+    i = max(1, min(int(np.searchsorted(xs, num_decodes)), len(xs) - 1))
+    slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + slope * (num_decodes - xs[i - 1])
 
 
 def _fit(points, fit: CostModelFit) -> tuple[np.ndarray, np.ndarray]:
@@ -82,9 +104,10 @@ def _fit(points, fit: CostModelFit) -> tuple[np.ndarray, np.ndarray]:
     return coefficients, np.abs(design @ coefficients / seconds - 1)
 
 
-def measured_calibration(gpu: str):
-    """Llama-2-70B at TP8 on `gpu`, timed as Splitwise measured it."""
-    points = measured_points(gpu)
+def measured_calibration(gpu: str, as_simulated: bool = False):
+    """Llama-2-70B at TP8 on `gpu`, timed as Splitwise measured it (`as_simulated`: its token steps as
+    splitwise-sim's `db` model times them, nearly flat in the batch)."""
+    points = measured_points(gpu, as_simulated)
     base = roofline_calibration(ModelSpec.from_preset(MODEL), get_hardware(gpu), TP)
     fits = [
         base.cost_model.model_copy(update={"knee_tokens": float(k), "tile_tokens": 1})
@@ -100,7 +123,7 @@ def measured_calibration(gpu: str):
     ]
     return base.model_copy(
         update={
-            "name": f"{MODEL}@{gpu}-tp{TP}-splitwise-measured",
+            "name": f"{MODEL}@{gpu}-tp{TP}-splitwise-" + ("sim" if as_simulated else "measured"),
             "label": "fitted",
             "cost_model": fit.model_copy(
                 update={
@@ -124,9 +147,14 @@ def measured_calibration(gpu: str):
     )
 
 
-def measured_calibrations(directory: Path) -> dict[str, str]:
+def measured_calibrations(directory: Path, as_simulated: bool = False) -> dict[str, str]:
     """GPU -> the saved calibration file, for `splitwise_anchor.run`."""
+    kind = "sim" if as_simulated else "measured"
     return {
-        gpu: str(measured_calibration(gpu).save(directory / f"{MODEL}-{gpu}-tp{TP}-splitwise.json"))
+        gpu: str(
+            measured_calibration(gpu, as_simulated).save(
+                directory / f"{MODEL}-{gpu}-tp{TP}-splitwise-{kind}.json"
+            )
+        )
         for gpu in HARDWARE
     }

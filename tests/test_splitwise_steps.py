@@ -62,3 +62,17 @@ def test_at_splitwises_scale_ha_at_lower_cost_holds_a_coding_rate_the_baseline_m
         reference = splitwise.Reference("vllm-v1", files)
         worst[design.name] = max(splitwise.slo_margin(result.records, reference).values())
     assert worst[split.name] <= 1.0 < worst[baseline.name], worst
+
+
+def test_as_simulated_token_steps_are_flat_in_the_batch_where_the_measured_ones_grow():
+    """splitwise-sim's `db` model looks a decode batch up by its token count in a table indexed by
+    prompt_size x batch_size, so 64 decodes read the time of one 64-token prompt's token step."""
+    for gpu in HARDWARE:
+        measured = CostModel(measured_calibration(gpu).cost_model)
+        simulated = CostModel(measured_calibration(gpu, as_simulated=True).cost_model)
+        one, many = StepShape((), (600,)), StepShape((), (600,) * 64)
+        assert measured.step_time(many) > 1.5 * measured.step_time(one)
+        assert simulated.step_time(many) == pytest.approx(simulated.step_time(one), rel=0.02)
+        # prompt steps stay the measured ones
+        prompt = StepShape(((2048, 0),), ())
+        assert simulated.step_time(prompt) == pytest.approx(measured.step_time(prompt), rel=0.1)
