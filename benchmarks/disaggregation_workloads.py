@@ -40,6 +40,7 @@ paper compares, mixes two effects, splitting the phases and serving from more qu
 separates them.
 """
 
+from benchmarks.distserve_steps import artifact_kv_tokens
 from simulator.planner.split import Layout
 
 # co-located schedules: (label, scheduler changes)
@@ -82,30 +83,27 @@ SHAREGPT = dict(
     },
 )
 
+FIG1 = dict(  # DistServe's motivating example
+    model="llama-2-13b",
+    gpu="A100-80GB",
+    prompt={"kind": "fixed", "tokens": 512},
+    output={"kind": "fixed", "tokens": 64},
+    ttft_s=0.4,
+    tpot_s=0.04,
+    link="nvlink-3",
+    start_rps=2.0,
+    published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
+)
+ARTIFACT_KV_TOKENS = artifact_kv_tokens(1)  # DistServe's artifact's KV pool for OPT-13B, one A100
+
 WORKLOADS = {
     "DistServe Fig. 1 (13B, 512 in / 64 out)": dict(
-        model="llama-2-13b",
-        gpu="A100-80GB",
-        prompt={"kind": "fixed", "tokens": 512},
-        output={"kind": "fixed", "tokens": 64},
-        ttft_s=0.4,
-        tpot_s=0.04,
-        link="nvlink-3",
-        start_rps=2.0,
-        published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
+        **FIG1,
         layouts=_colocated(1, 1) + [(_split(1, 1, 1), None), (_split(2, 1, 1), None)],
     ),
     "DistServe Fig. 1, each system's own steps (DistServe artifact)": dict(
-        model="llama-2-13b",
-        gpu="A100-80GB",
-        prompt={"kind": "fixed", "tokens": 512},
-        output={"kind": "fixed", "tokens": 64},
-        ttft_s=0.4,
-        tpot_s=0.04,
-        link="nvlink-3",
-        start_rps=2.0,
-        scheduler={"num_kv_blocks": 66144 // 16},  # the artifact's KV pool for OPT-13B on one A100
-        published="co-located 1.6, 2P1D 3.3 req/s per GPU (2.1x)",
+        **FIG1,
+        scheduler={"num_kv_blocks": ARTIFACT_KV_TOKENS // 16},
         curve_rates_per_gpu=(1.0, 1.6, 2.5, 3.3, 4.0),
         layouts=[
             (Layout("colocated", 0, replicas=1, tensor_parallel=1), V0, "vllm"),
@@ -142,7 +140,7 @@ WORKLOADS = {
             SHAREGPT
             # the artifact's KV pool for OPT-13B on one A100 (66,144 tokens), every instance (a
             # prefill instance holds only its step's prompts, far below it)
-            | {"scheduler": SHAREGPT["scheduler"] | {"num_kv_blocks": 66144 // 16}}
+            | {"scheduler": SHAREGPT["scheduler"] | {"num_kv_blocks": ARTIFACT_KV_TOKENS // 16}}
         ),
         ttft_s=0.25,
         tpot_s=0.1,

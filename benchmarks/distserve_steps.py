@@ -63,6 +63,12 @@ def _row(rows: list[dict], engine: str, tp: int, phase: str, batch_from: int | N
     )
 
 
+def artifact_kv_tokens(tensor_parallel: int) -> int:
+    """The artifact's KV pool for OPT-13B on `tensor_parallel` A100s (its `max_num_tokens.csv`, pp 1)."""
+    row = _row(_rows(), "vllm", tensor_parallel, "max_num_tokens")
+    return int(float(row["a_ms"]))  # (the data file keeps the count in its first value column)
+
+
 def artifact_decode_ms(rows: list[dict], engine: str, tp: int, batch: int, context: int) -> float:
     """The artifact's decode step (without the Ray hop), `context` = Σ (context + 1) over the batch."""
     small = _row(rows, engine, tp, "decode", 1)
@@ -105,7 +111,7 @@ def artifact_calibration(engine: str, tensor_parallel: int):
     rows = _rows()
     prefill = _row(rows, engine, tensor_parallel, "prefill")
     ray = _row(rows, engine, tensor_parallel, "ray_overhead")
-    max_tokens = int(float(_row(rows, engine, tensor_parallel, "max_num_tokens")["a_ms"]))
+    max_tokens = artifact_kv_tokens(tensor_parallel)
     (a, b, c), decode_error = _decode_fit(rows, engine, tensor_parallel, max_tokens)
     ray_s, ray_per_token_s = float(ray["a_ms"]) * MS, float(ray["b_ms"]) * MS
     pa, pb, pc = (float(prefill[key]) * MS for key in ("a_ms", "b_ms", "c_ms"))
