@@ -30,6 +30,7 @@ import numpy as np
 
 from benchmarks.goodput_search import WHOLE_STEP_PROFILE
 from simulator.calibration.aic_terms import cost_term
+from simulator.calibration.fitting import nnls
 from simulator.calibration.roofline import roofline_calibration
 from simulator.calibration.schema import CostModelFit, FitError, Provenance
 from simulator.hardware.catalog import get_hardware
@@ -92,8 +93,7 @@ def _decode_fit(
     ]
     x = np.array([[1.0, context, batch] for batch, context in grid])
     y = np.array([artifact_decode_ms(rows, engine, tp, b, t) for b, t in grid]) * MS
-    coefficients, *_ = np.linalg.lstsq(x / y[:, None], np.ones(len(y)), rcond=None)
-    coefficients = np.clip(coefficients, 0.0, None)
+    coefficients = nnls(x / y[:, None], np.ones(len(y)))  # relative error, every term ≥ 0
     error = np.abs(x @ coefficients / y - 1)
     return coefficients, FitError(
         target="the artifact's decode step (two sets, split at batch 95)",
