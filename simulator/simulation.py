@@ -37,6 +37,7 @@ from simulator.calibration.shipped import calibration_for
 from simulator.calibration.weight_dtype import precision_calibration
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.collector import collector_paused
 from simulator.cluster.parallel import ParallelCluster, parallel_eligible
 from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.cluster.shards import ShardSpec
@@ -184,6 +185,7 @@ def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | 
     return blocks
 
 
+@collector_paused()  # it makes a record per request and no cyclic garbage, as the run (collector.py)
 def build_cluster(
     scenario: Scenario,
     trace: Trace,
@@ -388,7 +390,7 @@ class PromptSource:
     def __init__(self, trace: Trace, mode: str, block_size: int, vocab_size: int, seed: int):
         self.trace, self.mode, self.block_size = trace, mode, block_size
         self.hash_memo: dict = {}  # `prompt_block_hashes`' reuse of shared prefixes' hashes
-        self.prompt_lengths = trace.prompt_tokens.tolist() if mode == "own" else None
+        self.prompt_lengths: list[int] = trace.prompt_tokens.tolist()
         self.synthesizer = (
             PromptTokenSynthesizer(vocab_size, seed=seed, min_token_id=3)
             if mode == "hashed"
@@ -399,8 +401,9 @@ class PromptSource:
         if self.synthesizer is None:
             return [index + 3] * self.prompt_lengths[index]
         start = num_hash_named_blocks(self.trace, index, self.block_size) * self.block_size
-        tokens = self.synthesizer.prompt_token_ids(self.trace, index, start).tolist()
-        return [SIM_TOKEN_ID] * start + tokens
+        tokens = [SIM_TOKEN_ID] * self.prompt_lengths[index]  # one list of the prompt's length
+        tokens[start:] = self.synthesizer.prompt_token_ids(self.trace, index, start).tolist()
+        return tokens
 
     def hashes(self, index: int) -> list[int]:
         return prompt_block_hashes(self.trace, index, self.block_size, self.hash_memo)

@@ -167,3 +167,20 @@ def test_without_mixed_steps_waiting_prompts_go_first_whole_and_decodes_wait():
     out = s.schedule(3.0)  # nothing waits: a decode-only step of all four
     assert out.shape.prefill_chunks == () and out.shape.decode_context_lens == (6, 21, 10, 11)
     assert s.decode_stretch(out, 8) > 1  # and, with nothing waiting, a stretch like any other
+
+
+def test_a_request_copies_its_prompt_unless_handed_the_list():
+    """By default a request keeps a copy of the prompt it is given (a caller may reuse its list);
+    `copy_prompt=False` (the simulator's per-request prompts) keeps that very list, with the same counts."""
+    from engine.core.request import Request
+    from engine.core.sampling_params import SamplingParams
+
+    prompt = [random.randrange(1000) for _ in range(random.randrange(1, 300))]
+    params = SamplingParams(max_tokens=4)
+    copied = Request("a", prompt, params, 0.0)
+    kept = Request("b", prompt, params, 0.0, copy_prompt=False)
+    assert copied.prompt_token_ids == prompt and copied.prompt_token_ids is not prompt
+    assert kept.prompt_token_ids is prompt
+    for req in (copied, kept):
+        assert req.num_prompt_tokens == req.num_tokens == len(prompt)
+        assert req.token_ids(0, len(prompt)) == prompt

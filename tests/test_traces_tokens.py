@@ -79,3 +79,28 @@ def test_hash_ids_longer_than_the_prompt_are_cut_and_short_ones_padded():
     assert np.array_equal(first[32:40], synth.block_tokens(2, 8))
     with pytest.raises(ValueError):
         PromptTokenSynthesizer(10, min_token_id=10)
+
+
+def test_short_streams_on_python_ints_equal_the_numpy_mixer(monkeypatch):
+    """Streams up to `_SHORT_SPAN` tokens are mixed on Python ints (a speed path); they give exactly
+    the numpy mixer's tokens, on fresh random domains, keys, offsets and lengths each run."""
+    import traces.tokens as tokens
+
+    rng = np.random.default_rng()
+    synth = PromptTokenSynthesizer(
+        int(rng.integers(10, 200_000)), seed=int(rng.integers(0, 1 << 32))
+    )
+    cases = [
+        (
+            int(rng.choice([tokens._BLOCK_DOMAIN, tokens._REQUEST_DOMAIN])),
+            int(rng.integers(0, 1 << 62)) * int(rng.integers(1, 8)),  # keys past 2**64 too
+            int(rng.integers(0, 1_000_000)),
+            int(rng.integers(0, tokens._SHORT_SPAN + 1)),
+        )
+        for _ in range(300)
+    ]
+    fast = [synth._stream(*case) for case in cases]
+    monkeypatch.setattr(tokens, "_SHORT_SPAN", -1)  # every stream through numpy
+    for case, got in zip(cases, fast):
+        want = synth._stream(*case)
+        assert got.dtype == want.dtype == np.int64 and got.tolist() == want.tolist(), case

@@ -19,6 +19,10 @@ _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 # Different domains keep a hash id and a request index with the same value from colliding.
 _BLOCK_DOMAIN, _REQUEST_DOMAIN = 0x5151, 0xA7A7
+# Streams up to this many tokens are mixed on Python ints, longer ones on numpy arrays (same values):
+# a simulated prompt whose blocks the trace names needs only its last block's few tokens made, and
+# there numpy's per-call overhead was most of the simulator's cost of making a prompt (2026-12-04).
+_SHORT_SPAN = 32
 
 
 def _mix_int(value: int) -> int:
@@ -52,6 +56,12 @@ class PromptTokenSynthesizer:
 
     def _stream(self, domain: int, key: int, start: int, length: int) -> np.ndarray:
         base = _mix_int(_mix_int(self.seed * _GOLDEN + domain) ^ (key & _MASK))
+        if length <= _SHORT_SPAN:  # the same values from Python ints (numpy's calls cost more here)
+            span, low = self.vocab_size - self.min_token_id, self.min_token_id
+            return np.array(
+                [_mix_int(base + i * _GOLDEN) % span + low for i in range(start, start + length)],
+                dtype=np.int64,
+            )
         counters = np.uint64(base) + np.arange(start, start + length, dtype=np.uint64) * np.uint64(
             _GOLDEN
         )

@@ -64,10 +64,20 @@ class Request:
         params: SamplingParams,
         arrival_time: float,
         tenant: str = "default",
+        copy_prompt: bool = True,
     ):
+        """`copy_prompt=False`: `prompt_token_ids` was built for this request and its caller lets go of
+        it, so the request keeps that list rather than a copy (the simulator's prompts, thousands of
+        tokens each, made per request)."""
         self.request_id = request_id
         self._output_token_ids: list[int] = []
-        self.prompt_token_ids = prompt_token_ids  # copied; sets num_prompt_tokens and num_tokens
+        if copy_prompt:
+            self.prompt_token_ids = (
+                prompt_token_ids  # copied; sets num_prompt_tokens and num_tokens
+            )
+        else:
+            self._prompt_token_ids = prompt_token_ids
+            self.num_prompt_tokens = self.num_tokens = len(prompt_token_ids)
         self.params = params
         self.tenant = tenant
         self.status = RequestStatus.WAITING

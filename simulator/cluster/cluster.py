@@ -66,7 +66,8 @@ class Cluster:
         prompt_ids: Callable[[int], list[int]] | None = None,
         prompt_hashes: Callable[[int], list[int]] | None = None,
     ):
-        """`prompt_ids(i)`: request i's prompt tokens (default: the sampled token, repeated);
+        """`prompt_ids(i)`: request i's prompt tokens, a new list each call, which the request keeps
+        (default: the sampled token, repeated);
         `prompt_hashes(i)`: the prefix cache's hashes of its leading blocks, where the trace names them
         (hash ids), set on each of its requests so those blocks are never hashed from tokens."""
         self.config = config
@@ -199,7 +200,12 @@ class Cluster:
                 temperature=0.0, max_tokens=max_tokens, ignore_eos=True
             )
         request = Request(
-            f"{index}.{attempt}", self.prompt_ids(index), params, self.env.now, self.tenants[index]
+            f"{index}.{attempt}",
+            self.prompt_ids(index),
+            params,
+            self.env.now,
+            self.tenants[index],
+            copy_prompt=False,  # (a new list per call)
         )
         if self.prompt_hashes is not None:
             request.block_hashes = self.prompt_hashes(index)
@@ -214,7 +220,13 @@ class Cluster:
         """What the router looks at: the request as it will be sent (prefix affinity hashes its prompt)."""
         if self.router.policy != "prefix_affinity":
             return None  # type: ignore[return-value]
-        probe = Request("probe", self.prompt_ids(index), SamplingParams(max_tokens=1), self.env.now)
+        probe = Request(
+            "probe",
+            self.prompt_ids(index),
+            SamplingParams(max_tokens=1),
+            self.env.now,
+            copy_prompt=False,
+        )
         if self.prompt_hashes is not None:
             probe.block_hashes = self.prompt_hashes(index)
         return probe

@@ -10,6 +10,9 @@ makes almost no cyclic garbage (SimPy drops an event's callbacks once it fires):
 traffic (20,195 requests) with the collector off, one collection found 1,007 unreachable objects, and
 the peak memory was the same as with it on (306 MB). So the collector is off for the run and back on
 after it (a collection then frees what cycles there were); nothing in a run depends on when they go.
+So is building the cluster (`simulation.build_cluster`: a record per request, each replica's block
+tables): on run (c) of `benchmarks/simulator.py` (19,366 requests) the collector ran 94 times during
+the build, one of them over the oldest generation, 0.17 s of its 0.33 s (2026-12-04).
 """
 
 from __future__ import annotations
