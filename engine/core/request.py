@@ -71,10 +71,8 @@ class Request:
         tokens each, made per request)."""
         self.request_id = request_id
         self._output_token_ids: list[int] = []
-        if copy_prompt:
-            self.prompt_token_ids = (
-                prompt_token_ids  # copied; sets num_prompt_tokens and num_tokens
-            )
+        if copy_prompt:  # (the setter copies, and sets num_prompt_tokens and num_tokens)
+            self.prompt_token_ids = prompt_token_ids
         else:
             self._prompt_token_ids = prompt_token_ids
             self.num_prompt_tokens = self.num_tokens = len(prompt_token_ids)
