@@ -33,9 +33,12 @@ CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core
 # worker processes import the compiled modules too (without it they fail to import them).
 ROOT_PTH = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/surgeplan_compiled.pth
 
+# (`touch`: a module's stub .so is not rewritten when only its source changed, the code being in the
+# shared *__mypyc*.so; dated after the build, engine/core's older-than-source warning tells only a stale one)
 compiled: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,compiled]' -c constraints.txt
 	$(VENV)/bin/mypyc $(CORE_COMPILED)
+	touch $(patsubst %.py,%.*.so,$(CORE_COMPILED))
 	echo '$(CURDIR)' > '$(ROOT_PTH)'
 
 pure:
