@@ -231,3 +231,40 @@ def test_the_collector_is_paused_for_a_run_and_restored_after():
         run_cluster(config, arrival, prompts, outputs)
         nested.append(gc.isenabled())  # the run's own pause left the outer one in place
     assert nested == [False] and gc.isenabled()
+
+
+def test_placeholder_prompts_are_shared_per_length_and_change_nothing():
+    """Without prompt tokens to read, requests of one length share one read-only placeholder prompt
+    (`Cluster.placeholder_prompt`); the run equals one whose every request has a list of its own, with
+    prefix caching on (the placeholders are hashed) and off, on fresh random workloads."""
+    from simulator.cluster.cluster import Cluster
+    from simulator.cluster.replica import SIM_TOKEN_ID
+
+    seed = int(np.random.default_rng().integers(1 << 31))
+    arrival, prompts, outputs = _workload(seed=seed, n=150, rate=12.0, prompt=(1, 60))
+    for caching in (False, True):
+        config = cluster_config(num_blocks=120, replicas=2, prefix_caching=caching)
+        runs = []
+        for own_lists in (False, True):
+            lengths = [int(p) for p in prompts]
+            cluster = Cluster(
+                config,
+                [float(a) for a in arrival],
+                lengths,
+                [int(o) for o in outputs],
+                ["default"] * len(arrival),
+                prompt_ids=(lambda i: [SIM_TOKEN_ID] * lengths[i]) if own_lists else None,
+            )
+            if not own_lists:
+                same = [i for i in range(len(lengths)) if lengths[i] == lengths[0]]
+                assert all(cluster.prompt_ids(i) is cluster.prompt_ids(0) for i in same)
+                assert all(len(cluster.prompt_ids(i)) == lengths[i] for i in range(len(lengths)))
+            end = cluster.run()
+            runs.append(
+                [end]
+                + [(r.status, r.ttft_s, r.e2e_s, r.num_preemptions) for r in cluster.records]
+                + [r.scheduler.block_manager.num_prefix_hits for r in cluster.replicas]
+            )
+        assert runs[0] == runs[1], f"seed {seed}, prefix caching {caching}"
+        hits = sum(runs[0][-config.initial_replicas :])
+        assert (hits > 0) == caching  # (all-placeholder prompts hit whenever the cache is on)

@@ -66,8 +66,8 @@ class Cluster:
         prompt_ids: Callable[[int], list[int]] | None = None,
         prompt_hashes: Callable[[int], list[int]] | None = None,
     ):
-        """`prompt_ids(i)`: request i's prompt tokens, a new list each call, which the request keeps
-        (default: the sampled token, repeated);
+        """`prompt_ids(i)`: request i's prompt tokens, a list the request keeps and nothing changes
+        (default: `placeholder_prompt`);
         `prompt_hashes(i)`: the prefix cache's hashes of its leading blocks, where the trace names them
         (hash ids), set on each of its requests so those blocks are never hashed from tokens."""
         self.config = config
@@ -79,7 +79,8 @@ class Cluster:
             output_tokens,
             tenants,
         )
-        self.prompt_ids = prompt_ids or (lambda index: [SIM_TOKEN_ID] * prompt_tokens[index])
+        self.prompt_ids = prompt_ids or self.placeholder_prompt
+        self._placeholders: dict[int, list[int]] = {}  # prompt length -> its placeholder prompt
         self.prompt_hashes = prompt_hashes
         self.records = [
             RequestRecord(
@@ -205,7 +206,7 @@ class Cluster:
             params,
             self.env.now,
             self.tenants[index],
-            copy_prompt=False,  # (a new list per call)
+            copy_prompt=False,  # (read-only lists: see `prompt_ids`)
         )
         if self.prompt_hashes is not None:
             request.block_hashes = self.prompt_hashes(index)
@@ -215,6 +216,16 @@ class Cluster:
             self.env.timeout(config.ttft_timeout_s).callbacks.append(
                 lambda _event: self._check_timeout(request)
             )
+
+    def placeholder_prompt(self, index: int) -> list[int]:
+        """Request `index`'s prompt where no token is read (no prefix cache: only its length counts): the
+        sampled token repeated, one list per length, shared by the requests of that length (a request
+        never changes its prompt's list), so an overloaded run does not hold a list per queued request."""
+        length = self.prompt_tokens[index]
+        prompt = self._placeholders.get(length)
+        if prompt is None:
+            prompt = self._placeholders[length] = [SIM_TOKEN_ID] * length
+        return prompt
 
     def _probe(self, index: int) -> Request:
         """What the router looks at: the request as it will be sent (prefix affinity hashes its prompt)."""

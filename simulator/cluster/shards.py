@@ -109,7 +109,8 @@ class Shard(Cluster):
         self.prompt_tokens = trace.prompt_tokens.tolist()
         self.output_tokens = trace.output_tokens.tolist()
         self.tenants = trace.tenant.tolist()
-        self.prompt_ids = prompt_ids or (lambda index: [0] * self.prompt_tokens[index])
+        self.prompt_ids = prompt_ids or self.placeholder_prompt
+        self._placeholders = {}
         self.prompt_hashes = prompt_hashes
         self.records: dict[int, RequestRecord] = {}  # index -> its attempt in progress here
         self.replicas, self.serving, self.autoscaler = [], [], None
