@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable
 
 from simulator.cluster.cluster import Cluster, ClusterConfig
+from simulator.cluster.collector import collector_paused
 from simulator.cluster.shards import ReplicaSetup, ShardSpec, start_shards
 from traces.replay import RequestRecord
 
@@ -167,55 +168,58 @@ class ParallelCluster:
         next_arrival, open_count, end_s, next_report = 0, total, 0.0, 0.0
         shards = start_shards(self.shard_spec, args)
         try:
-            epoch, now = 0, 0.0  # now = epoch x interval: the last scrape
-            while open_count:
-                if progress is not None:
-                    while next_report <= now:
-                        progress(1.0 - open_count / max(total, 1))
-                        next_report += config.window_s
-                upcoming = min(
-                    arrivals[next_arrival] if next_arrival < total else float("inf"),
-                    pending[0][0] if pending else float("inf"),
-                )
-                target = epoch + max_skip
-                if upcoming < (epoch + 1) * interval:
-                    target = epoch + 1
-                elif upcoming < target * interval:  # advance to the scrape before it
-                    target = max(epoch + 1, int(upcoming // interval))
-                    while target * interval > upcoming:
-                        target -= 1
-                until = target * interval
-                if horizon_s is not None and until >= horizon_s:
-                    until = horizon_s
-                batches: list[list[tuple]] = [[] for _ in args]
-                while upcoming < until:
-                    if next_arrival < total and arrivals[next_arrival] == upcoming:
-                        index, attempt = next_arrival, 0
-                        next_arrival += 1
-                    else:
-                        _, index, attempt = heapq.heappop(pending)
-                    replica = router.choose()
-                    batches[shard_of[replica]].append(
-                        (max(upcoming, now), index, attempt, position[replica])
-                    )
+            # as `Cluster.run`: the driver's routing and merging make no cyclic garbage, and a
+            # collection would walk every record (the shards' workers started before the pause)
+            with collector_paused():
+                epoch, now = 0, 0.0  # now = epoch x interval: the last scrape
+                while open_count:
+                    if progress is not None:
+                        while next_report <= now:
+                            progress(1.0 - open_count / max(total, 1))
+                            next_report += config.window_s
                     upcoming = min(
                         arrivals[next_arrival] if next_arrival < total else float("inf"),
                         pending[0][0] if pending else float("inf"),
                     )
-                loads: list[tuple[int, float]] = []
-                for ended, shard_loads in shards.advance(batches, until):
-                    loads += shard_loads
-                    for item in ended:
-                        if self._merge(item, pending):
-                            open_count -= 1
-                            end_s = max(end_s, item[-1])
-                router.scrape(loads)
-                epoch, now = target, until
-                self.env.now = now
-                if horizon_s is not None and now >= horizon_s:
-                    break
-            end_s = now if open_count else end_s
-            self._finish(shards.finish(end_s), end_s)
+                    target = epoch + max_skip
+                    if upcoming < (epoch + 1) * interval:
+                        target = epoch + 1
+                    elif upcoming < target * interval:  # advance to the scrape before it
+                        target = max(epoch + 1, int(upcoming // interval))
+                        while target * interval > upcoming:
+                            target -= 1
+                    until = target * interval
+                    if horizon_s is not None and until >= horizon_s:
+                        until = horizon_s
+                    batches: list[list[tuple]] = [[] for _ in args]
+                    while upcoming < until:
+                        if next_arrival < total and arrivals[next_arrival] == upcoming:
+                            index, attempt = next_arrival, 0
+                            next_arrival += 1
+                        else:
+                            _, index, attempt = heapq.heappop(pending)
+                        replica = router.choose()
+                        batches[shard_of[replica]].append(
+                            (max(upcoming, now), index, attempt, position[replica])
+                        )
+                        upcoming = min(
+                            arrivals[next_arrival] if next_arrival < total else float("inf"),
+                            pending[0][0] if pending else float("inf"),
+                        )
+                    loads: list[tuple[int, float]] = []
+                    for ended, shard_loads in shards.advance(batches, until):
+                        loads += shard_loads
+                        for item in ended:
+                            if self._merge(item, pending):
+                                open_count -= 1
+                                end_s = max(end_s, item[-1])
+                    router.scrape(loads)
+                    epoch, now = target, until
+                    self.env.now = now
+                    if horizon_s is not None and now >= horizon_s:
+                        break
+                end_s = now if open_count else end_s
+                self._finish(shards.finish(end_s), end_s)
         finally:
             shards.close()
         for record in records:
