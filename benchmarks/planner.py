@@ -75,6 +75,26 @@ DASHBOARD = ROOT / "examples" / "scenarios" / "plan-spike-llama-2-7b.yaml"
 CANDIDATES = [{"gpu": "A100-80GB"}, {"gpu": "H100-80GB"}, {"gpu": "H200-141GB"}, {"gpu": "L40S"}]
 
 
+def article_scenario(base: Scenario, duration_s: float) -> Scenario:
+    """(b)'s scenario: `base` with the article's 10x spike to 10,000 requests/s for `duration_s` seconds
+    of traffic, routed round robin (the least-outstanding router scans every replica per request)."""
+    data = base.model_dump(mode="json") | {"name": "article-10k-rps"}
+    data["cluster"]["router"] = {"policy": "round_robin"}
+    data["traffic"] |= {
+        "arrivals": {
+            "kind": "spike",
+            "base": {"kind": "poisson", "rate_per_s": 1000.0},
+            "multiplier": 10,
+            "start_s": 10,
+            "ramp_up_s": 10,
+            "hold_s": 20,
+            "ramp_down_s": 10,
+        },
+        "duration_s": duration_s,
+    }
+    return Scenario.model_validate(data)
+
+
 def _cpu_s() -> float:
     """CPU seconds of this process and its finished children (the plan's worker processes)."""
     own, children = (
@@ -194,23 +214,7 @@ def main() -> None:
         rows.append(("(a) full", timed(scenario, full, args.workers, cache)))
         rows.append(("(a) full, warm cache", timed(scenario, full, args.workers, cache)))
     if args.article:
-        data = scenario.model_dump(mode="json") | {"name": "article-10k-rps"}
-        data["cluster"]["router"] = {
-            "policy": "round_robin"
-        }  # least_outstanding scans every replica per request
-        data["traffic"] |= {
-            "arrivals": {
-                "kind": "spike",
-                "base": {"kind": "poisson", "rate_per_s": 1000.0},
-                "multiplier": 10,
-                "start_s": 10,
-                "ramp_up_s": 10,
-                "hold_s": 20,
-                "ramp_down_s": 10,
-            },
-            "duration_s": args.article_duration_s,
-        }
-        article = Scenario.model_validate(data)
+        article = article_scenario(scenario, args.article_duration_s)
         settings = PlanSettings(candidates=[{"gpu": "A100-80GB"}], max_replicas=4096, **ANSWER_ONLY)
         rows.append(
             (
