@@ -138,3 +138,30 @@ def test_simulate_command_takes_workers_and_the_staleness(tmp_path):
     assert two["summary"] == run()["summary"]  # the answer does not depend on the workers
     assert exact["scenario"]["cluster"]["router"]["staleness_s"] == 0
     assert exact["summary"]["requests"] == two["summary"]["requests"]
+
+
+def test_the_driver_and_the_build_run_with_the_collector_paused(monkeypatch):
+    """`build_cluster` and the parallel driver's loop (`ParallelCluster.run`) run with the cyclic
+    collector off, as `Cluster.run` does (simulator.cluster.collector), and leave it on after."""
+    import gc
+    import random
+
+    import simulator.simulation as simulation
+
+    scenario = fleet(replicas=3, rate=30.0, duration_s=2.0).model_copy(
+        update={"seed": random.randrange(1 << 30)}
+    )
+    built = []
+
+    class Watched(ParallelCluster):
+        def __init__(self, *args, **kwargs):
+            built.append(gc.isenabled())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(simulation, "ParallelCluster", Watched)
+    cluster, _ = build_cluster(scenario, load_traffic(scenario))
+    assert built == [False] and gc.isenabled()
+    during = []  # the collector's state as the driver reports progress
+    cluster.run(progress=lambda _done: during.append(gc.isenabled()))
+    assert during and not any(during)
+    assert gc.isenabled()
