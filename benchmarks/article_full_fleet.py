@@ -1,8 +1,9 @@
-"""The article-scale plan's answer checked on the whole fleet, not on the planner's sample.
+"""The article-scale plan's answer and smaller fleets, each run whole in one process.
 
 `benchmarks/planner.py --article` plans the article's scale (a 10x spike peaking at 10,000 requests/s,
-A100-80GB, the `answer` profile, round robin) and confirms fleets above 256 replicas on a 256-replica
-sample with its share of the traffic (`simulator/planner/search.py`). This script runs that plan, then
+A100-80GB, the `answer` profile, round robin): fleets above 256 replicas are searched on 256-replica
+samples with their share of the traffic, and the answer is confirmed on its whole fleet in parts
+(`simulator/planner/parts.py`); its one-fewer check stays the sample's. This script runs that plan, then
 simulates the answer's whole fleet, N replicas and N - 1, with the batch settings the plan chose, each
 judged by the scenario's SLO exactly as the planner judges a full-fleet confirmation (`evaluate_job`,
 early stop off), side by side in worker processes (`--also`: smaller fleets too): the answer is exact

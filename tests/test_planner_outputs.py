@@ -134,7 +134,7 @@ BLOCK_KEYS = {
         "gpu", "tensor_parallel", "replicas", "gpus", "max_num_seqs", "max_num_batched_tokens",
         "cost_per_hour_usd", "cost_per_request_usd", "cost_per_million_output_tokens_usd",
         "gpu_hours", "binding_constraint", "headroom", "headroom_term", "ttft_p99_s", "tpot_p99_s",
-        "abandon_rate", "calibration", "one_fewer_misses", "binding_checked_by",
+        "abandon_rate", "calibration", "one_fewer_misses", "checked_by", "binding_checked_by",
         "replicas_if_slower", "sentence",
     },
     "one_fewer": {"status", "reasons", "binding", "ratios", "ttft_p99_s", "tpot_p99_s", "early_stop_s"},

@@ -73,6 +73,7 @@ def assemble(
         abandon_rate=best.abandon_rate,
         calibration=calibration,
         one_fewer_misses=None if below is None else not below.meets,
+        checked_by=best.checked_by,
         binding_checked_by=None if below is None else checked_by(below),
     )
     report = PlanReport(

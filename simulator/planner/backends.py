@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import evaluate_job, job_key
 from simulator.planner.outcome import Outcome
+from simulator.planner.parts import PartedBackend
 
 
 class LocalBackend:
@@ -119,7 +120,7 @@ class Runner:
     jobs to start when a worker is free (never on a serial backend, where a job runs when started)."""
 
     def __init__(self, backend, cache: OutcomeCache | None = None, progress: bool | None = None):
-        self.backend = backend
+        self.backend = PartedBackend(backend)  # a whole fleet in parts: its parts side by side
         self.cache = cache or OutcomeCache()
         self._running: dict[str, object] = {}  # job key -> backend handle
         self._ahead: dict[str, dict] = {}  # job key -> job, queued to start on a free worker

@@ -6,7 +6,9 @@ A job is a plain dict (picklable for worker processes and Ray): the scenario as 
 the whole fleet; N: every N-th request on one replica, which round-robin-like routing makes a near
 independent slice of an N-replica fleet), `share_replicas` (k > 1: the requests whose index modulo N
 is below k, on k replicas: exactly what round robin sends k of the N replicas, retries apart),
-`step_scale` (step times × this: the calibration-error re-check) and the goodput share. Outcomes of
+`share_offset` (a: replicas [a, a + k) instead of [0, k): a part of the whole fleet,
+`simulator.planner.parts`), `step_scale` (step times × this: the calibration-error re-check) and the
+goodput share; `parts` (S: the whole fleet, simulated as parts of S replicas and merged). Outcomes of
 runs with several tenants carry each tenant's summary too. It runs `load_traffic` / `build_cluster` /
 `summarize`, the pieces `simulate` is made of, because the planner also needs the cluster while it
 runs: with `early_stop` it stops a simulation as soon as its miss is certain (more than 1% of all
@@ -25,7 +27,7 @@ import time
 import numpy as np
 
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
-from simulator.planner.outcome import OUTCOME_VERSION, Outcome, OutcomeSummary
+from simulator.planner.outcome import OUTCOME_VERSION, FleetPart, Outcome, OutcomeSummary
 from simulator.scenario import Scenario
 from simulator.slo import SLO, ratio
 
@@ -37,6 +39,8 @@ def make_job(
     goodput_share: float | None = None,
     early_stop: bool = True,
     share_replicas: int = 1,
+    share_offset: int = 0,
+    parts: int | None = None,
 ) -> dict:
     if share is not None and share < 1:
         raise ValueError(
@@ -46,6 +50,18 @@ def make_job(
         raise ValueError(
             f"share_replicas={share_replicas} with share={share}; expected 1, or k ≤ N with a share N"
         )
+    if share_offset < 0 or (
+        share_offset and (share is None or share_offset + share_replicas > share)
+    ):
+        raise ValueError(
+            f"share_offset={share_offset} with share={share}, share_replicas={share_replicas}; "
+            "expected 0, or a ≥ 0 with a + k ≤ N"
+        )
+    if parts is not None and (parts < 1 or share is not None):
+        raise ValueError(
+            f"parts={parts} with share={share}; expected None, or S ≥ 1 replicas a part of the "
+            "whole fleet (share None)"
+        )
     if share is not None:  # k replicas, no autoscaler: the share is what k of N fixed replicas see
         cluster = scenario.cluster.model_copy(
             update={
@@ -54,7 +70,7 @@ def make_job(
             }
         )
         scenario = scenario.model_copy(update={"cluster": cluster})
-    return {
+    job = {
         "scenario": scenario.model_dump(mode="json"),
         "share": share,
         "share_replicas": share_replicas,
@@ -62,6 +78,12 @@ def make_job(
         "goodput_share": goodput_share,
         "early_stop": bool(early_stop),
     }
+    # only when set: the keys (and disk caches) of every other job stay as they were
+    if share_offset:
+        job["share_offset"] = share_offset
+    if parts is not None:
+        job["parts"] = parts
+    return job
 
 
 def job_key(job: dict) -> str:
@@ -79,7 +101,13 @@ class _Doomed(Exception):
 
 
 def evaluate_job(job: dict) -> Outcome:
-    """Simulate the job and judge it; never raises for a scenario that cannot run (its outcome says why)."""
+    """Simulate the job and judge it; never raises for a scenario that cannot run (its outcome says why).
+    A job in `parts` runs its parts here one after another (the planner's `Runner` spreads them over its
+    workers instead); a part (`part: True`) keeps its requests and replicas for the merge."""
+    if job.get("parts") is not None:
+        from simulator.planner.parts import evaluate_in_parts
+
+        return evaluate_in_parts(job)
     from simulator.calibration.schema import Calibration
     from simulator.result import summarize
     from simulator.simulation import build_cluster, load_traffic, resolve_calibration_for
@@ -87,6 +115,7 @@ def evaluate_job(job: dict) -> Outcome:
     started = time.process_time()
     scenario = Scenario.model_validate(job["scenario"])
     share, share_replicas, slo = job["share"], job["share_replicas"], scenario.slo
+    offset = job.get("share_offset", 0)
     about = {
         "key": job_key(job),
         "share": share,
@@ -95,12 +124,15 @@ def evaluate_job(job: dict) -> Outcome:
     }
     try:
         trace = load_traffic(scenario)
+        indices = None
         if share is not None and share > 1:
-            keep = np.arange(len(trace)) % share < share_replicas
+            slot = np.arange(len(trace)) % share - offset
+            keep = (slot >= 0) & (slot < share_replicas)
+            indices = np.flatnonzero(keep)
             trace = trace.select(
                 keep,
-                step=f"requests i with i mod {share} < {share_replicas}: {share_replicas} "
-                f"replicas' share of {share}",
+                step=f"requests i with {offset} ≤ i mod {share} < {offset + share_replicas}: "
+                f"{share_replicas} replicas' share of {share}",
             )
         calibration: Calibration = resolve_calibration_for(scenario)
         # the error band scales whole steps: GPU kernels and the serving stack's host time alike
@@ -116,6 +148,8 @@ def evaluate_job(job: dict) -> Outcome:
             error=str(error),
             cpu_s=time.process_time() - started,
         )
+    if job.get("part"):
+        cluster.monitor.parts = []  # each window's per-replica KV usage, for the merge
     watch = _Watch(cluster, slo, job["goodput_share"]) if job["early_stop"] else None
     try:
         end_s = cluster.run(scenario.horizon_s, watch)
@@ -134,13 +168,37 @@ def evaluate_job(job: dict) -> Outcome:
             cpu_s=time.process_time() - started,
         )
     result = summarize(scenario, cluster, end_s, facts)
-    ratios = slo.ratios(result.summary, job["goodput_share"])
-    reasons = SLO.missed(ratios)
     tenants = (
         {tenant: OutcomeSummary.of(row) for tenant, row in result.tenants.items()}
         if len(result.tenants) > 1
         else {}
     )
+    part = _part(cluster, end_s, indices) if job.get("part") else None
+    return judged(
+        about,
+        OutcomeSummary.of(result.summary),
+        tenants,
+        slo,
+        job["goodput_share"],
+        _facts(facts),
+        time.process_time() - started,
+        part,
+    )
+
+
+def judged(
+    about: dict,
+    summary: OutcomeSummary,
+    tenants: dict[str, OutcomeSummary],
+    slo: SLO,
+    goodput_share: float | None,
+    facts: dict,
+    cpu_s: float,
+    part: FleetPart | None = None,
+) -> Outcome:
+    """A run's outcome: its summary judged against the SLO."""
+    ratios = slo.ratios(summary, goodput_share)
+    reasons = SLO.missed(ratios)
     return Outcome(
         **about,
         status="misses" if reasons else "meets",
@@ -148,10 +206,29 @@ def evaluate_job(job: dict) -> Outcome:
         reasons=reasons,
         binding=SLO.binding(ratios),
         ratios=ratios,
-        summary=OutcomeSummary.of(result.summary),
+        summary=summary,
         tenants=tenants,
-        facts=_facts(facts),
-        cpu_s=time.process_time() - started,
+        facts=facts,
+        cpu_s=cpu_s,
+        part=part,
+    )
+
+
+def _part(cluster, end_s: float, indices) -> FleetPart:
+    """A part's records and replicas for the merge (`simulator.planner.parts`)."""
+    records = cluster.records
+    return FleetPart(
+        indices=np.arange(len(records)) if indices is None else indices,
+        records=records,
+        end_s=end_s,
+        replicas=[
+            (r.requested_at_s, r.stopped_at_s, r.busy_s, r.kv_utilization_busy_s)
+            for r in cluster.replicas
+        ],
+        windows=[
+            (row["time_s"], [usage for _, usage in window["kv_usage"]])
+            for row, window in zip(cluster.monitor.rows, cluster.monitor.parts)
+        ],
     )
 
 

@@ -75,6 +75,20 @@ TENANT_KEYS = tuple(
 )  # what a tenant's row has
 
 
+@dataclass
+class FleetPart:
+    """What a part of a fleet simulated in parts keeps for the merge (`simulator.planner.parts`): its
+    requests' indices in the whole trace and their records (in that order), its end, per replica in
+    fleet order (requested at, stopped at, busy seconds, KV-utilisation-weighted busy seconds), and
+    per metrics window (time, each replica's KV usage). Crosses to the planner's process; never cached."""
+
+    indices: Any  # numpy int64 array
+    records: list
+    end_s: float
+    replicas: list[tuple[float, float | None, float, float]]
+    windows: list[tuple[float, list[float]]]
+
+
 @dataclass(kw_only=True)
 class Outcome:
     """One evaluation: the job's key and what it simulated (`share`, `share_replicas`,
@@ -102,11 +116,12 @@ class Outcome:
     )
     facts: dict = field(default_factory=dict)
     cpu_s: float = 0.0
+    part: FleetPart | None = None  # a part's records and replicas (`simulator.planner.parts`)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: `summary` {} for a candidate that could not run, `tenants` only after
         a full run."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "part"}
         data["summary"] = {} if self.status == "invalid" else self.summary.as_dict()
         if self.tenants is None:
             del data["tenants"]

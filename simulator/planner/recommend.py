@@ -253,7 +253,14 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
                 reasons.append(str(error))
                 continue
             fleets[f"{gpu} TP{tp}"] = Fleet(
-                scenario, gpu, tp, low, high, settings.goodput_share, settings.early_stop
+                scenario,
+                gpu,
+                tp,
+                low,
+                high,
+                settings.goodput_share,
+                settings.early_stop,
+                whole_fleet=settings.whole_fleet,
             )
             break
         else:

@@ -97,6 +97,7 @@ class Recommendation:
     abandon_rate: float | None = None
     calibration: dict | None = None
     one_fewer_misses: bool | None = None
+    checked_by: str | None = None  # what simulated the answer: the full fleet, a sample, a share
     binding_checked_by: str | None = None
     replicas_if_slower: int | None = None
     sentence: str = ""

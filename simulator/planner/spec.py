@@ -101,6 +101,12 @@ class PlanSettings(_Strict):
     early_stop: bool = Field(
         True, description="stop a simulation as soon as its SLO miss is certain"
     )
+    whole_fleet: bool = Field(
+        True,
+        description="confirm an answer found on a sample (fleets above 256 replicas) on its "
+        "whole fleet, simulated in parts over the workers (round robin: its replicas are "
+        "independent), stepping up while it misses",
+    )
     uncertainty: bool = Field(
         True, description="re-check the answer with step times ± the calibration's error"
     )
