@@ -9,7 +9,7 @@ import pytest
 
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.evaluate import evaluate_job, make_job
-from simulator.planner.parts import PartedBackend, part_jobs, parts_refusal
+from simulator.planner.parts import PartedBackend, evaluate_in_parts, part_jobs, parts_refusal
 from simulator.scenario import Scenario
 
 
@@ -50,7 +50,7 @@ def test_parts_merge_to_the_whole_runs_outcome_on_fresh_random_fleets():
         whole = evaluate_job(make_job(scenario, early_stop=False))
         job = make_job(scenario, early_stop=False, parts=size)
         assert len(part_jobs(job)) == -(-replicas // size)
-        merged = evaluate_job(job)
+        merged = evaluate_in_parts(job)
         _same(merged, whole)
         assert whole.summary.kv_usage_peak > 0 and whole.summary.requests > 50
 
@@ -64,7 +64,7 @@ def test_parts_merge_tenants_and_a_missed_slo():
         slo={"ttft_p99_s": 0.05},
     )
     whole = evaluate_job(make_job(scenario, early_stop=False))
-    merged = evaluate_job(make_job(scenario, early_stop=False, parts=3))
+    merged = evaluate_in_parts(make_job(scenario, early_stop=False, parts=3))
     assert whole.status == "misses" and set(whole.tenants) == {"a", "b"}
     _same(merged, whole)
 
@@ -81,7 +81,8 @@ def test_the_parted_backend_runs_parts_side_by_side_and_merges_as_the_serial_pat
         merged = runner.outcome(key)
     finally:
         runner.close()
-    _same(merged, evaluate_job(job))
+    _same(merged, evaluate_in_parts(job))
+    _same(merged, evaluate_job(job))  # run whole: the same outcome
     assert merged.part is None and "part" not in merged.to_json()
 
 

@@ -102,12 +102,9 @@ class _Doomed(Exception):
 
 def evaluate_job(job: dict) -> Outcome:
     """Simulate the job and judge it; never raises for a scenario that cannot run (its outcome says why).
-    A job in `parts` runs its parts here one after another (the planner's `Runner` spreads them over its
-    workers instead); a part (`part: True`) keeps its requests and replicas for the merge."""
-    if job.get("parts") is not None:
-        from simulator.planner.parts import evaluate_in_parts
-
-        return evaluate_in_parts(job)
+    A job in `parts` runs whole here, which gives the same outcome as its parts merged (the planner's
+    `Runner` runs them side by side: `simulator.planner.parts`); a part (`part: True`) keeps its
+    requests and replicas for that merge."""
     from simulator.calibration.schema import Calibration
     from simulator.result import summarize
     from simulator.simulation import build_cluster, load_traffic, resolve_calibration_for

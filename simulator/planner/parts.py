@@ -14,7 +14,7 @@ the replicas in fleet order (`tests/test_planner_parts.py` checks the merge agai
 `PartedBackend` puts this in front of any backend (local processes, Ray): a job with `parts` becomes its
 part jobs, done when all are, merged when read. The parts are not cached on their own (their records
 would not survive the disk cache's JSON); the merged outcome is, under the whole job's key.
-`evaluate_in_parts` is the serial twin that `evaluate_job` runs for such a job.
+`evaluate_in_parts` is the serial twin; `evaluate_job` runs such a job whole, in one process.
 
 Only fleets whose replicas are independent qualify (`parts_refusal`): round robin, no autoscaler, no
 disaggregation, no cap on the clients' concurrency. With retries a part keeps a retried request on its
