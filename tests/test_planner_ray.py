@@ -25,3 +25,32 @@ def test_ray_gives_the_serial_answer():
         {k: v for k, v in row.items() if k not in volatile} for row in serial.ledger.rows
     ]
     assert not ray.is_initialized()  # the planner shut down the instance it started
+
+
+@pytest.mark.timeout(240)
+def test_a_whole_fleet_in_parts_on_ray_is_the_serial_merge():
+    """A job in parts (`simulator.planner.parts`) on Ray: its parts run as Ray tasks and merge into the
+    outcome the serial path merges."""
+    from simulator.planner.backends import RayBackend, Runner
+    from simulator.planner.evaluate import make_job
+    from simulator.planner.parts import evaluate_in_parts
+
+    scenario = spike_scenario(
+        duration_s=60, cluster={"replicas": 5, "router": {"policy": "round_robin"}}
+    )
+    job = make_job(scenario, early_stop=False, parts=2)
+    runner = Runner(RayBackend(workers=2), progress=False)
+    try:
+        key, started = runner.submit(job)
+        runner.wait([key])
+        merged = runner.outcome(key)
+    finally:
+        runner.close()
+    serial = evaluate_in_parts(job)
+    assert started and merged.summary.requests > 0
+    assert (merged.status, merged.ratios, merged.summary) == (
+        serial.status,
+        serial.ratios,
+        serial.summary,
+    )
+    assert not ray.is_initialized()
