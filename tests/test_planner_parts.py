@@ -186,6 +186,7 @@ def test_the_planner_confirms_a_sampled_answer_on_the_whole_fleet(monkeypatch):
     from test_planner_helpers import quick_settings, spike_scenario
 
     from simulator.planner import recommend
+    from simulator.planner.cli import format_plan
     from simulator.planner.search import Batch, Fleet, fleet_scenario
 
     monkeypatch.setattr(
@@ -197,6 +198,8 @@ def test_the_planner_confirms_a_sampled_answer_on_the_whole_fleet(monkeypatch):
     rows = [row for row in result.ledger.rows if row["phase"] == "whole fleet"]
     assert rec.replicas > 2 and rows and rows[-1]["replicas"] == rec.replicas
     assert rec.checked_by == "full fleet"
+    text = "\n".join(format_plan(scenario.name, result.report))
+    assert "simulated on: full fleet; one replica less on: full fleet, sampled: 2 of the" in text
     batch = Batch(rec.max_num_seqs, rec.max_num_batched_tokens)
     whole = evaluate_job(
         make_job(fleet_scenario(scenario, rec.gpu, 1, rec.replicas, batch), early_stop=False)

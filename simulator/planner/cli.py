@@ -154,6 +154,11 @@ def format_plan(name: str, report: PlanReport) -> list[str]:
         f"{'misses' if rec.one_fewer_misses else 'was not checked or meets'}); headroom "
         f"{rec.headroom:.0%} on {rec.headroom_term}"
     )
+    if rec.checked_by:
+        lines.append(
+            f"  simulated on: {rec.checked_by}"
+            + (f"; one replica less on: {rec.binding_checked_by}" if rec.binding_checked_by else "")
+        )
     if report.uncertainty:
         lines.append(f"  error bars: {report.uncertainty.text} ({report.uncertainty.source})")
     static = report.static_baseline
