@@ -153,7 +153,13 @@ class Fleet:
             early_stop=self.early_stop,
             share_replicas=sample if sampled else 1,
         )
-        context = {
+        return job, self._context(replicas, batch, phase, autoscaler)
+
+    def _context(
+        self, replicas: int, batch: Batch, phase: str, autoscaler: AutoscalerSpec | None = None
+    ) -> dict:
+        """A job's ledger context: the phase, GPU, fleet and settings."""
+        return {
             "phase": self.label + phase,
             "gpu": self.gpu,
             "tensor_parallel": self.tensor_parallel,
@@ -165,7 +171,6 @@ class Fleet:
             "kv_cache_dtype": batch.kv_cache_dtype,
             "warm_pool": autoscaler.min_replicas if autoscaler is not None else None,
         }
-        return job, context
 
     def whole(self, replicas: int, batch: Batch) -> Pair | None:
         """The job for the whole fleet of `replicas`, simulated in parts of `sample_replicas`
@@ -180,8 +185,7 @@ class Fleet:
             early_stop=False,
             parts=self.sample_replicas,
         )
-        context = self.probe(replicas, batch, False, "whole fleet")[1]
-        return job, context
+        return job, self._context(replicas, batch, "whole fleet")
 
 
 @dataclass
@@ -444,7 +448,7 @@ def _confirm_sampled(fleet: Fleet, n: int, batch: Batch, check_below: bool, rows
         return Answer(None, batch, seen[fleet.high], grid=rows, high=fleet.high)
     below = seen.get(found - 1)
     answer = Answer(found, batch, seen[found], below, below is not None, rows, fleet.high)
-    if fleet.whole_fleet and fleet.whole(found, batch) is not None:
+    if fleet.whole_fleet:
         return (yield from _confirm_whole(fleet, answer))
     return answer
 
@@ -452,10 +456,14 @@ def _confirm_sampled(fleet: Fleet, n: int, batch: Batch, check_below: bool, rows
 def _confirm_whole(fleet: Fleet, answer: Answer):
     """A sampled answer run on its whole fleet, in parts (`Fleet.whole`): it stands if it meets; while
     it misses (the sample was optimistic), up by ~1% of it (the samples' scatter, module docstring)
-    until it meets. The one-fewer verdict stays the sample's unless the answer moved (then unknown)."""
+    until it meets. The one-fewer verdict stays the sample's unless the answer moved (then unknown).
+    Where the fleet's replicas are not independent (`parts_refusal`), the sample's answer as it was."""
     n, step = answer.replicas, max(1, answer.replicas // 100)
     while True:
-        outcome = (yield [fleet.whole(n, answer.batch)])[0]
+        pair = fleet.whole(n, answer.batch)
+        if pair is None:
+            return answer
+        outcome = (yield [pair])[0]
         if outcome.status == "invalid":  # cannot happen where the sample ran; keep the sample's
             return answer
         if outcome.meets:
