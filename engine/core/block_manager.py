@@ -8,11 +8,17 @@ freed first. So the free list is two parts: a stack of the uncached free blocks,
 LRU order; a block never changes part while it is free. Every count the scheduler reads per step is a
 length or a counter kept up to date, O(1). Static batching's contiguous reservations search the free
 blocks as runs of adjacent blocks (`FreeRuns`), kept up to date once the first one is asked for.
+
+The per-block loops read block ids and hashes through `list[Any]` / `dict[Any, ...]` views of the same
+containers (`make compiled`: mypyc keeps an `Any` item as the object already stored, where an `int` one
+is unboxed and boxed again, a new int object for every block id above 256 and every other hash, each
+time it is stored or looked up; in CPython the annotation changes nothing).
 """
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from itertools import chain
+from typing import Any
 
 from engine.core.free_runs import FreeRuns
 from engine.core.host_tier import HostKVTier
@@ -96,11 +102,11 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return []
         num_full = (request.num_tokens - 1) // self.block_size
-        hashes = self._hashes_upto(request, num_full)
+        hashes: list[Any] = self._hashes_upto(request, num_full)
         # the blocks of the leading hashes found, up to the first not found (a plain loop: as fast as
         # map/takewhile in CPython, and mypyc compiles it to native dict lookups)
-        hash_to_block = self.hash_to_block
-        hits: list[int] = []
+        hash_to_block: dict[Any, Any] = self.hash_to_block
+        hits: list[Any] = []
         for h in hashes:
             block = hash_to_block.get(h)
             if block is None:
@@ -143,8 +149,10 @@ class BlockManager:
             num_full = request.num_computed_tokens // self.block_size
         if num_full <= request.num_hashed_blocks:
             return
-        hashes = self._hashes_upto(request, num_full)
-        table, block_hash, hash_to_block = request.block_table, self.block_hash, self.hash_to_block
+        hashes: list[Any] = self._hashes_upto(request, num_full)
+        table: list[Any] = request.block_table
+        block_hash: list[Any] = self.block_hash
+        hash_to_block: dict[Any, Any] = self.hash_to_block
         for i in range(request.num_hashed_blocks, num_full):
             block, h = table[i], hashes[i]
             if h not in hash_to_block and block_hash[block] is None:
@@ -219,7 +227,9 @@ class BlockManager:
     def take_fresh_blocks(self, request: Request, count: int = 1) -> None:
         """Hand the `count` least recently used free blocks to the end of the request's table (evicting
         what they cached); the caller has checked the pool and the tenant's quota."""
-        uncached, ref_counts, table = self._free_uncached, self.ref_counts, request.block_table
+        uncached: list[Any] = self._free_uncached
+        table: list[Any] = request.block_table
+        ref_counts = self.ref_counts
         self._runs = None
         first = len(table)
         if count == 1 and uncached:  # a running request's next block: the commonest case
@@ -228,22 +238,26 @@ class BlockManager:
             table.extend(reversed(uncached[len(uncached) - count :]))
             del uncached[len(uncached) - count :]
         else:
+            cached: OrderedDict[Any, None] = self._free_cached
             for _ in range(count):
                 if uncached:
                     block = uncached.pop()
                 else:
-                    block, _ = self._free_cached.popitem(last=False)
+                    block, _ = cached.popitem(last=False)
                     self._evict(block)
                 table.append(block)
         for i in range(first, len(table)):
-            ref_counts[table[i]] = 1
+            index: int = table[i]
+            ref_counts[index] = 1
         self.num_allocations += count
         self.tenant_blocks[request.tenant] += count
 
     def take_fresh_block_each(self, requests: Sequence[Request]) -> None:
         """Exactly `take_fresh_blocks(request)` for each of `requests` in turn (a request may repeat), in
         one loop: what a decode stretch's block crossings do, in the step-by-step order."""
-        uncached, cached, ref_counts = self._free_uncached, self._free_cached, self.ref_counts
+        uncached: list[Any] = self._free_uncached
+        cached: OrderedDict[Any, None] = self._free_cached
+        ref_counts = self.ref_counts
         self._runs = None
         tenants: dict[str, int] = {}
         for request in requests:
@@ -252,8 +266,10 @@ class BlockManager:
             else:
                 block, _ = cached.popitem(last=False)
                 self._evict(block)
-            ref_counts[block] = 1
-            request.block_table.append(block)
+            index: int = block
+            ref_counts[index] = 1
+            table: list[Any] = request.block_table
+            table.append(block)
             tenants[request.tenant] = tenants.get(request.tenant, 0) + 1
         self.num_allocations += len(requests)
         for tenant, count in tenants.items():
@@ -288,23 +304,30 @@ class BlockManager:
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first, so shared prefixes outlive private suffixes."""
         ref_counts, block_hash = self.ref_counts, self.block_hash
-        uncached, cached, runs = self._free_uncached, self._free_cached, self._runs
+        uncached: list[Any] = self._free_uncached
+        cached: OrderedDict[Any, None] = self._free_cached
+        runs = self._runs
+        table: list[Any] = request.block_table
         if not self.enable_prefix_caching and runs is None:
             # without the prefix cache a block has one holder and no hash: the loop below, in bulk
-            for block in request.block_table:
-                ref_counts[block] = 0
-            uncached.extend(reversed(request.block_table))
+            for block in table:
+                index: int = block
+                ref_counts[index] = 0
+            uncached.extend(reversed(table))
         else:
-            for block in reversed(request.block_table):
-                count = ref_counts[block] - 1
-                ref_counts[block] = count
+            # tail first (an index loop: mypyc cannot reverse a list[Any])
+            for i in range(len(table) - 1, -1, -1):
+                block = table[i]
+                index = block
+                count = ref_counts[index] - 1
+                ref_counts[index] = count
                 if count == 0:
-                    if block_hash[block] is None:
+                    if block_hash[index] is None:
                         uncached.append(block)  # nothing to reuse: hand it out first
                     else:
                         cached[block] = None
                     if runs is not None:
-                        runs.add(block)
+                        runs.add(index)
         left = self.tenant_blocks[request.tenant] - len(request.block_table)
         if left:
             self.tenant_blocks[request.tenant] = left
@@ -313,14 +336,16 @@ class BlockManager:
         request.block_table = []
         request.num_hashed_blocks = 0
 
-    def _evict(self, block: int) -> None:
-        h = self.block_hash[block]
+    def _evict(self, block: Any) -> None:
+        index: int = block
+        h: Any = self.block_hash[index]
         if h is not None:
-            if self.hash_to_block.get(h) == block:
-                del self.hash_to_block[h]
-            self.block_hash[block] = None
+            hash_to_block: dict[Any, Any] = self.hash_to_block
+            if hash_to_block.get(h) == block:
+                del hash_to_block[h]
+            self.block_hash[index] = None
             if self.host_tier is not None:
-                self.host_tier.store(h, block)
+                self.host_tier.store(h, index)
 
     def _find_run(self, num_blocks: int) -> int | None:
         """First fit: the first block of the lowest-numbered run of `num_blocks` free adjacent blocks."""

@@ -364,7 +364,8 @@ def advance(
             first = -(computed + 1) % size
             if first < num_steps:
                 registers[first].append(i)
-        req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
+        if req.uniform_output_token is None:  # (else counted in num_tokens, not stored)
+            req._output_token_ids.extend(tokens)  # `append_decoded_tokens`, inlined: the hot loop
         req.num_tokens += num_steps
         req.num_computed_tokens = computed + num_steps
         first_token = req.first_token_time is None

@@ -61,6 +61,7 @@ def handoff_copy(request: Request) -> Request:
         request.arrival_time,
         request.tenant,
     )
+    copy.uniform_output_token = request.uniform_output_token
     copy.output_token_ids = request.output_token_ids
     copy.first_scheduled_time = request.first_scheduled_time
     copy.first_token_time = request.first_token_time

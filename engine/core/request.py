@@ -6,6 +6,10 @@ request at every step, so the counts it needs (`num_tokens`, `num_prompt_tokens`
 summary `stop_len` / `stops_on_token`) are plain slots kept up to date (by `append_output_token`,
 `append_decoded_tokens`, assigning `prompt_token_ids` / `output_token_ids`, and the scheduler on
 admission), rather than properties recomputed on each read.
+
+`uniform_output_token`: set when every token sampled for the request is that one token (the simulator's
+`SIM_TOKEN_ID`); its outputs are then counted in `num_tokens`, not stored, and made on demand
+(`output_token_ids`, `token_ids`), so the scheduler's per-token loops skip a list append per token.
 """
 
 from enum import Enum
@@ -36,6 +40,7 @@ class Request:
         "request_id",
         "_prompt_token_ids",
         "_output_token_ids",
+        "uniform_output_token",
         "num_prompt_tokens",
         "num_tokens",
         "params",
@@ -70,7 +75,8 @@ class Request:
         it, so the request keeps that list rather than a copy (the simulator's prompts, thousands of
         tokens each, made per request)."""
         self.request_id = request_id
-        self._output_token_ids: list[int] = []
+        self._output_token_ids: list[int] = []  # (empty while `uniform_output_token` is set)
+        self.uniform_output_token: int | None = None  # (module docstring)
         if copy_prompt:  # (the setter copies, and sets num_prompt_tokens and num_tokens)
             self.prompt_token_ids = prompt_token_ids
         else:
@@ -104,30 +110,55 @@ class Request:
 
     @prompt_token_ids.setter
     def prompt_token_ids(self, token_ids: list[int]) -> None:
+        num_output = (
+            len(self._output_token_ids)
+            if self.uniform_output_token is None
+            else self.num_tokens - self.num_prompt_tokens
+        )
         self._prompt_token_ids = list(token_ids)
         self.num_prompt_tokens = len(self._prompt_token_ids)
-        self.num_tokens = self.num_prompt_tokens + len(self._output_token_ids)
+        self.num_tokens = self.num_prompt_tokens + num_output
 
     @property
     def output_token_ids(self) -> list[int]:
         """The sampled tokens. Grow it with `append_output_token` / `append_decoded_tokens` (or assign a
         new list), not in place, so `num_tokens` stays right."""
+        if self.uniform_output_token is not None:
+            return [self.uniform_output_token] * (self.num_tokens - self.num_prompt_tokens)
         return self._output_token_ids
 
     @output_token_ids.setter
     def output_token_ids(self, token_ids: list[int]) -> None:
-        self._output_token_ids = list(token_ids)
-        self.num_tokens = self.num_prompt_tokens + len(self._output_token_ids)
+        token_ids = list(token_ids)
+        uniform = self.uniform_output_token
+        if uniform is not None:
+            self._check_uniform(token_ids)
+        self._output_token_ids = token_ids if uniform is None else []
+        self.num_tokens = self.num_prompt_tokens + len(token_ids)
 
     def append_output_token(self, token_id: int) -> None:
-        self._output_token_ids.append(token_id)
+        if self.uniform_output_token is None:
+            self._output_token_ids.append(token_id)
+        else:
+            self._check_uniform([token_id])
         self.num_tokens += 1
 
     def append_decoded_tokens(self, token_ids: list[int]) -> None:
         """The effect of `len(token_ids)` decode steps: each computes the last token and samples the next."""
-        self._output_token_ids.extend(token_ids)
+        if self.uniform_output_token is None:
+            self._output_token_ids.extend(token_ids)
+        else:
+            self._check_uniform(token_ids)
         self.num_tokens += len(token_ids)
         self.num_computed_tokens += len(token_ids)
+
+    def _check_uniform(self, token_ids: list[int]) -> None:
+        for token in token_ids:
+            if token != self.uniform_output_token:
+                raise ValueError(
+                    f"{self.request_id}: output token {token}; expected only its uniform_output_token "
+                    f"{self.uniform_output_token} (set it to None to store other tokens)"
+                )
 
     @property
     def num_output_tokens(self) -> int:
@@ -143,6 +174,10 @@ class Request:
         num_prompt = self.num_prompt_tokens
         if end <= num_prompt:
             return prompt[start:end]
+        uniform = self.uniform_output_token
+        if uniform is not None:  # outputs counted, not stored
+            head = prompt[start:] if start < num_prompt else []
+            return head + [uniform] * (end - max(start, num_prompt))
         if start >= num_prompt:
             return self._output_token_ids[start - num_prompt : end - num_prompt]
         return prompt[start:] + self._output_token_ids[: end - num_prompt]

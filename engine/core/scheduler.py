@@ -377,7 +377,8 @@ class Scheduler:
         self, out: SchedulerOutput, sampled_token_ids: list[int | None], now: float
     ) -> list[Request]:
         """Advance the scheduled requests; `sampled_token_ids[i]` is the token of scheduled[i] (None when
-        its step did not reach the end of its tokens). Returns the requests that got a token."""
+        its step did not reach the end of its tokens; a request's `uniform_output_token`, when set, is
+        taken as its token). Returns the requests that got a token."""
         progressed, may_stop, news = [], [], []
         bm, size, running_status = self.block_manager, self.block_size, RequestStatus.RUNNING
         caching = bm.enable_prefix_caching
@@ -393,7 +394,8 @@ class Scheduler:
             if computed < num_tokens:
                 continue  # a prefill chunk: no token yet
             assert token is not None, f"{req} completed its tokens but no token was sampled"
-            req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
+            if req.uniform_output_token is None:  # (else counted in num_tokens, not stored)
+                req._output_token_ids.append(token)  # `append_output_token`, inlined: the hot loop
             req.num_tokens = num_tokens = num_tokens + 1
             first_token = req.first_token_time is None
             if first_token:

@@ -208,6 +208,7 @@ class Cluster:
             self.tenants[index],
             copy_prompt=False,  # (read-only lists: see `prompt_ids`)
         )
+        request.uniform_output_token = SIM_TOKEN_ID  # every simulated token: counted, not stored
         if self.prompt_hashes is not None:
             request.block_hashes = self.prompt_hashes(index)
         self._attempts[request.request_id] = (index, attempt, replica)
