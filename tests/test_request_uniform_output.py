@@ -73,12 +73,9 @@ def test_another_token_is_refused_with_the_request_named():
         counted.output_token_ids = [T, 3]
 
 
-def _state(scheduler) -> tuple:
+def _state(scheduler, requests: list[Request]) -> tuple:
+    """The pool and every request added to `scheduler` (running, waiting or finished)."""
     bm = scheduler.block_manager
-    requests = sorted(
-        [*scheduler.running, *scheduler.waiting, *scheduler.finished_for_test],
-        key=lambda r: r.request_id,
-    )
     return (
         bm.ref_counts,
         bm.block_hash,
@@ -116,8 +113,7 @@ def test_the_scheduler_runs_counted_outputs_as_stored_ones(seed):
         max_model_len=96,
     )
     pair = [make_scheduler(**settings), make_scheduler(**settings)]
-    for scheduler in pair:
-        scheduler.finished_for_test = []
+    added: tuple[list[Request], list[Request]] = ([], [])  # every request, per scheduler
     shared = [rng.randrange(3, 9) for _ in range(12)]
     clock = {"now": 0.0, "steps": 0, "stretched": 0}
 
@@ -141,7 +137,7 @@ def test_the_scheduler_runs_counted_outputs_as_stored_ones(seed):
         clock["steps"] += 1
         for scheduler in pair:
             check_invariants(scheduler)
-        assert _state(pair[1]) == _state(pair[0])
+        assert _state(pair[1], added[1]) == _state(pair[0], added[0])
         return True
 
     for index in range(rng.randrange(8, 16)):
@@ -151,13 +147,13 @@ def test_the_scheduler_runs_counted_outputs_as_stored_ones(seed):
         capacity = settings["num_blocks"] * settings["block_size"]  # every request fits the pool
         prompt = prompt[: capacity // 2]
         max_tokens = rng.randrange(1, min(40, capacity - len(prompt)) + 1)
-        for scheduler, req in zip(pair, _pair(prompt, max_tokens, index)):
+        for scheduler, requests, req in zip(pair, added, _pair(prompt, max_tokens, index)):
             scheduler.add_request(req)
-            scheduler.finished_for_test.append(req)
+            requests.append(req)
         for _ in range(rng.randrange(0, 4)):
             if not step():
                 break
     while pair[0].has_unfinished_requests() and clock["steps"] < 2000:
         assert step()
     assert not pair[1].has_unfinished_requests() and clock["stretched"]  # some steps by stretches
-    assert all(r.uniform_output_token == T for r in pair[1].finished_for_test)
+    assert all(r.uniform_output_token == T and r.is_finished for r in added[1])
