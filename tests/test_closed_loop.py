@@ -3,15 +3,25 @@ N requests in flight, the next sent when one ends and timed from its send; and t
 aiconfigurator's measured vLLM V1 closed-loop points that the replay opens."""
 
 import json
+from pathlib import Path
 
 import pytest
 from sim_helpers import cluster_config, cost_model, run_cluster
 from typer.testing import CliRunner
 
-from simulator.validation.published_replay import replay_records, replay_run
-from simulator.validation.published_sets import load_published
+from simulator.validation.closed_loop_fit import fit_bunched_turns
+from simulator.validation.profile_fit import fit_profile, fitted_together
+from simulator.validation.published_replay import (
+    closed_loop_parts,
+    mix_turns,
+    replay_records,
+    replay_run,
+    source_profile,
+)
+from simulator.validation.published_sets import PUBLISHED_DIR, load_published
 
 NAME = "aic-silicon-vllm-v1-hopper"
+PUBLISHED_PATH = PUBLISHED_DIR / f"{NAME}.json"
 
 
 def test_one_in_flight_runs_the_requests_one_after_another():
@@ -76,10 +86,12 @@ def test_the_scenario_refuses_a_cap_below_one():
         Scenario.model_validate({"traffic": {"max_concurrency": 0}})
 
 
-def test_the_silicon_set_loads_as_closed_loop_runs_held_out():
+def test_the_silicon_set_loads_as_closed_loop_runs_split_by_rule():
     data = load_published(NAME)
-    # evidence only: a refit on part of it made llm-k8s' held-out rows worse (see the set)
-    assert data["engine_profile"] == "vllm-v1" and data["held_out_only"]
+    # its fit runs fit only the loop's bunched turns: a refit of the profile on part of it made
+    # llm-k8s' held-out rows worse (see the set), so the profile is never fitted on it
+    assert data["engine_profile"] == "vllm-v1" and data["fit_scope"] == "closed_loop"
+    assert not data.get("held_out_only") and data["bunched_turns_label"] == "fitted"
     runs = data["runs"]
     assert len(runs) == 60 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
     for run in runs:
@@ -88,7 +100,20 @@ def test_the_silicon_set_loads_as_closed_loop_runs_held_out():
         assert len(run["prompt_tokens"]) == run["num_requests"]
         assert set(run["measured"]) == {"ttft_mean_s", "tpot_mean_s"}
         assert "silicon_sample.csv @ 095f58a" in run["source"] and ", line " in run["source"]
-        assert run["split"] == "held_out"
+
+    # the split by rule: sorted by model, GPU, TP, ISL, OSL and concurrency, every second held out
+    def order(run):
+        return (
+            run["model"],
+            run["gpu"],
+            run["tensor_parallel"],
+            run["prompt_tokens"][0],
+            run["output_tokens"][0],
+            run["max_concurrency"],
+        )
+
+    ranked = sorted(runs, key=order)
+    assert [run["split"] for run in ranked] == ["fit", "held_out"] * 30
 
 
 def test_a_closed_loop_run_is_measured_after_its_warm_up_and_timed_from_each_send():
@@ -131,9 +156,10 @@ def test_a_scenario_cap_holds_where_a_stale_router_would_run_replicas_in_paralle
     assert max(sum(s <= start < e for s, e in spans) for start, _end in spans) == 3
 
 
-def test_a_burst_start_weighs_the_first_turn_sent_at_once_into_an_idle_engine():
+def test_a_burst_start_weighs_the_bunched_turns_sent_at_once_into_an_idle_engine():
     """aiperf's profiling phase sends its first N requests together (`burst_start_turns` T): the
-    means are that turn's, weighed 1/T, and the staggered steady state's, weighed (T - 1)/T."""
+    means are that turn's replay, weighed B/T (B the set's `bunched_turns`, 1 by default), and the
+    staggered steady state's, weighed (T - B)/T."""
     data = load_published(NAME)
     assert data["burst_start_turns"] == 20 and "bench_run.sh.j2" in data["burst_start_turns_source"]
     run = next(r for r in data["runs"] if r["id"] == "h100-llama-3-70b-tp4-1024x1024-c16")
@@ -150,10 +176,16 @@ def test_a_burst_start_weighs_the_first_turn_sent_at_once_into_an_idle_engine():
     burst_ttft = sum(r.ttft_s for r in burst_records) / 16
     # 16 x 1,024 prompt tokens need two 8,192-token steps: the burst's first tokens come later
     assert burst_ttft > 2 * steady["ttft_mean_s"]
-    mixed = replay_run(data, run)
+    first_only = {k: v for k, v in data.items() if k != "bunched_turns"}  # the default, B = 1
+    mixed = replay_run(first_only, run)
     assert mixed["ttft_mean_s"] == pytest.approx((burst_ttft + 19 * steady["ttft_mean_s"]) / 20)
     assert mixed["ttft_mean_s"] > steady["ttft_mean_s"]
-    assert replay_run(data | {"burst_start_turns": 1}, run)["ttft_mean_s"] == pytest.approx(
+    bunched = data["bunched_turns"]
+    assert 1 < bunched < 20  # fitted: more than the first turn, far from all of them
+    assert replay_run(data, run)["ttft_mean_s"] == pytest.approx(
+        (bunched * burst_ttft + (20 - bunched) * steady["ttft_mean_s"]) / 20
+    )
+    assert replay_run(first_only | {"burst_start_turns": 1}, run)["ttft_mean_s"] == pytest.approx(
         burst_ttft
     )
 
@@ -166,3 +198,80 @@ def test_a_burst_start_needs_a_whole_number_of_turns(tmp_path, turns):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="burst_start_turns"):
         load_published(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"bunched_turns": 0.5}, "bunched_turns"),
+        ({"bunched_turns": 21}, "bunched_turns"),
+        ({"bunched_turns": "2"}, "bunched_turns"),
+        ({"bunched_turns": True}, "bunched_turns"),
+        ({"burst_start_turns": None}, "bunched_turns"),
+        ({"fit_scope": "client"}, "fit_scope"),
+        ({"held_out_only": True}, "fit_scope 'closed_loop'"),
+    ],
+)
+def test_bad_bunched_turns_or_fit_scope_are_refused_naming_the_accepted_values(
+    tmp_path, change, match
+):
+    data = json.loads(json.dumps(load_published(NAME))) | change
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=match):
+        load_published(path)
+
+
+def _small_set(tmp_path, bunched_turns: float) -> tuple[Path, dict]:
+    """Two of the set's short runs, each measured as the simulator's own mix at `bunched_turns`
+    (written as the stored files are: a closed loop's lengths as one number)."""
+    data = load_published(NAME)
+    profile = source_profile(data)
+    raw = json.loads(PUBLISHED_PATH.read_text())
+    ids = ["h100-llama-3-70b-tp4-1024x1024-c4", "h100-llama-3-70b-tp4-1024x1024-c8"]
+    runs = []
+    for run_id in ids:
+        loaded = next(r for r in data["runs"] if r["id"] == run_id)
+        burst, steady = closed_loop_parts(data, loaded, profile)
+        planted = mix_turns(burst, steady, bunched_turns / 20)
+        stored = next(r for r in raw["runs"] if r["id"] == run_id)
+        runs.append(
+            stored
+            | {"split": "fit", "measured": {k: planted[k] for k in ("ttft_mean_s", "tpot_mean_s")}}
+        )
+    small = {k: v for k, v in raw.items() if k != "bunched_turns"} | {"runs": runs}
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(small, indent=1) + "\n")
+    return path, small
+
+
+@pytest.mark.parametrize("planted", [1.0, 3.0, 6.5])
+def test_the_bunched_turns_fit_finds_the_turns_the_measurements_were_made_with(tmp_path, planted):
+    path, small = _small_set(tmp_path, planted)
+    best, fitted = fit_bunched_turns(path)
+    assert best == pytest.approx(planted)
+    written = json.loads(path.read_text())
+    assert written["bunched_turns"] == pytest.approx(planted)
+    assert (
+        written["bunched_turns_label"] == "fitted"
+        and "2 fit runs" in written["bunched_turns_source"]
+    )
+    # the file as it was written, B added: lengths stay one number per run, nothing else moved
+    assert written["runs"] == small["runs"] and isinstance(written["runs"][0]["prompt_tokens"], int)
+    assert load_published(path)["bunched_turns"] == pytest.approx(planted)
+
+
+def test_a_closed_loop_set_fits_its_loop_never_the_profile(tmp_path):
+    path, _small = _small_set(tmp_path, 2.0)
+    with pytest.raises(ValueError, match="fit_scope 'closed_loop'"):
+        fit_profile(path, write=False)
+    assert NAME not in [
+        each["name"] for each in fitted_together(load_published("llmk8s-vllm-v1-a100"))
+    ]
+    with pytest.raises(ValueError, match="expected 'closed_loop'"):
+        fit_bunched_turns("argonne-vllm", write=False)
+    held = json.loads(path.read_text())
+    held["runs"] = [run | {"split": "held_out"} for run in held["runs"]]
+    path.write_text(json.dumps(held))
+    with pytest.raises(ValueError, match="no fit runs"):
+        fit_bunched_turns(path, write=False)

@@ -98,7 +98,8 @@ def validate_command(
         "--refit",
         help="with --published: refit each set's profile on its fit "
         "rows first and write it (simulator/calibration/profiles/); held-out-only sets are "
-        "never fitted on, their errors are recorded afterwards",
+        "never fitted on, and a closed-loop-scope set's fit rows fit only its bunched_turns "
+        "(written to the set); their errors are recorded afterwards",
     ),
     as_json: bool = typer.Option(False, "--json", help="with --published: print one JSON object"),
     model: str = typer.Option("cpu-small", "--model", help="model preset (dummy weights)"),
@@ -205,6 +206,7 @@ def validate_command(
 def _published(
     name: str, engine_profile: str | None, refit: bool, as_json: bool, out: Path | None
 ) -> None:
+    from simulator.validation.closed_loop_fit import fit_bunched_turns
     from simulator.validation.profile_fit import fit_profile, record_errors
     from simulator.validation.published_report import format_table, validate_published
     from simulator.validation.published_sets import load_published, published_names
@@ -213,13 +215,18 @@ def _published(
     results = []
     try:
         if refit:  # fit on the sets with fit runs first, then record the held-out-only checks
-            independent = [each for each in names if load_published(each).get("held_out_only")]
+            sets = {each: load_published(each) for each in names}
+            # a closed-loop-scope set fits only its own bunched turns, never the profile
+            looped = [each for each in names if sets[each].get("fit_scope") == "closed_loop"]
+            independent = [each for each in names if sets[each].get("held_out_only")] + looped
             fitted: set[str] = set()  # one fit per profile, on all its sets' fit runs together
             for each in names:
-                profile = load_published(each)["engine_profile"]
+                profile = sets[each]["engine_profile"]
                 if each not in independent and profile not in fitted:
                     fit_profile(each)
                     fitted.add(profile)
+            for each in looped:
+                fit_bunched_turns(each)
             for each in independent:
                 record_errors(each)
         for each in names:

@@ -37,7 +37,7 @@ def _objective(rows: list[Row]) -> float:
 
 def fitted_together(data: dict) -> list[dict]:
     """The sets a profile is fitted on with `data`: `data` first, then every other stored set naming
-    the same profile that has fit runs (held-out-only sets never)."""
+    the same profile that has fit runs (held-out-only sets and closed-loop-scope sets never)."""
     others = [load_published(name) for name in published_names()]
     return [data] + [
         other
@@ -45,6 +45,7 @@ def fitted_together(data: dict) -> list[dict]:
         if other["name"] != data["name"]
         and other["engine_profile"] == data["engine_profile"]
         and not other.get("held_out_only")
+        and other.get("fit_scope", "profile") == "profile"
         and any(run["split"] == "fit" for run in other["runs"])
     ]
 
@@ -73,6 +74,11 @@ def fit_profile(
     chosen for this set. Writes the profile with its errors on every such set's fit and held-out
     rows when `write`."""
     data = load_published(name_or_path)
+    if data.get("fit_scope", "profile") != "profile":
+        raise ValueError(
+            f"published set {data['name']!r} has fit_scope {data['fit_scope']!r}: its fit runs fit "
+            "only its own bunched_turns (`closed_loop_fit`); expected a set with fit_scope 'profile'"
+        )
     if not any(run["split"] == "fit" for run in data["runs"]):
         raise ValueError(
             f"published set {data['name']!r} has no fit runs (held out only: an independent check); "
@@ -308,7 +314,8 @@ def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> Engine
 
 def record_errors(name_or_path: str | Path, write: bool = True) -> tuple[EngineProfile, list[Row]]:
     """Replay a set with its profile as it is (nothing fitted) and store the errors in the profile:
-    how a held-out-only set (an independent check) reaches the planner's band and the README."""
+    how a held-out-only set (an independent check) or a closed-loop-scope set (its fit runs fit only
+    its own `bunched_turns`) reaches the planner's band and the README."""
     data = load_published(name_or_path)
     profile = load_profile(data["engine_profile"])
     rows = replay(data, profile)

@@ -6,8 +6,8 @@ engine profile in the kernel era of the set's source (`source_profile`). A run m
 prompts already in the server's prefix cache (`prefix_cached`) is replayed after a warm-up that puts
 them there; a closed loop's steady state (`staggered_warmup`) after warm-up requests at every stage
 of their lives. A set whose load generator opens its measured closed loop with every client at once
-(`burst_start_turns` T: aiperf's concurrency mode) weighs that first turn 1/T in the means
-(`replay_run`). Apart from the loading (`published_sets`) and the error report (`published_report`)
+(`burst_start_turns` T: aiperf's concurrency mode) weighs that first turn, and the turns after it
+that stay bunched (`bunched_turns` B), B/T in the means (`replay_run`). Apart from the loading (`published_sets`) and the error report (`published_report`)
 because this is the one part that runs the simulator: benchmarks and tests probe it run by run.
 """
 
@@ -127,13 +127,31 @@ def replay_run(
 
     A set measured by a load generator that starts its closed loop with every client at once
     (`burst_start_turns` T: aiperf's concurrency mode runs T x N requests after its warm-up has
-    drained, its first N sent together) weighs that first turn, replayed as N requests at once into
-    an idle engine, 1/T in the means, and the desynchronised steady state (the staggered replay)
-    (T - 1)/T: a lower bound of the burst's share, as it takes the later turns to be spread at once."""
-    steady = _replay_means(data, run, profile)
-    turns = data.get("burst_start_turns")
-    if turns is None or not run.get("staggered_warmup"):
-        return steady
+    drained, its first N sent together) mixes two replays (`closed_loop_parts`): the burst, N
+    requests at once into an idle engine, weighed B/T, and the desynchronised steady state (the
+    staggered replay) weighed (T - B)/T, where B is the set's `bunched_turns` (the turns that meet
+    the loop still bunched; 1 unless the set's fit runs fitted it: `closed_loop_fit`)."""
+    parts = closed_loop_parts(data, run, profile)
+    if parts is None:
+        return _replay_means(data, run, profile)
+    burst, steady = parts
+    return mix_turns(burst, steady, bunched_share(data))
+
+
+def bunched_share(data: dict) -> float:
+    """The share of a closed-loop set's measured requests replayed bunched: `bunched_turns` (1 by
+    default: the burst turn alone) of its `burst_start_turns`."""
+    return float(data.get("bunched_turns", 1.0)) / int(data["burst_start_turns"])
+
+
+def closed_loop_parts(
+    data: dict, run: dict, profile: EngineProfile | str | None = None
+) -> tuple[dict[str, float], dict[str, float]] | None:
+    """(the burst's means, the steady state's means) of a run of a set with `burst_start_turns`,
+    or None for any other run: the two replays `replay_run` mixes, apart so that a fit of the mix
+    (`closed_loop_fit`) simulates each run once."""
+    if data.get("burst_start_turns") is None or not run.get("staggered_warmup"):
+        return None
     limit = int(run["max_concurrency"])
     burst = _replay_means(
         data,
@@ -146,8 +164,13 @@ def replay_run(
         },
         profile,
     )
+    return burst, _replay_means(data, run, profile)
+
+
+def mix_turns(burst: dict[str, float], steady: dict[str, float], share: float) -> dict[str, float]:
+    """The steady state's means with TTFT, E2E and TPOT mixed: `share` of them the burst's."""
     mixed = {
-        key: (burst[key] + (turns - 1) * steady[key]) / turns
+        key: share * burst[key] + (1.0 - share) * steady[key]
         for key in ("ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
     }
     return steady | mixed
@@ -183,4 +206,12 @@ def source_profile(data: dict, profile: EngineProfile | str | None = None) -> En
     return chosen.for_source(data["name"], data.get("kernel_era_like"))
 
 
-__all__ = ["replay_inputs", "replay_records", "replay_run", "source_profile"]
+__all__ = [
+    "bunched_share",
+    "closed_loop_parts",
+    "mix_turns",
+    "replay_inputs",
+    "replay_records",
+    "replay_run",
+    "source_profile",
+]

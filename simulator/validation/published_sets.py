@@ -7,8 +7,10 @@ fixed-length batch: `batch_size` requests of the same lengths), sent at once (or
 flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and the measured
 makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run may be `prefix_cached` (measured with
 its prompts already in the server's prefix cache); a set may declare `burst_start_turns` (its load
-generator opens the measured closed loop with every client at once), `held_out_only` (an independent
-check, never fitted on) and `kernel_era_like` (the stored set whose stack generation it shares).
+generator opens the measured closed loop with every client at once) and `bunched_turns` (how many of
+those turns stay bunched), `held_out_only` (an independent check, never fitted on), `fit_scope`
+(`closed_loop`: its fit runs fit only `bunched_turns`, never the profile) and `kernel_era_like` (the
+stored set whose stack generation it shares).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -22,6 +24,9 @@ from pathlib import Path
 import numpy as np
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
+# what a set's fit runs fit: the engine profile's terms (`profile_fit`), or, for a set measured by
+# a closed-loop load generator, only how many of its turns stay bunched (`closed_loop_fit`)
+FIT_SCOPES = ("profile", "closed_loop")
 
 
 def published_names() -> list[str]:
@@ -49,6 +54,28 @@ def load_published(name_or_path: str | Path) -> dict:
         raise ValueError(
             f"{path}: burst_start_turns is {turns!r}; expected an integer >= 1 (the load "
             "generator's requests per client, its first turn sent at once)"
+        )
+    bunched = data.get("bunched_turns")
+    if bunched is not None and not (
+        turns is not None
+        and isinstance(bunched, (int, float))
+        and not isinstance(bunched, bool)
+        and 1 <= bunched <= turns
+    ):
+        raise ValueError(
+            f"{path}: bunched_turns is {bunched!r}; expected a number from 1 to the set's "
+            f"burst_start_turns ({turns!r}): the turns of its closed loop that stay bunched"
+        )
+    scope = data.get("fit_scope", "profile")
+    if scope not in FIT_SCOPES:
+        raise ValueError(
+            f"{path}: fit_scope is {scope!r}; expected one of {list(FIT_SCOPES)} (what its fit "
+            "runs fit: the engine profile's terms, or only the set's own bunched_turns)"
+        )
+    if scope == "closed_loop" and (turns is None or data.get("held_out_only")):
+        raise ValueError(
+            f"{path}: fit_scope 'closed_loop' needs burst_start_turns and fit runs (not "
+            "held_out_only): its fit runs fit the turns its closed loop stays bunched"
         )
     for index, run in enumerate(data.get("runs", [])):
         # a fixed-length batch (B requests of the same lengths), or a closed loop's requests
@@ -108,4 +135,4 @@ def load_published(name_or_path: str | Path) -> dict:
     return data
 
 
-__all__ = ["PUBLISHED_DIR", "load_published", "published_names"]
+__all__ = ["FIT_SCOPES", "PUBLISHED_DIR", "load_published", "published_names"]
