@@ -260,6 +260,7 @@ def _published_section() -> None:
         st.markdown(
             f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
             f"[source]({source['url']}), retrieved {source['retrieved']}"
+            + (f"; {source['closed_loop']}" if source.get("closed_loop") else "")
         )
         st.dataframe(
             [

@@ -98,8 +98,8 @@ def validate_command(
         "--refit",
         help="with --published: refit each set's profile on its fit "
         "rows first and write it (simulator/calibration/profiles/); held-out-only sets are "
-        "never fitted on, and a closed-loop-scope set's fit rows fit only its bunched_turns "
-        "(written to the set); their errors are recorded afterwards",
+        "never fitted on, and a closed-loop set's fit rows also fit its bunched_turns (written to "
+        "the set, before and after the profile); their errors are recorded afterwards",
     ),
     as_json: bool = typer.Option(False, "--json", help="with --published: print one JSON object"),
     model: str = typer.Option("cpu-small", "--model", help="model preset (dummy weights)"),
@@ -209,16 +209,23 @@ def _published(
     from simulator.validation.closed_loop_fit import fit_bunched_turns
     from simulator.validation.profile_fit import fit_profile, record_errors
     from simulator.validation.published_report import format_table, validate_published
-    from simulator.validation.published_sets import load_published, published_names
+    from simulator.validation.published_sets import fits, load_published, published_names
 
     names = published_names() if name == "all" else [name]
     results = []
     try:
         if refit:  # fit on the sets with fit runs first, then record the held-out-only checks
             sets = {each: load_published(each) for each in names}
-            # a closed-loop-scope set fits only its own bunched turns, never the profile
-            looped = [each for each in names if sets[each].get("fit_scope") == "closed_loop"]
-            independent = [each for each in names if sets[each].get("held_out_only")] + looped
+            # a closed loop's bunched turns are fitted with the profile as it is, then again with
+            # the profile fitted with them; a set fitting only them is recorded like a check
+            looped = [each for each in names if "bunched_turns" in fits(sets[each])]
+            independent = [
+                each
+                for each in names
+                if sets[each].get("held_out_only") or "profile" not in fits(sets[each])
+            ]
+            for each in looped:
+                fit_bunched_turns(each)
             fitted: set[str] = set()  # one fit per profile, on all its sets' fit runs together
             for each in names:
                 profile = sets[each]["engine_profile"]
@@ -226,8 +233,9 @@ def _published(
                     fit_profile(each)
                     fitted.add(profile)
             for each in looped:
-                fit_bunched_turns(each)
-            for each in independent:
+                if each not in independent:
+                    fit_bunched_turns(each)
+            for each in independent + [each for each in looped if each not in independent]:
                 record_errors(each)
         for each in names:
             results.append(validate_published(each, engine_profile))
@@ -246,6 +254,8 @@ def _published(
             f"{source['name']}: {source['engine_version']} (profile {source['engine_profile']}), "
             f"{source['url']}, retrieved {source['retrieved']}"
         )
+        if source.get("closed_loop"):
+            typer.echo(source["closed_loop"])
         typer.echo(format_table(result) + "\n")
 
 

@@ -1,6 +1,7 @@
 """Fitting how long a closed-loop benchmark stays bunched: `fit_bunched_turns` sets a published set's
-`bunched_turns` B from its own fit runs, the one figure a closed-loop-scope set (`fit_scope:
-closed_loop`) fits; the engine profile is never fitted on it.
+`bunched_turns` B from its own fit runs (a set whose `fits` name it), with the engine profile as it
+is; a set that also fits the profile alternates the two (`surgeplan validate --published --refit`:
+B, then the profile with that B, then B again).
 
 Why a figure of the load generator and not of the stack: aiperf's concurrency mode sends its first N
 requests at once into an idle engine (`burst_start_turns`), so their prefills share steps and their
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.validation.published_replay import closed_loop_parts, mix_turns, source_profile
-from simulator.validation.published_sets import PUBLISHED_DIR, load_published
+from simulator.validation.published_sets import PUBLISHED_DIR, fits, load_published
 
 # B is searched every tenth of a turn: finer than the rows can tell apart
 BUNCHED_STEP_TURNS = 0.1
@@ -48,10 +49,10 @@ def fit_bunched_turns(name_or_path: str | Path, write: bool = True) -> tuple[flo
     """(B, the set with B, its label and source) fitted on the set's fit runs (see the module's
     docstring); writes the set back to its file when `write`."""
     data = load_published(name_or_path)
-    if data.get("fit_scope") != "closed_loop":
+    if "bunched_turns" not in fits(data):
         raise ValueError(
-            f"published set {data['name']!r} has fit_scope {data.get('fit_scope', 'profile')!r}; "
-            "expected 'closed_loop' (a set whose fit runs fit only its bunched_turns)"
+            f"published set {data['name']!r} fits {fits(data)}; expected a set whose fits name "
+            "'bunched_turns' (a closed loop measured from a synchronised start)"
         )
     profile = source_profile(data)
     parts = []

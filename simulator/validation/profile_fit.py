@@ -22,6 +22,7 @@ from simulator.calibration.engine_profile import (
 from simulator.calibration.kernel_era import era_factor, era_source
 from simulator.calibration.shipped import load_all_shipped
 from simulator.validation.published_report import Row, grouped_stats, replay
+from simulator.validation.published_sets import fits as fit_targets
 from simulator.validation.published_sets import load_published, published_names
 
 SCALE_KEYS = ("kernel_scale", "memory_scale", "compute_scale")
@@ -37,7 +38,7 @@ def _objective(rows: list[Row]) -> float:
 
 def fitted_together(data: dict) -> list[dict]:
     """The sets a profile is fitted on with `data`: `data` first, then every other stored set naming
-    the same profile that has fit runs (held-out-only sets and closed-loop-scope sets never)."""
+    the same profile that has fit runs and fits it (held-out-only sets never)."""
     others = [load_published(name) for name in published_names()]
     return [data] + [
         other
@@ -45,7 +46,7 @@ def fitted_together(data: dict) -> list[dict]:
         if other["name"] != data["name"]
         and other["engine_profile"] == data["engine_profile"]
         and not other.get("held_out_only")
-        and other.get("fit_scope", "profile") == "profile"
+        and "profile" in fit_targets(other)
         and any(run["split"] == "fit" for run in other["runs"])
     ]
 
@@ -74,10 +75,10 @@ def fit_profile(
     chosen for this set. Writes the profile with its errors on every such set's fit and held-out
     rows when `write`."""
     data = load_published(name_or_path)
-    if data.get("fit_scope", "profile") != "profile":
+    if "profile" not in fit_targets(data):
         raise ValueError(
-            f"published set {data['name']!r} has fit_scope {data['fit_scope']!r}: its fit runs fit "
-            "only its own bunched_turns (`closed_loop_fit`); expected a set with fit_scope 'profile'"
+            f"published set {data['name']!r} fits {fit_targets(data)}: its fit runs never fit the profile; "
+            "expected a set whose fits name 'profile'"
         )
     if not any(run["split"] == "fit" for run in data["runs"]):
         raise ValueError(
@@ -314,8 +315,8 @@ def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> Engine
 
 def record_errors(name_or_path: str | Path, write: bool = True) -> tuple[EngineProfile, list[Row]]:
     """Replay a set with its profile as it is (nothing fitted) and store the errors in the profile:
-    how a held-out-only set (an independent check) or a closed-loop-scope set (its fit runs fit only
-    its own `bunched_turns`) reaches the planner's band and the README."""
+    how a held-out-only set (an independent check) or a set whose fit runs fit only its own
+    `bunched_turns` reaches the planner's band and the README."""
     data = load_published(name_or_path)
     profile = load_profile(data["engine_profile"])
     rows = replay(data, profile)

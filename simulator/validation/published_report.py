@@ -117,10 +117,25 @@ def validate_published(name_or_path: str | Path, profile: str | None = None) -> 
                 "engine_profile",
                 "engine_version",
             )
-        },
+        }
+        | {"closed_loop": closed_loop_note(data)},
         "rows": [asdict(row) | {"error": row.error} for row in rows],
         "stats": grouped_stats(rows),
     }
+
+
+def closed_loop_note(data: dict) -> str | None:
+    """How a set's closed loop from a synchronised start is replayed (`burst_start_turns`,
+    `bunched_turns`), in words, or None for any other set."""
+    turns = data.get("burst_start_turns")
+    if turns is None:
+        return None
+    bunched = data.get("bunched_turns", 1.0)
+    how = data.get("bunched_turns_label", "the first turn alone, a lower bound")
+    return (
+        f"closed loop from a synchronised start: {bunched:g} of its {turns} turns replayed bunched "
+        f"({how}), the rest staggered"
+    )
 
 
 def format_table(result: dict) -> str:
@@ -146,6 +161,7 @@ def format_table(result: dict) -> str:
 
 __all__ = [
     "METRICS",
+    "closed_loop_note",
     "Row",
     "Stats",
     "format_table",

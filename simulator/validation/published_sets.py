@@ -8,9 +8,9 @@ flight, each sent when one ends: benchmark_serving's `--max-concurrency`), and t
 makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run may be `prefix_cached` (measured with
 its prompts already in the server's prefix cache); a set may declare `burst_start_turns` (its load
 generator opens the measured closed loop with every client at once) and `bunched_turns` (how many of
-those turns stay bunched), `held_out_only` (an independent check, never fitted on), `fit_scope`
-(`closed_loop`: its fit runs fit only `bunched_turns`, never the profile) and `kernel_era_like` (the
-stored set whose stack generation it shares).
+those turns stay bunched), `held_out_only` (an independent check, never fitted on), `fits` (what
+its fit runs fit: the profile, the default, and / or its own `bunched_turns`) and `kernel_era_like`
+(the stored set whose stack generation it shares).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -24,9 +24,15 @@ from pathlib import Path
 import numpy as np
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
-# what a set's fit runs fit: the engine profile's terms (`profile_fit`), or, for a set measured by
-# a closed-loop load generator, only how many of its turns stay bunched (`closed_loop_fit`)
-FIT_SCOPES = ("profile", "closed_loop")
+# what a set's fit runs may fit (`fits`, default the profile alone): the engine profile's terms
+# (`profile_fit`), and, for a set measured by a closed-loop load generator, how many of its turns
+# stay bunched (`closed_loop_fit`)
+FIT_TARGETS = ("profile", "bunched_turns")
+
+
+def fits(data: dict) -> list[str]:
+    """What a set's fit runs fit (`FIT_TARGETS`): its `fits`, else the profile alone."""
+    return list(data.get("fits", ["profile"]))
 
 
 def published_names() -> list[str]:
@@ -66,15 +72,20 @@ def load_published(name_or_path: str | Path) -> dict:
             f"{path}: bunched_turns is {bunched!r}; expected a number from 1 to the set's "
             f"burst_start_turns ({turns!r}): the turns of its closed loop that stay bunched"
         )
-    scope = data.get("fit_scope", "profile")
-    if scope not in FIT_SCOPES:
+    targets = data.get("fits", ["profile"])
+    if not (
+        isinstance(targets, list)
+        and targets
+        and len(set(map(str, targets))) == len(targets)
+        and set(targets) <= set(FIT_TARGETS)
+    ):
         raise ValueError(
-            f"{path}: fit_scope is {scope!r}; expected one of {list(FIT_SCOPES)} (what its fit "
-            "runs fit: the engine profile's terms, or only the set's own bunched_turns)"
+            f"{path}: fits is {targets!r}; expected a non-empty list of distinct names from "
+            f"{list(FIT_TARGETS)} (what its fit runs fit)"
         )
-    if scope == "closed_loop" and (turns is None or data.get("held_out_only")):
+    if "bunched_turns" in targets and (turns is None or data.get("held_out_only")):
         raise ValueError(
-            f"{path}: fit_scope 'closed_loop' needs burst_start_turns and fit runs (not "
+            f"{path}: fits names bunched_turns, which needs burst_start_turns and fit runs (not "
             "held_out_only): its fit runs fit the turns its closed loop stays bunched"
         )
     for index, run in enumerate(data.get("runs", [])):
@@ -135,4 +146,4 @@ def load_published(name_or_path: str | Path) -> dict:
     return data
 
 
-__all__ = ["FIT_SCOPES", "PUBLISHED_DIR", "load_published", "published_names"]
+__all__ = ["FIT_TARGETS", "PUBLISHED_DIR", "fits", "load_published", "published_names"]
