@@ -213,6 +213,7 @@ def test_a_burst_start_needs_a_whole_number_of_turns(tmp_path, turns):
         ({"fits": []}, "fits is"),
         ({"fits": "profile"}, "fits is"),
         ({"fits": ["profile", "profile"]}, "fits is"),
+        ({"fits": [{"profile": 1}]}, "fits is"),
         ({"held_out_only": True}, "fits names bunched_turns"),
     ],
 )

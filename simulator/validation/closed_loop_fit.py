@@ -86,7 +86,7 @@ def fit_bunched_turns(name_or_path: str | Path, write: bool = True) -> tuple[flo
             f"fitted on the set's {len(parts)} fit runs (least squares of log(simulated / "
             f"measured) over their {sum(len(run['measured']) for run, _, _ in parts)} measured "
             f"means, B from 1 to {turns} every {BUNCHED_STEP_TURNS} turn) with profile "
-            f"{profile.name} as shipped: `surgeplan validate --published {data['name']} --refit`"
+            f"{profile.name} as it stood: `surgeplan validate --published {data['name']} --refit`"
         ),
     }
     if write:

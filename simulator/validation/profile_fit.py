@@ -77,8 +77,8 @@ def fit_profile(
     data = load_published(name_or_path)
     if "profile" not in fit_targets(data):
         raise ValueError(
-            f"published set {data['name']!r} fits {fit_targets(data)}: its fit runs never fit the profile; "
-            "expected a set whose fits name 'profile'"
+            f"published set {data['name']!r} fits {fit_targets(data)}: its fit runs never fit the "
+            "profile; expected a set whose fits name 'profile'"
         )
     if not any(run["split"] == "fit" for run in data["runs"]):
         raise ValueError(

@@ -7,8 +7,9 @@ prompts already in the server's prefix cache (`prefix_cached`) is replayed after
 them there; a closed loop's steady state (`staggered_warmup`) after warm-up requests at every stage
 of their lives. A set whose load generator opens its measured closed loop with every client at once
 (`burst_start_turns` T: aiperf's concurrency mode) weighs that first turn, and the turns after it
-that stay bunched (`bunched_turns` B), B/T in the means (`replay_run`). Apart from the loading (`published_sets`) and the error report (`published_report`)
-because this is the one part that runs the simulator: benchmarks and tests probe it run by run.
+that stay bunched (`bunched_turns` B), B/T in the means (`replay_run`). Apart from the loading
+(`published_sets`) and the error report (`published_report`) because this is the one part that runs
+the simulator: benchmarks and tests probe it run by run.
 """
 
 from __future__ import annotations

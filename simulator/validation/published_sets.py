@@ -76,7 +76,8 @@ def load_published(name_or_path: str | Path) -> dict:
     if not (
         isinstance(targets, list)
         and targets
-        and len(set(map(str, targets))) == len(targets)
+        and all(isinstance(target, str) for target in targets)
+        and len(set(targets)) == len(targets)
         and set(targets) <= set(FIT_TARGETS)
     ):
         raise ValueError(
