@@ -113,7 +113,7 @@ class Request:
         num_output = (
             len(self._output_token_ids)
             if self.uniform_output_token is None
-            else self.num_tokens - self.num_prompt_tokens
+            else self.num_output_tokens
         )
         self._prompt_token_ids = list(token_ids)
         self.num_prompt_tokens = len(self._prompt_token_ids)
@@ -124,7 +124,7 @@ class Request:
         """The sampled tokens. Grow it with `append_output_token` / `append_decoded_tokens` (or assign a
         new list), not in place, so `num_tokens` stays right."""
         if self.uniform_output_token is not None:
-            return [self.uniform_output_token] * (self.num_tokens - self.num_prompt_tokens)
+            return [self.uniform_output_token] * self.num_output_tokens
         return self._output_token_ids
 
     @output_token_ids.setter

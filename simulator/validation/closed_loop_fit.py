@@ -23,12 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.validation.published_replay import closed_loop_parts, mix_turns, source_profile
+from simulator.validation.published_replay import (
+    MIXED_METRICS,
+    closed_loop_parts,
+    mix_turns,
+    source_profile,
+)
 from simulator.validation.published_sets import PUBLISHED_DIR, fits, load_published
 
 # B is searched every tenth of a turn: finer than the rows can tell apart
 BUNCHED_STEP_TURNS = 0.1
-METRICS = ("ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
 
 
 def _log_ratios(parts: list[tuple[dict, dict, dict]], share: float) -> list[float]:
@@ -39,7 +43,7 @@ def _log_ratios(parts: list[tuple[dict, dict, dict]], share: float) -> list[floa
         simulated = mix_turns(burst, steady, share)
         out += [
             math.log(simulated[key] / run["measured"][key])
-            for key in METRICS
+            for key in MIXED_METRICS
             if key in run["measured"]
         ]
     return out

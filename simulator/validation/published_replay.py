@@ -28,6 +28,10 @@ from traces import Trace
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
 
+# the per-request means a closed loop's two replays are mixed on (`mix_turns`); the makespan is the
+# steady state's
+MIXED_METRICS = ("ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
+
 
 def _chains(prompt_tokens: np.ndarray, block_size: int) -> list[list[int]]:
     """Each prompt its own chain of block hashes (no prefix shared between requests)."""
@@ -170,10 +174,7 @@ def closed_loop_parts(
 
 def mix_turns(burst: dict[str, float], steady: dict[str, float], share: float) -> dict[str, float]:
     """The steady state's means with TTFT, E2E and TPOT mixed: `share` of them the burst's."""
-    mixed = {
-        key: share * burst[key] + (1.0 - share) * steady[key]
-        for key in ("ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
-    }
+    mixed = {key: share * burst[key] + (1.0 - share) * steady[key] for key in MIXED_METRICS}
     return steady | mixed
 
 
@@ -208,6 +209,7 @@ def source_profile(data: dict, profile: EngineProfile | str | None = None) -> En
 
 
 __all__ = [
+    "MIXED_METRICS",
     "bunched_share",
     "closed_loop_parts",
     "mix_turns",
