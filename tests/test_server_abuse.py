@@ -11,6 +11,7 @@ stays within 64 MiB of where it was, and a SIGTERM storm at the end (one every 1
 drain and the teardown) still ends in exit status 0."""
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,15 +53,15 @@ def test_no_attack_slows_the_victim_past_its_bound():
         "surrogates": "400",
         "long_prompt": "400",
     }
+    allowed = {"200", "408", "413", "429", "closed", "open at the end"}
     for attack, code in expected.items():
-        assert code in rows[attack] and rows[attack] <= {
-            code,
-            "200",
-            "408",
-            "413",
-            "429",
-            "closed",
-            "open at the end",
-        }, (attack, table)
+        if code not in rows[attack]:
+            # a defence reached only past the 1-second attack on a busy host (CI saw slowloris's
+            # connections all still open when it ended, none yet at the 0.6 s header deadline): that
+            # attack alone, twice as long, must reach it
+            again = run_abuse(replace(SHORT, attacks=[attack], attack_s=2 * SHORT.attack_s))
+            assert again["problems"] == [], report_table(again)
+            rows[attack] = set(again["rows"][0]["statuses"])
+        assert code in rows[attack] and rows[attack] <= allowed | {code}, (attack, table)
     tenant_row = next(row for row in report["rows"] if row["attack"] == "tenant_names")
     assert tenant_row["metrics_bytes_after"] < 2 * tenant_row["metrics_bytes_before"], table
