@@ -131,12 +131,16 @@ class Design:
         return sum(n * machine_cost_per_hour(gpu, self.prices) for n, gpu in pools)
 
 
-def _colocated(name: str, replicas: int, gpu: str, changes: dict, prices: str) -> Design:
+def colocated_design(name: str, replicas: int, gpu: str, changes: dict, prices: str) -> Design:
+    """`replicas` co-located machines of `gpu` (TP8 each) with scheduler `changes`."""
     layout = Layout("colocated", 0, replicas=replicas, tensor_parallel=TP, gpu=gpu)
     return Design(name, layout, changes, "infiniband-ndr", prices)
 
 
-def _split(family: str, x: int, prompt_gpu: str, y: int, token_gpu: str, prices: str) -> Design:
+def split_design(
+    family: str, x: int, prompt_gpu: str, y: int, token_gpu: str, prices: str
+) -> Design:
+    """`x` prompt machines of `prompt_gpu` and `y` token machines of `token_gpu` (TP8 each)."""
     layout = Layout(
         "disaggregated",
         0,
@@ -164,18 +168,22 @@ def designs(
     a100s = int(limit // a100)
     baseline = f"Baseline-H100 ({budget} machines"
     out = [
-        _colocated(f"{baseline}, mixed batching)", budget, H100, MIXED, prices),
-        _colocated(f"{baseline}, vLLM v0: no mixed steps)", budget, H100, V0, prices),
-        _colocated(f"Baseline-A100 ({a100s} machines, mixed batching)", a100s, A100, MIXED, prices),
+        colocated_design(f"{baseline}, mixed batching)", budget, H100, MIXED, prices),
+        colocated_design(f"{baseline}, vLLM v0: no mixed steps)", budget, H100, V0, prices),
+        colocated_design(
+            f"Baseline-A100 ({a100s} machines, mixed batching)", a100s, A100, MIXED, prices
+        ),
     ]
-    out += [_split("Splitwise-HH", x, H100, budget - x, H100, prices) for x in range(1, budget)]
+    out += [
+        split_design("Splitwise-HH", x, H100, budget - x, H100, prices) for x in range(1, budget)
+    ]
     for share in (1.0, CHEAPER):
         for x in range(1, budget):
             y = int((share * limit - x * h100) // a100)
             name = f"Splitwise-HA {x}P{y}D"
             if y >= 1 and name not in [design.name for design in out]:
-                out.append(_split("Splitwise-HA", x, H100, y, A100, prices))
-    out += [_split("Splitwise-AA", x, A100, a100s - x, A100, prices) for x in range(1, a100s)]
+                out.append(split_design("Splitwise-HA", x, H100, y, A100, prices))
+    out += [split_design("Splitwise-AA", x, A100, a100s - x, A100, prices) for x in range(1, a100s)]
     if mixed_pool is not None:
         label = " + mixed pool" + (f" {mixed_pool}" if mixed_pool != SPLITWISE_QUEUE_TOKENS else "")
         out = [
@@ -319,7 +327,7 @@ def check_reference(
     workload: dict, scenario_for, calibrations: dict[str, str] | None = None
 ) -> float:
     """One request alone on a DGX-A100: its TTFT slowdown (1.00 when the reference is the simulator's)."""
-    design = _colocated("one A100 machine", 1, A100, MIXED, "catalog")
+    design = colocated_design("one A100 machine", 1, A100, MIXED, "catalog")
     one = {"kind": "constant", "rate_per_s": 1.0}  # a single request at t = 0
 
     def for_one(work, rate, duration_s, changes):
