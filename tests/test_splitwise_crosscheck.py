@@ -1,7 +1,7 @@
 """The splitwise-sim cross-check's own parts: the notebooks' judge re-implemented
-(`benchmarks/splitwise_notebook_slo.py`: reference times, slowdowns, limits, the grid search) and, in
-`benchmarks/splitwise_crosscheck.py`, the trace it writes and the designs it asks for. The simulator
-itself is an external checkout and is not run here."""
+(`benchmarks/splitwise_notebook_slo.py`: reference times, slowdowns, limits, the grid search), the
+requests and the trace it writes (`benchmarks/splitwise_requests.py`), the designs it asks for
+(`benchmarks/splitwise_crosscheck.py`). The simulator itself is an external checkout, not run here."""
 
 import csv
 import math
@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import splitwise_crosscheck as xc
 from benchmarks import splitwise_notebook_slo as judge
+from benchmarks import splitwise_requests as requests_
 
 HEADER = "model,hardware,tensor_parallel,prompt_size,batch_size,token_size,prompt_time,token_time\n"
 
@@ -121,9 +122,9 @@ def test_designs_parse_and_map_to_its_scripts_overrides():
 
 
 def test_trace_is_written_in_its_format(tmp_path):
-    requests = xc.Requests(np.array([0.5, 1.25]), np.array([100, 7]), np.array([3, 1]))
+    requests = requests_.Requests(np.array([0.5, 1.25]), np.array([100, 7]), np.array([3, 1]))
     path = tmp_path / "t.csv"
-    xc.write_trace(path, requests)
+    requests_.write_trace(path, requests)
     rows = list(csv.DictReader(path.open()))
     assert rows[1] == {
         "request_id": "1",
@@ -136,9 +137,11 @@ def test_trace_is_written_in_its_format(tmp_path):
     }
 
 
-@pytest.mark.skipif(not (xc.TRACES / xc.AZURE["conv"]).is_file(), reason="needs ../shared/traces")
+@pytest.mark.skipif(
+    not (requests_.TRACES / requests_.AZURE["conv"]).is_file(), reason="needs ../shared/traces"
+)
 def test_requests_are_drawn_from_the_azure_trace_at_the_rate():
-    requests = xc.splitwise_requests("conv", rate=50.0, duration_s=60.0, seed=1)
+    requests = requests_.splitwise_requests("conv", rate=50.0, duration_s=60.0, seed=1)
     assert 2700 < len(requests.arrival_s) < 3300  # 3,000 expected
     assert np.all(np.diff(requests.arrival_s) >= 0) and requests.arrival_s[-1] < 60.0
     assert requests.prompt_tokens.max() <= 14050 and requests.output_tokens.min() >= 1
