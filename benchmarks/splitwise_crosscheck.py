@@ -56,7 +56,7 @@ from benchmarks.machine import describe_machine  # noqa: E402
 from benchmarks.splitwise_notebook_slo import (  # noqa: E402
     NotebookReference,
     Served,
-    highest_rate,
+    highest_grid_rate,
     slo_margins,
 )
 from benchmarks.splitwise_requests import (  # noqa: E402
@@ -294,7 +294,7 @@ def main() -> None:
                 )
                 return margins
 
-            rate, tried = highest_rate(holds, args.coarse, args.fine, args.top)
+            rate, tried = highest_grid_rate(holds, args.coarse, args.fine, args.top)
             rows.append(
                 {
                     "design": list(design),

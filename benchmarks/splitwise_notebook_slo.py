@@ -37,6 +37,22 @@ class Served:
         return (self.e2e_s - self.ttft_s) / self.output_tokens
 
 
+def median_line(groups: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """splitwise-sim's interpolator's points (its `DatabasePerformanceModel.init_predictor`, the
+    notebooks' `PerfModel`): the batch-token counts in order and the median time at each."""
+    xs = sorted(groups)
+    return np.array(xs, dtype=float), np.array([float(np.median(groups[x])) for x in xs])
+
+
+def on_line(xs: np.ndarray, ys: np.ndarray, at) -> np.ndarray:
+    """The line through (`xs`, `ys`) at `at`, its end segments extended beyond the ends (scipy's
+    `interp1d(..., fill_value="extrapolate")`, which splitwise-sim builds)."""
+    at = np.asarray(at, dtype=float)
+    low = ys[0] + (at - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
+    high = ys[-1] + (at - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    return np.where(at < xs[0], low, np.where(at > xs[-1], high, np.interp(at, xs, ys)))
+
+
 class NotebookReference:
     """Each request's reference prompt and token times as Splitwise's `add_baseline_perf` gives them:
     the DGX-A100 TP8 rows of the characterization, the median time per batch-token count (prompt size x
@@ -64,20 +80,14 @@ class NotebookReference:
                 f"{perf_model_csv}: {len(groups)} batch-token counts for {REFERENCE}; expected at "
                 "least 2 (a splitwise-sim data/perf_model.csv)"
             )
-        self.tokens = np.array(sorted(groups), dtype=float)
-        self.prompt_s = np.array([np.median(groups[t][0]) for t in sorted(groups)])
-        self.token_s = np.array([np.median(groups[t][1]) for t in sorted(groups)])
-
-    def _at(self, values: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        x, y = self.tokens, values
-        inside = np.interp(tokens, x, y)
-        low = y[0] + (tokens - x[0]) * (y[1] - y[0]) / (x[1] - x[0])
-        high = y[-1] + (tokens - x[-1]) * (y[-1] - y[-2]) / (x[-1] - x[-2])
-        return np.where(tokens < x[0], low, np.where(tokens > x[-1], high, inside))
+        self.tokens, self.prompt_s = median_line({t: pair[0] for t, pair in groups.items()})
+        _, self.token_s = median_line({t: pair[1] for t, pair in groups.items()})
 
     def times(self, prompt_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tokens = np.asarray(prompt_tokens, dtype=float)
-        return self._at(self.prompt_s, tokens), self._at(self.token_s, tokens)
+        return on_line(self.tokens, self.prompt_s, tokens), on_line(
+            self.tokens, self.token_s, tokens
+        )
 
 
 def slo_margins(served: Served, reference: NotebookReference) -> dict[str, float]:
@@ -99,7 +109,7 @@ def slo_margins(served: Served, reference: NotebookReference) -> dict[str, float
     }
 
 
-def highest_rate(holds, coarse: int, fine: int, top: int) -> tuple[int, dict]:
+def highest_grid_rate(holds, coarse: int, fine: int, top: int) -> tuple[int, dict]:
     """The notebooks' throughput: the highest grid rate that holds (coarse steps to the first miss,
     then fine steps above the last hold); also every rate tried."""
     tried: dict[int, dict] = {}

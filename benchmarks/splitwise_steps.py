@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.splitwise_notebook_slo import median_line, on_line
 from engine.core.step_shape import StepShape
 from simulator.calibration.aic_terms import cost_term
 from simulator.calibration.cost_model import feature_value
@@ -88,11 +89,7 @@ def _interpolated_token_s(rows: list[dict], num_decodes: int) -> float:
     for row in rows:
         tokens = int(row["prompt_size"]) * int(row["batch_size"])
         by_tokens.setdefault(tokens, []).append(float(row["token_time_ms_median"]) * 1e-3)
-    xs = sorted(by_tokens)
-    ys = [float(np.median(by_tokens[x])) for x in xs]
-    i = max(1, min(int(np.searchsorted(xs, num_decodes)), len(xs) - 1))
-    slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
-    return ys[i - 1] + slope * (num_decodes - xs[i - 1])
+    return float(on_line(*median_line(by_tokens), num_decodes))
 
 
 def _fit(points, fit: CostModelFit) -> tuple[np.ndarray, np.ndarray]:

@@ -96,7 +96,7 @@ def test_the_grid_search_reads_throughput_as_the_notebooks_do():
         asked.append(rate)
         return {"ttft_p99": rate / capacity}
 
-    best, tried = judge.highest_rate(holds, coarse=40, fine=10, top=400)
+    best, tried = judge.highest_grid_rate(holds, coarse=40, fine=10, top=400)
     assert best == 130
     assert asked == [40, 80, 120, 160, 130, 140]
     assert set(tried) == set(asked)
@@ -146,3 +146,32 @@ def test_requests_are_drawn_from_the_azure_trace_at_the_rate():
     assert np.all(np.diff(requests.arrival_s) >= 0) and requests.arrival_s[-1] < 60.0
     assert requests.prompt_tokens.max() <= 14050 and requests.output_tokens.min() >= 1
     assert 900 < requests.prompt_tokens.mean() < 1400  # the trace's mean 1,155
+
+
+def test_the_line_matches_interpolation_inside_and_extends_its_end_segments():
+    rng = np.random.default_rng()
+    xs = np.sort(rng.choice(np.arange(1, 10_000), size=6, replace=False)).astype(float)
+    ys = rng.uniform(0.01, 2.0, size=6)
+    inside = rng.uniform(xs[0], xs[-1], size=50)
+    assert judge.on_line(xs, ys, inside) == pytest.approx(np.interp(inside, xs, ys))
+    for end, (a, b) in (
+        (xs[0] - rng.uniform(1, 500), (0, 1)),
+        (xs[-1] + rng.uniform(1, 500), (-2, -1)),
+    ):
+        slope = (ys[b] - ys[a]) / (xs[b] - xs[a])
+        assert float(judge.on_line(xs, ys, end)) == pytest.approx(ys[a] + slope * (end - xs[a]))
+    groups = {int(x): list(rng.uniform(0, 1, size=3)) for x in xs}
+    line_x, line_y = judge.median_line(groups)
+    assert list(line_x) == sorted(groups)
+    assert line_y == pytest.approx([np.median(groups[int(x)]) for x in line_x])
+
+
+def test_the_grid_search_finds_the_grid_floor_of_any_capacity():
+    rng = np.random.default_rng()
+    for capacity in rng.uniform(0, 395, size=20):
+        best, tried = judge.highest_grid_rate(
+            lambda rate, c=capacity: {"e2e_p50": rate / c}, coarse=40, fine=10, top=400
+        )
+        # holds strictly below the limit, as the notebooks' `<`
+        assert best == (int(np.ceil(capacity / 10)) - 1) * 10, capacity
+        assert len(tried) <= 400 // 40 + 3
