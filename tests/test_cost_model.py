@@ -245,3 +245,36 @@ def test_stratified_folds_spread_every_kind_of_step():
     for label in set(strata):
         per_fold = [sum(strata[i] == label for i in fold) for fold in folds]
         assert max(per_fold) - min(per_fold) <= 1  # a rare regime is never held out whole
+
+
+def test_the_validation_ladder_and_the_profile_grid_let_the_fit_place_the_gemm_switch():
+    """A CPU's BLAS runs a few tokens as matrix-vector passes (cpu-small here: 2 and 3 tokens 20 and 26
+    ms, 4 tokens 18 ms): a fit that saw no step of some count below the switch can put the switch
+    anywhere in the gap and time those steps far off. Decode steps at the ladder's and the quick
+    grid's batch sizes (each count up to the largest switch candidate) pin it: every few-token step
+    of a fresh planted model is predicted within 5%."""
+    from simulator.calibration.cost_fit import FEW_TOKEN_COUNTS, GEMM_SWITCH_CANDIDATES
+    from simulator.calibration.profile_grid import ProfileGrid
+    from simulator.validation.workload import LADDER
+
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    assert set(FEW_TOKEN_COUNTS) <= set(LADDER) and set(FEW_TOKEN_COUNTS) <= set(
+        ProfileGrid.quick().decode_batches
+    )
+    assert max(FEW_TOKEN_COUNTS) == max(GEMM_SWITCH_CANDIDATES)
+    for _ in range(2):
+        truth = _planted_model(rng)
+        shapes = [
+            StepShape(decode_context_lens=tuple(int(c) for c in rng.integers(16, 512, size=batch)))
+            for batch in LADDER
+            for _ in range(3)
+        ] + [StepShape(prefill_chunks=((int(rng.integers(16, 512)), 0),)) for _ in range(8)]
+        measured = truth.step_times(shapes) * (1 + rng.normal(0, 0.01, size=len(shapes)))
+        fit = fit_cost_model(shapes, measured, folds=3, seed=1, objective="absolute")
+        few = [StepShape(decode_context_lens=(200,) * batch) for batch in FEW_TOKEN_COUNTS]
+        predicted, expected = CostModel(fit).step_times(few), truth.step_times(few)
+        assert np.all(np.abs(predicted / expected - 1) < 0.05), (
+            truth.fit.gemm_switch_tokens,
+            fit.gemm_switch_tokens,
+            predicted / expected,
+        )

@@ -67,6 +67,16 @@ def profile_design(params: tuple, stats: np.ndarray) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
+# Token counts at which BLAS may move from matrix-vector to matrix-matrix kernels. The fit can tell
+# them apart only if steps of every count up to the largest were measured (`FEW_TOKEN_COUNTS`: the
+# profile grid's and the validation ladder's smallest batches): on this 2-core CPU, cpu-small's layers
+# at 2 and 3 tokens run as matrix-vector passes, 20 and 26 ms against 18 ms at 4 (2026-12-05), and a
+# workload fit that had seen no 3-token step put the switch at 3 and timed live 3-4 sequence decode
+# steps 31-49% short.
+GEMM_SWITCH_CANDIDATES = (2, 3, 4, 5)
+FEW_TOKEN_COUNTS = tuple(range(1, max(GEMM_SWITCH_CANDIDATES) + 1))
+
+
 def fit_cost_model(
     shapes: Sequence[StepShape],
     measured_s: Sequence[float],
@@ -74,7 +84,7 @@ def fit_cost_model(
     seed: int = 0,
     target: str = "engine step time (median of repeats)",
     tiles: Sequence[int] = (1,),
-    switches: Sequence[int] = (2, 3, 4, 5),
+    switches: Sequence[int] = GEMM_SWITCH_CANDIDATES,
     objective: str = "relative",
 ) -> CostModelFit:
     """Fit the eleven profile terms to measured step times and report train and k-fold held-out error.

@@ -5,6 +5,7 @@ on its own, as the validation and calibration benchmarks do."""
 
 from pydantic import BaseModel, Field
 
+from simulator.calibration.cost_fit import FEW_TOKEN_COUNTS
 from simulator.calibration.schema import EngineSettings
 
 
@@ -26,7 +27,7 @@ class ProfileGrid(BaseModel):
     def quick(cls) -> "ProfileGrid":
         """Small enough for CI on two CPU cores (well under a minute for `cpu-small`)."""
         return cls(
-            decode_batches=[1, 2, 4, 8, 16],
+            decode_batches=sorted(set(FEW_TOKEN_COUNTS) | {8, 16}),
             decode_contexts=[32, 80, 128],
             prefill_chunks=[16, 32, 64, 128, 192, 256],
             cached_prefixes=[0, 128],
@@ -41,9 +42,9 @@ class ProfileGrid(BaseModel):
     def full(
         cls, max_num_seqs: int = 64, max_num_batched_tokens: int = 1024, max_model_len: int = 2048
     ) -> "ProfileGrid":
-        batches = sorted(
-            {1, 2, 4, 8, 16, 32, 64, 128, 256, max_num_seqs} & set(range(1, max_num_seqs + 1))
-        )
+        allowed = set(range(1, max_num_seqs + 1))
+        powers = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, max_num_seqs} & allowed)
+        batches = sorted((set(powers) | set(FEW_TOKEN_COUNTS)) & allowed)
         contexts = [
             c for c in (32, 128, 256, 512, 1024, 2048, 4096, 8192) if c <= max_model_len // 2
         ] or [max_model_len // 4]
@@ -60,7 +61,7 @@ class ProfileGrid(BaseModel):
             decode_contexts=contexts,
             prefill_chunks=chunks,
             cached_prefixes=[0, max(16, max_model_len // 4)],
-            mixed_batches=batches[len(batches) // 2 :: 2],
+            mixed_batches=powers[len(powers) // 2 :: 2],
             mixed_chunks=chunks[1::2],
             repeats=5,
             warmup=2,

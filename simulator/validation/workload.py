@@ -9,10 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.calibration.cost_fit import FEW_TOKEN_COUNTS
 from simulator.calibration.live_run import LiveRequests
 from traces import load_trace
 
-LADDER = (1, 2, 4, 8, 16)  # group sizes of the calibration runs after the capacity run
+# group sizes of the calibration runs after the capacity run: every decode batch the fit needs to
+# place the matrix-vector / matrix-matrix switch (1-5), then 8 and 16
+LADDER = FEW_TOKEN_COUNTS + (8, 16)
 
 
 def prepare_requests(
