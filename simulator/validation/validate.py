@@ -3,9 +3,11 @@ simulator's error and the live engine's noise floor side by side.
 
 1. Requests from any trace `traces` reads; lengths clipped (or scaled) to fit the small model.
 2. Capacity first: the requests all at once through the live engine; its request rate is 100%.
-   Then a batch ladder: groups of 1, 2, 4, 8 and 16 requests, each all at once, so that every batch
-   size has steps (the capacity run is a full batch and its drain; fitted on it alone, the model
-   over-predicted small-batch decode steps by 15-30%). The steps of both fit the workload calibration
+   Then a batch ladder (`workload.LADDER`): groups of 1 to 5, 8 and 16 requests, each all at once,
+   so that every batch size has steps (the capacity run is a full batch and its drain; fitted on it
+   alone, the model over-predicted small-batch decode steps by 15-30%), each count up to 5 among
+   them (without a 3-request step the fit could misplace BLAS's matrix-vector / matrix-matrix
+   switch: `cost_fit.FEW_TOKEN_COUNTS`). The steps of both fit the workload calibration
    (`from_steps`), on workloads other than the ones validated.
 3. Per load level: arrivals rescaled to that share of capacity; the live engine serves them in real
    time (repeated for the noise floor); the simulator runs the same requests on one replica with the
