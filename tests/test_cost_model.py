@@ -258,9 +258,13 @@ def test_the_validation_ladder_and_the_profile_grid_let_the_fit_place_the_gemm_s
     from simulator.validation.workload import LADDER
 
     rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
-    assert set(FEW_TOKEN_COUNTS) <= set(LADDER) and set(FEW_TOKEN_COUNTS) <= set(
-        ProfileGrid.quick().decode_batches
-    )
+    max_num_seqs = int(rng.integers(max(FEW_TOKEN_COUNTS), 300))
+    for batches in (
+        LADDER,
+        ProfileGrid.quick().decode_batches,
+        ProfileGrid.full(max_num_seqs).decode_batches,
+    ):
+        assert set(FEW_TOKEN_COUNTS) <= set(batches), batches
     assert max(FEW_TOKEN_COUNTS) == max(GEMM_SWITCH_CANDIDATES)
     for _ in range(2):
         truth = _planted_model(rng)

@@ -43,8 +43,9 @@ class ProfileGrid(BaseModel):
         cls, max_num_seqs: int = 64, max_num_batched_tokens: int = 1024, max_model_len: int = 2048
     ) -> "ProfileGrid":
         allowed = set(range(1, max_num_seqs + 1))
-        powers = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, max_num_seqs} & allowed)
-        batches = sorted((set(powers) | set(FEW_TOKEN_COUNTS)) & allowed)
+        # doubling batches up to max_num_seqs; every few-token count besides for the GEMM switch
+        coarse = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, max_num_seqs} & allowed)
+        batches = sorted((set(coarse) | set(FEW_TOKEN_COUNTS)) & allowed)
         contexts = [
             c for c in (32, 128, 256, 512, 1024, 2048, 4096, 8192) if c <= max_model_len // 2
         ] or [max_model_len // 4]
@@ -61,7 +62,7 @@ class ProfileGrid(BaseModel):
             decode_contexts=contexts,
             prefill_chunks=chunks,
             cached_prefixes=[0, max(16, max_model_len // 4)],
-            mixed_batches=powers[len(powers) // 2 :: 2],
+            mixed_batches=coarse[len(coarse) // 2 :: 2],
             mixed_chunks=chunks[1::2],
             repeats=5,
             warmup=2,
