@@ -60,6 +60,13 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
             "derived",
             profile.older_era_source,
         )
+    if profile.fp8_linear_scales:
+        table.add_row(
+            "fp8 linear layers vs its own backend's fp8 GEMM tables",
+            ", ".join(f"{name} x{v:.2f}" for name, v in profile.fp8_linear_scales.items()),
+            "fitted",
+            profile.fp8_linear_source,
+        )
     for name, era in profile.source_eras.items():
         ran = [
             f"the kernel tables' own GEMMs (era scale x1) on {', '.join(era.tables_gpus)}"

@@ -123,6 +123,14 @@ class EngineProfile(_Strict):
         "for published sources whose `source_eras` entry names the GPU in `older_gpus`",
     )
     older_era_source: str = "none: no older era"
+    fp8_linear_scales: dict[str, float] = Field(
+        {},
+        description="per GPU: this stack's fp8 linear-layer time over its own backend's fp8 GEMM "
+        "tables (the tables' small-batch fp8 GEMMs are slower than the stack's served decode steps "
+        "allow); fitted on published fp8 runs, applied only to calibrations of this backend's tables "
+        "and only to their fp8 linear-layer terms, 1 where absent",
+    )
+    fp8_linear_source: str = "none: the tables' fp8 linear-layer time as it is"
     source_eras: dict[str, SourceEra] = Field(
         {},
         description="per published set: the GPUs on which its stack ran the tables' GEMMs, not "

@@ -7,7 +7,6 @@ only reads them."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -16,24 +15,25 @@ from simulator.calibration.engine_profile import (
     PROFILES_DIR,
     EngineProfile,
     ProfileError,
-    SourceEra,
     load_profile,
 )
-from simulator.calibration.kernel_era import era_factor, era_source
-from simulator.calibration.shipped import load_all_shipped
+from simulator.validation.fit_coordinates import (
+    DEFAULT_TERMS,
+    FIT_TERMS,
+    FP8_RANGE,
+    FP8_TERM,
+    SCALE_FINE_STEP,
+    SCALE_KEYS,
+    SCALE_RANGE,
+    fp8_coordinates,
+    objective,
+    scale_trials,
+    scoring_sets,
+)
+from simulator.validation.profile_eras import with_era_scales, with_older_eras, with_source_era
 from simulator.validation.published_report import Row, grouped_stats, replay
 from simulator.validation.published_sets import fits as fit_targets
 from simulator.validation.published_sets import load_published, published_names
-
-SCALE_KEYS = ("kernel_scale", "memory_scale", "compute_scale")
-SCALE_RANGE = (0.60, 1.40)
-# kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
-# 0.08 of the best (18 trials where the fine grid alone takes 41: each trial replays every fit run)
-SCALE_COARSE_STEP, SCALE_FINE_STEP = 0.1, 0.02
-
-
-def _objective(rows: list[Row]) -> float:
-    return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
 
 
 def fitted_together(data: dict) -> list[dict]:
@@ -51,28 +51,18 @@ def fitted_together(data: dict) -> list[dict]:
     ]
 
 
-def _scale_trials(current: float) -> tuple[list[float], list[float]]:
-    low, high = SCALE_RANGE
-    coarse = list(np.round(np.arange(low, high + 1e-9, SCALE_COARSE_STEP), 2))
-    fine = [
-        value
-        for value in np.round(current + np.arange(-4, 5) * SCALE_FINE_STEP, 2)
-        if low - 1e-9 <= value <= high + 1e-9
-    ]
-    return coarse, fine
-
-
 def fit_profile(
     name_or_path: str | Path, steps: int = 2, write: bool = True
 ) -> tuple[EngineProfile, list[Row]]:
     """Fit the set's profile on the `fit` runs of this set and of every other set fitted for the same
     profile (`fitted_together`): per-step, per-sequence and per-prefill-token host terms and the
     stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are not
-    vLLM's), overall or per memory- / compute-bound term, by coordinate search on grids, least
-    squares on log(simulated / measured) over all those rows. The terms searched are those the sets
-    name (`fit_terms`, default step, sequence, prefill token and kernel scale). Per output token stays
-    as it is (in decode steps it is not separable from per sequence). The source's kernel era is
-    chosen for this set. Writes the profile with its errors on every such set's fit and held-out
+    vLLM's), overall or per memory- / compute-bound term, and per GPU the fp8 linear layers, by
+    coordinate search on grids, least squares on log(simulated / measured), each term over the fit
+    rows of the sets that name it (`fit_coordinates.scoring_sets`). The terms searched are those the
+    sets name (`fit_terms`, default step, sequence, prefill token and kernel scale). Per output token
+    stays as it is (in decode steps it is not separable from per sequence). The source's kernel era
+    is chosen for this set. Writes the profile with its errors on every such set's fit and held-out
     rows when `write`."""
     data = load_published(name_or_path)
     if "profile" not in fit_targets(data):
@@ -109,9 +99,9 @@ def fit_profile(
         "memory_scale": scales,
         "compute_scale": scales,
     }
-    default_terms = ["step", "sequence", "prefill_token", "kernel_scale"]
+    assert set(grids) == set(FIT_TERMS) - {FP8_TERM}  # every name a set may give has a grid
     # few fit rows: a set names fewer terms; fitted together, the terms any of the sets names
-    chosen = {key for each in sets for key in each.get("fit_terms", default_terms)}
+    chosen = {key for each in sets for key in each.get("fit_terms", DEFAULT_TERMS)}
     grids = {key: grid for key, grid in grids.items() if key in chosen}
     # per set and GPU where the profile has an older kernel era than its tables (`older_era_scales`):
     # whether that set's stack ran it, a yes/no coordinate of the search, chosen on the fit runs
@@ -124,8 +114,21 @@ def fit_profile(
         grids[key] = [0.0, 1.0]
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
-    named = ", ".join(f"{each['name']} ({each.get('url', '')})" for each in sets)
-    source = f"fitted on the fit runs of published set{'s' if len(sets) > 1 else ''} {named}"
+    fp8 = fp8_coordinates(fit_sets) if FP8_TERM in chosen else {}
+    grids.pop(FP8_TERM, None)
+    for key, gpu in fp8.items():
+        grids[key] = [FP8_RANGE[0], FP8_RANGE[1]]  # searched coarse to fine (`scale_trials`)
+        values[key] = base.fp8_linear_scales.get(gpu, 1.0)
+
+    def source(*features: str) -> str:
+        """Where the fitted `features` come from: the sets whose fit rows score them."""
+        scoring = [
+            each
+            for each in fit_sets
+            if any(each in scoring_sets(feature, fit_sets, older, fp8) for feature in features)
+        ] or fit_sets
+        named = ", ".join(f"{each['name']} ({each.get('url', '')})" for each in scoring)
+        return f"fitted on the fit runs of published set{'s' if len(scoring) > 1 else ''} {named}"
 
     base_terms = {term.feature: term for term in base.terms}
 
@@ -138,7 +141,7 @@ def fit_profile(
         terms = {
             key: value
             for key, value in candidate.items()
-            if key not in scale_keys and key not in older
+            if key not in scale_keys and key not in older and key not in fp8
         }
         bound = dict(base.kernel_scale_by_bound)
         for kind in ("memory", "compute"):
@@ -146,45 +149,60 @@ def fit_profile(
                 bound[kind] = candidate[f"{kind}_scale"]
                 if bound[kind] == 1.0:
                     del bound[kind]
-        built = base.with_terms(terms, "fitted", source).model_copy(
+        for key, value in terms.items():
+            base = base.with_terms({key: value}, "fitted", source(key))
+        built = base.model_copy(
             update={
                 "kernel_scale": candidate["kernel_scale"],
                 "kernel_scale_by_bound": bound,
                 "kernel_scale_source": (
-                    f"{source}: this stack's kernel time over the calibration's"
+                    f"{source(*(key for key in scale_keys if key in grids))}: this stack's kernel "
+                    "time over the calibration's"
                     if fits_scales
                     else base.kernel_scale_source
                 ),
             }
         )
+        if fp8:
+            scales = dict(base.fp8_linear_scales) | {
+                gpu: candidate[key] for key, gpu in fp8.items()
+            }
+            built = built.model_copy(
+                update={
+                    "fp8_linear_scales": {g: v for g, v in scales.items() if v != 1.0},
+                    "fp8_linear_source": f"{source(*fp8)} (their fp8 runs' rows)",
+                }
+            )
         older_gpus = {name: [] for name, _ in older.values()}
         for key, (name, gpu) in older.items():
             if candidate[key]:
                 older_gpus[name].append(gpu)
-        return _with_older_eras(built, older_gpus, why or {})
+        return with_older_eras(built, older_gpus, why or {})
 
     def search(base: EngineProfile) -> tuple[float, dict]:
         start = values
 
-        def trial(candidate: dict) -> float:
+        def trial(candidate: dict, scoring: list[dict] = fit_sets) -> float:
             profile = build(candidate, base)
-            return _objective([row for each in fit_sets for row in replay(each, profile)])
+            return objective([row for each in scoring for row in replay(each, profile)])
 
-        best = trial(start)
         for _ in range(steps):
             for feature, grid in grids.items():
+                scoring = scoring_sets(feature, fit_sets, older, fp8)
+                best = trial(start, scoring)
                 # a kernel scale: coarse, then fine around the best of the coarse pass
-                sweeps = [0, 1] if feature in scale_keys else [None]
-                for sweep in sweeps:
-                    trials = grid if sweep is None else _scale_trials(start[feature])[sweep]
+                swept = feature in scale_keys or feature in fp8
+                bounds = FP8_RANGE if feature in fp8 else SCALE_RANGE
+                for sweep in [0, 1] if swept else [None]:
+                    trials = grid if sweep is None else scale_trials(start[feature], bounds)[sweep]
                     for value in trials:
                         candidate = start | {feature: float(value)}
                         if candidate == start:
                             continue
-                        score = trial(candidate)
+                        score = trial(candidate, scoring)
                         if score < best:
                             best, start = score, candidate
-        return best, start
+        return trial(start), start
 
     # the kernel era this source's stack ran on each GPU (`EngineProfile.source_eras`): every choice
     # of the GPUs that ran the tables' own GEMMs is fitted on the fit runs, the best one kept
@@ -193,14 +211,14 @@ def fit_profile(
         tuple(gpu for bit, gpu in enumerate(era_gpus) if mask >> bit & 1)
         for mask in range(2 ** len(era_gpus))
     ]
-    fits = {gpus: search(_with_source_era(base, data["name"], gpus, "")) for gpus in choices}
+    fits = {gpus: search(with_source_era(base, data["name"], gpus, "")) for gpus in choices}
     tables_gpus = min(fits, key=lambda gpus: fits[gpus][0])
     best, values = fits[tables_gpus]
     if len(choices) > 1:
         scores = "; ".join(
             f"tables on {', '.join(gpus) or 'none'}: {fits[gpus][0]:.4f}" for gpus in choices
         )
-        base = _with_source_era(
+        base = with_source_era(
             base,
             data["name"],
             tables_gpus,
@@ -212,7 +230,7 @@ def fit_profile(
         # what each older-era choice scored against the other, kept with the choice
         def score(candidate: dict) -> float:
             profile = build(candidate, base)
-            return _objective([row for each in fit_sets for row in replay(each, profile)])
+            return objective([row for each in fit_sets for row in replay(each, profile)])
 
         why = {}
         for key, (name, gpu) in older.items():
@@ -241,57 +259,6 @@ def fit_profile(
     if write:
         fitted.save(PROFILES_DIR / f"{fitted.name}.json")
     return fitted, rows
-
-
-def _with_source_era(
-    profile: EngineProfile, name: str, tables_gpus: tuple[str, ...], why: str
-) -> EngineProfile:
-    eras = {key: value for key, value in profile.source_eras.items() if key != name}
-    kept = profile.source_eras.get(name)
-    older = kept.older_gpus if kept else []
-    if tables_gpus or older:
-        eras[name] = SourceEra(
-            tables_gpus=list(tables_gpus),
-            older_gpus=older,
-            source=why or (kept.source if kept else ""),
-        )
-    return profile.model_copy(update={"source_eras": eras})
-
-
-def _with_older_eras(
-    profile: EngineProfile, older_gpus: dict[str, list[str]], why: dict[str, str]
-) -> EngineProfile:
-    """The profile with, per set, the GPUs on which its stack ran the older era (`older_gpus`)."""
-    eras = dict(profile.source_eras)
-    for name, gpus in older_gpus.items():
-        kept = eras.get(name)
-        tables = kept.tables_gpus if kept else []
-        if gpus or tables:
-            source = why.get(name, "").rstrip("; ") or (kept.source if kept else "")
-            eras[name] = SourceEra(tables_gpus=tables, older_gpus=gpus, source=source)
-        else:
-            eras.pop(name, None)
-    return profile.model_copy(update={"source_eras": eras})
-
-
-def with_era_scales(profile: EngineProfile) -> EngineProfile:
-    """The profile with its per-GPU era scales (`kernel_era`: the era it stands for and an older
-    one) derived afresh from the shipped calibrations, for the GPUs it already names (a profile
-    naming none is left as it is)."""
-    if not (profile.kernel_era_scales or profile.older_era_scales):
-        return profile
-    calibrations = load_all_shipped()
-    backend = profile.kernel_backend or "vllm"
-    update = {}
-    for field in ("kernel_era", "older_era"):
-        gpus = getattr(profile, f"{field}_scales")
-        if gpus:
-            scales = {gpu: era_factor(calibrations, gpu, backend) for gpu in gpus}
-            update[f"{field}_scales"] = {gpu: round(s, 4) for gpu, s in scales.items() if s}
-            update[f"{field}_source"] = "; ".join(
-                f"{gpu}: {era_source(calibrations, gpu, backend)}" for gpu in scales
-            )
-    return profile.model_copy(update=update)
 
 
 def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> EngineProfile:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.validation.fit_coordinates import DEFAULT_TERMS, FIT_TERMS
+
 PUBLISHED_DIR = Path(__file__).parent / "published"
 # what a set's fit runs may fit (`fits`, default the profile alone): the engine profile's terms
 # (`profile_fit`), and, for a set measured by a closed-loop load generator, how many of its turns
@@ -83,6 +85,16 @@ def load_published(name_or_path: str | Path) -> dict:
         raise ValueError(
             f"{path}: fits is {targets!r}; expected a non-empty list of distinct names from "
             f"{list(FIT_TARGETS)} (what its fit runs fit)"
+        )
+    terms = data.get("fit_terms", list(DEFAULT_TERMS))
+    if not (
+        isinstance(terms, list)
+        and all(isinstance(term, str) for term in terms)
+        and set(terms) <= set(FIT_TERMS)
+    ):
+        raise ValueError(
+            f"{path}: fit_terms is {terms!r}; expected a list of names from {list(FIT_TERMS)} "
+            "(the profile's figures its fit runs fit)"
         )
     if "bunched_turns" in targets and (turns is None or data.get("held_out_only")):
         raise ValueError(

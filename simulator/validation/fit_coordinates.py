@@ -1,0 +1,92 @@
+"""The coordinates of a profile fit (`profile_fit.fit_profile`): which figures are searched, on
+which grids, and which published sets' fit rows score each. Apart from the search itself so that the
+rules (a set's rows score only the terms it names; fp8 linear layers per GPU; kernel scales coarse
+to fine) are on one screen and testable without replaying anything."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from simulator.validation.published_report import Row
+
+SCALE_KEYS = ("kernel_scale", "memory_scale", "compute_scale")
+SCALE_RANGE = (0.60, 1.40)
+# the terms a set fits when it names none (`fit_terms`)
+DEFAULT_TERMS = ("step", "sequence", "prefill_token", "kernel_scale")
+# a set naming it in `fit_terms` fits, per GPU of its fp8 fit runs, the stack's fp8 linear-layer
+# time over its own backend's fp8 GEMM tables (`EngineProfile.fp8_linear_scales`); searched like a
+# kernel scale, on a range reaching well below it (the tables' small-batch fp8 GEMMs run at half
+# the bandwidth the served steps imply)
+FP8_TERM, FP8_RANGE = "fp8_linear", (0.30, 1.20)
+# every figure a set may name in `fit_terms`: host terms, kernel scales, the fp8 linear layers
+FIT_TERMS = ("step", "sequence", "prefill_token", "wake", *SCALE_KEYS, FP8_TERM)
+# kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
+# 0.08 of the best (18 trials where the fine grid alone takes 41: each trial replays every fit run)
+SCALE_COARSE_STEP, SCALE_FINE_STEP = 0.1, 0.02
+
+
+def objective(rows: list[Row]) -> float:
+    """Mean squared log(simulated / measured) over `rows`."""
+    return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
+
+
+def fp8_coordinates(fit_sets: list[dict]) -> dict[str, str]:
+    """`fp8_linear:<GPU>` -> GPU for every GPU of the fp8-weight fit runs of the sets naming
+    `FP8_TERM` in their `fit_terms`."""
+    gpus = {
+        run["gpu"]
+        for each in fit_sets
+        if FP8_TERM in each.get("fit_terms", ())
+        for run in each["runs"]
+        if run.get("weight_dtype") == "fp8"
+    }
+    return {f"{FP8_TERM}:{gpu}": gpu for gpu in sorted(gpus)}
+
+
+def scoring_sets(
+    feature: str,
+    fit_sets: list[dict],
+    older: dict[str, tuple[str, str]],
+    fp8: dict[str, str],
+) -> list[dict]:
+    """The fit sets whose rows score `feature`: each set's rows score only the terms it names
+    (`fit_terms`, `DEFAULT_TERMS` where it names none); an older-era choice (`older`: key -> (set,
+    GPU)) its own set's rows, an fp8 linear-layer scale (`fp8`) the rows of the sets naming
+    `FP8_TERM`. So a set fitting one figure cannot pull the terms the other sets fit."""
+    if feature in older:
+        return [each for each in fit_sets if each["name"] == older[feature][0]]
+    named = FP8_TERM if feature in fp8 else feature
+    return [each for each in fit_sets if named in each.get("fit_terms", DEFAULT_TERMS)]
+
+
+def scale_trials(
+    current: float, bounds: tuple[float, float] = SCALE_RANGE
+) -> tuple[list[float], list[float]]:
+    """A scale's trials: the coarse pass over `bounds`, then the fine pass around `current`."""
+    low, high = bounds
+    coarse = list(np.round(np.arange(low, high + 1e-9, SCALE_COARSE_STEP), 2))
+    fine = [
+        value
+        for value in np.round(current + np.arange(-4, 5) * SCALE_FINE_STEP, 2)
+        if low - 1e-9 <= value <= high + 1e-9
+    ]
+    return coarse, fine
+
+
+__all__ = [
+    "DEFAULT_TERMS",
+    "FP8_RANGE",
+    "FIT_TERMS",
+    "FP8_TERM",
+    "SCALE_FINE_STEP",
+    "SCALE_KEYS",
+    "SCALE_RANGE",
+    "fp8_coordinates",
+    "objective",
+    "scale_trials",
+    "scoring_sets",
+]
