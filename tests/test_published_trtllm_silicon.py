@@ -19,6 +19,7 @@ from simulator.calibration.engine_profile import load_profile
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.calibration.weight_dtype import weight_dtype_calibration
+from simulator.hardware.catalog import get_hardware
 from simulator.validation.fit_coordinates import FP8_TERM, fp8_coordinates, scoring_sets
 from simulator.validation.profile_fit import fitted_together
 from simulator.validation.published_report import replay, stats
@@ -131,6 +132,19 @@ def test_the_fp8_scale_touches_only_fp8_linear_layers_of_the_stacks_own_tables()
     before = ProfiledCostModel.of_calibration(fp8, plain).step_time(shape)
     after = ProfiledCostModel.of_calibration(fp8, profile).step_time(shape)
     assert after == pytest.approx(before - 0.5 * linear)
+    # above the knee each further token costs what the tables say: the saving stays that of a
+    # step at the knee
+    knee = int(fp8.cost_model.knee_tokens)
+    at_knee = StepShape(prefill_chunks=((knee, 0),))
+    linear_at_knee = sum(
+        s for name, s in gpu.explain(at_knee).items() if name.startswith("linear layers (fp8)")
+    )
+    for tokens in (knee + 1, 2048, 8192):
+        long = StepShape(prefill_chunks=((tokens, 0),))
+        saved = ProfiledCostModel.of_calibration(fp8, plain).step_time(
+            long
+        ) - ProfiledCostModel.of_calibration(fp8, profile).step_time(long)
+        assert saved == pytest.approx(0.5 * linear_at_knee)
     # bf16 weights, another GPU, another backend's calibration: unchanged
     for calibration in (
         table,
@@ -204,3 +218,21 @@ def test_a_set_naming_an_unknown_fit_term_is_refused(tmp_path):
     path.write_text(json.dumps({**data, "fit_terms": ["fp8_liner"]}))
     with pytest.raises(ValueError, match=r"typo.json: fit_terms is \['fp8_liner'\]; expected"):
         load_published(path)
+
+
+def test_the_fitted_fp8_scale_keeps_a_long_prefill_below_the_chips_fp8_peak():
+    # a scale on every token would make an 8,192-token prefill's linear layers faster than the
+    # H200's dense fp8 tensor cores (x0.54 on every token: 2.2 PFLOP/s a GPU against 1.98)
+    table = weight_dtype_calibration(load_shipped("llama-3-70b@H200-141GB-tp4-aic-trtllm"), "fp8")
+    profile = load_profile("trtllm")
+    assert profile.fp8_linear_scales["H200-141GB"] < 1
+    tokens = 8192
+    parts = ProfiledCostModel.of_calibration(table, profile).explain(
+        StepShape(prefill_chunks=((tokens, 0),))
+    )
+    linear_s = sum(s for name, s in parts.items() if "linear layers" in name)
+    # Llama-3-70B's linear layers: 80 layers of (8192 x 10240 QKV + 8192 x 8192 O + 3 x 8192 x
+    # 28672 MLP) weights, a quarter on each of 4 GPUs, 2 FLOPs a weight a token
+    weights = 80 * (8192 * 10240 + 8192 * 8192 + 3 * 8192 * 28672) / 4
+    peak = get_hardware("H200-141GB").fp8_dense_flops
+    assert 2 * weights * tokens / linear_s < peak

@@ -62,7 +62,7 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         )
     if profile.fp8_linear_scales:
         table.add_row(
-            "fp8 linear layers vs its own backend's fp8 GEMM tables",
+            "fp8 linear layers up to the knee vs its own backend's fp8 GEMM tables",
             ", ".join(f"{name} x{v:.2f}" for name, v in profile.fp8_linear_scales.items()),
             "fitted",
             profile.fp8_linear_source,

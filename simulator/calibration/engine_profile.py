@@ -125,10 +125,12 @@ class EngineProfile(_Strict):
     older_era_source: str = "none: no older era"
     fp8_linear_scales: dict[str, float] = Field(
         {},
-        description="per GPU: this stack's fp8 linear-layer time over its own backend's fp8 GEMM "
-        "tables (the tables' small-batch fp8 GEMMs are slower than the stack's served decode steps "
-        "allow); fitted on published fp8 runs, applied only to calibrations of this backend's tables "
-        "and only to their fp8 linear-layer terms, 1 where absent",
+        description="per GPU: this stack's fp8 linear-layer time up to the knee (small batches) over "
+        "its own backend's fp8 GEMM tables, each token beyond the knee at the tables' cost "
+        "(`fp8_small_batch.SmallBatchFp8`: the tables' small-batch fp8 GEMMs are slower than the "
+        "stack's served decode steps allow, their large-batch ones already near the chip's peak); "
+        "fitted on published fp8 runs, applied only to calibrations of this backend's tables with "
+        "fp8 weights, 1 where absent",
     )
     fp8_linear_source: str = "none: the tables' fp8 linear-layer time as it is"
     source_eras: dict[str, SourceEra] = Field(

@@ -21,8 +21,6 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.schema import Calibration, CostModelFit
 
 LINEAR_PREFIX = "linear layers"
-# the terms a calibration's fp8 weights put in place of the linear layers (`weight_dtype`)
-FP8_LINEAR_PREFIX = "linear layers (fp8)"
 # decode steps the factor is measured on: batch x context (the linear layers see only the batch)
 ERA_SHAPES = tuple(StepShape((), (512,) * batch) for batch in (1, 8, 32, 64))
 
@@ -90,25 +88,15 @@ def era_source(calibrations: list[Calibration], gpu: str, backend: str = "vllm")
     )
 
 
-def scale_linear_layers(
-    fit: CostModelFit, factor: float, prefix: str = LINEAR_PREFIX
-) -> CostModelFit:
-    """The kernel model with its linear-layer terms (those named with `prefix`: every linear layer,
-    or only the fp8 ones) `factor` times as long (the rest untouched)."""
+def scale_linear_layers(fit: CostModelFit, factor: float) -> CostModelFit:
+    """The kernel model with its linear-layer terms `factor` times as long (the rest untouched)."""
     terms = [
         term.model_copy(update={"seconds_per_unit": term.seconds_per_unit * factor})
-        if term.name.startswith(prefix)
+        if term.name.startswith(LINEAR_PREFIX)
         else term
         for term in fit.terms
     ]
     return fit.model_copy(update={"terms": terms})
 
 
-__all__ = [
-    "ERA_SHAPES",
-    "FP8_LINEAR_PREFIX",
-    "era_factor",
-    "era_pairs",
-    "era_source",
-    "scale_linear_layers",
-]
+__all__ = ["ERA_SHAPES", "era_factor", "era_pairs", "era_source", "scale_linear_layers"]

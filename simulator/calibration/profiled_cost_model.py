@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX, scale_linear_layers
+from simulator.calibration.fp8_small_batch import SmallBatchFp8, has_fp8_linear
+from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration
 
 if TYPE_CHECKING:
@@ -88,8 +89,13 @@ class ProfiledCostModel:
             if version is not None and era != 1.0 and hasattr(gpu, "fit"):
                 gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
             fp8 = profile.fp8_linear_scales.get(gpu_name or "", 1.0)
-            if version is not None and fp8 != 1.0 and hasattr(gpu, "fit"):
-                gpu = type(gpu)(scale_linear_layers(gpu.fit, fp8, FP8_LINEAR_PREFIX))
+            if (
+                version is not None
+                and fp8 != 1.0
+                and hasattr(gpu, "fit")
+                and has_fp8_linear(gpu.fit)
+            ):
+                gpu = SmallBatchFp8(gpu, fp8)  # last: over the era-scaled model
         elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
             gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu

@@ -18,7 +18,8 @@ SCALE_RANGE = (0.60, 1.40)
 # the terms a set fits when it names none (`fit_terms`)
 DEFAULT_TERMS = ("step", "sequence", "prefill_token", "kernel_scale")
 # a set naming it in `fit_terms` fits, per GPU of its fp8 fit runs, the stack's fp8 linear-layer
-# time over its own backend's fp8 GEMM tables (`EngineProfile.fp8_linear_scales`); searched like a
+# time up to the knee over its own backend's fp8 GEMM tables (`EngineProfile.fp8_linear_scales`,
+# `fp8_small_batch`); searched like a
 # kernel scale, on a range reaching well below it (the tables' small-batch fp8 GEMMs run at half
 # the bandwidth the served steps imply)
 FP8_TERM, FP8_RANGE = "fp8_linear", (0.30, 1.20)
