@@ -11,6 +11,7 @@ import collections
 import json
 import math
 
+import numpy as np
 import pytest
 
 from engine.core.step_shape import StepShape
@@ -20,7 +21,12 @@ from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.hardware.catalog import get_hardware
-from simulator.validation.fit_coordinates import FP8_TERM, fp8_coordinates, scoring_sets
+from simulator.validation.fit_coordinates import (
+    FIT_TERMS,
+    FP8_TERM,
+    fp8_coordinates,
+    scoring_sets,
+)
 from simulator.validation.profile_fit import fitted_together
 from simulator.validation.published_report import replay, stats
 from simulator.validation.published_sets import load_published, published_names
@@ -116,36 +122,57 @@ def test_each_set_scores_only_the_terms_it_names_in_the_trtllm_fit():
     plain = [{"name": "plain", "runs": []}]
     assert [each["name"] for each in scoring_sets("step", plain, {}, {})] == ["plain"]
     assert scoring_sets("wake", plain, {}, {}) == []
+    # on fresh random sets: a term is scored by exactly the sets naming it
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    terms = list(FIT_TERMS)
+    random_sets = [
+        {"name": f"set{i}", "fit_terms": list(rng.choice(terms, rng.integers(0, 4), replace=False))}
+        for i in range(6)
+    ]
+    for term in terms:
+        coordinate = {f"{FP8_TERM}:X": "X"} if term == FP8_TERM else {}
+        feature = next(iter(coordinate)) if coordinate else term
+        assert [each["name"] for each in scoring_sets(feature, random_sets, {}, coordinate)] == [
+            each["name"] for each in random_sets if term in each["fit_terms"]
+        ]
 
 
-def test_the_fp8_scale_touches_only_fp8_linear_layers_of_the_stacks_own_tables():
+def test_the_fp8_scale_touches_only_fp8_linear_layers_up_to_the_knee_of_the_stacks_own_tables():
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    scale = float(rng.uniform(0.3, 0.95))
     table = load_shipped("llama-3-70b@H200-141GB-tp4-aic-trtllm")
-    profile = load_profile("trtllm").model_copy(update={"fp8_linear_scales": {"H200-141GB": 0.5}})
-    plain = load_profile("trtllm").model_copy(update={"fp8_linear_scales": {}})
-    shape = StepShape(decode_context_lens=(1024,) * 8)
+    trtllm = load_profile("trtllm")
+    profile = trtllm.model_copy(update={"fp8_linear_scales": {"H200-141GB": scale}})
+    plain = trtllm.model_copy(update={"fp8_linear_scales": {}})
     fp8 = weight_dtype_calibration(table, "fp8")
     gpu = CostModel.from_calibration(fp8)
-    linear = sum(
-        s for name, s in gpu.explain(shape).items() if name.startswith("linear layers (fp8)")
-    )
-    assert linear > 0
-    before = ProfiledCostModel.of_calibration(fp8, plain).step_time(shape)
-    after = ProfiledCostModel.of_calibration(fp8, profile).step_time(shape)
-    assert after == pytest.approx(before - 0.5 * linear)
-    # above the knee each further token costs what the tables say: the saving stays that of a
-    # step at the knee
+    scaled, unscaled = (ProfiledCostModel.of_calibration(fp8, p) for p in (profile, plain))
     knee = int(fp8.cost_model.knee_tokens)
-    at_knee = StepShape(prefill_chunks=((knee, 0),))
-    linear_at_knee = sum(
-        s for name, s in gpu.explain(at_knee).items() if name.startswith("linear layers (fp8)")
-    )
-    for tokens in (knee + 1, 2048, 8192):
-        long = StepShape(prefill_chunks=((tokens, 0),))
-        saved = ProfiledCostModel.of_calibration(fp8, plain).step_time(
-            long
-        ) - ProfiledCostModel.of_calibration(fp8, profile).step_time(long)
-        assert saved == pytest.approx(0.5 * linear_at_knee)
+
+    def fp8_linear_s(shape: StepShape) -> float:
+        parts = gpu.explain(shape).items()
+        return sum(s for name, s in parts if name.startswith("linear layers (fp8)"))
+
+    # up to the knee (decode steps of any batch up to it): the fp8 linear layers `scale` as long
+    for batch in rng.integers(1, knee + 1, size=3):
+        contexts = tuple(int(c) for c in rng.integers(16, 4096, size=int(batch)))
+        shape = StepShape(decode_context_lens=contexts)
+        assert fp8_linear_s(shape) > 0
+        assert scaled.step_time(shape) == pytest.approx(
+            unscaled.step_time(shape) - (1 - scale) * fp8_linear_s(shape)
+        )
+        stretch = scaled.decode_stretch_times(shape, 4)
+        plain_stretch = unscaled.decode_stretch_times(shape, 4)
+        saved = (1 - scale) * fp8_linear_s(shape)
+        assert stretch == pytest.approx([s - saved for s in plain_stretch])
+    # beyond it each further token costs what the tables say: the saving stays a step's at the knee
+    at_knee = fp8_linear_s(StepShape(prefill_chunks=((knee, 0),)))
+    for tokens in rng.integers(knee + 1, 16384, size=3):
+        long = StepShape(prefill_chunks=((int(tokens), 0),))
+        saved = unscaled.step_time(long) - scaled.step_time(long)
+        assert saved == pytest.approx((1 - scale) * at_knee)
     # bf16 weights, another GPU, another backend's calibration: unchanged
+    shape = StepShape(decode_context_lens=(1024,) * 8)
     for calibration in (
         table,
         weight_dtype_calibration(load_shipped("llama-3-70b@B200-180GB-tp4-aic-trtllm"), "fp8"),

@@ -14,15 +14,13 @@ interface as `CostModel`, the wrapped model's per-step path unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import FEATURE_UNITS
+from simulator.calibration.kernel_era import LINEAR_PREFIX
 
-# the terms a calibration's fp8 weights put in place of the linear layers (`weight_dtype`)
-FP8_LINEAR_PREFIX = "linear layers (fp8)"
+# the terms a calibration's fp8 weights put in place of the linear layers (`weight_dtype`,
+# `aic_terms.linear_terms`)
+FP8_LINEAR_PREFIX = f"{LINEAR_PREFIX} (fp8)"
 
 
 def has_fp8_linear(fit) -> bool:
@@ -78,9 +76,6 @@ class SmallBatchFp8:
         # a stretch keeps its sequences: the same tokens, so the same saving, every step
         saved = self.saved_s(shape)
         return [seconds - saved for seconds in self.gpu.decode_stretch_times(shape, num_steps)]
-
-    def step_times(self, shapes: Sequence[StepShape]) -> np.ndarray:
-        return np.array([self.step_time(shape) for shape in shapes])
 
     def explain(self, shape: StepShape) -> dict[str, float]:
         parts = dict(self.gpu.explain(shape))

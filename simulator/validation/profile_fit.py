@@ -115,7 +115,6 @@ def fit_profile(
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
     fp8 = fp8_coordinates(fit_sets) if FP8_TERM in chosen else {}
-    grids.pop(FP8_TERM, None)
     for key, gpu in fp8.items():
         grids[key] = [FP8_RANGE[0], FP8_RANGE[1]]  # searched coarse to fine (`scale_trials`)
         values[key] = base.fp8_linear_scales.get(gpu, 1.0)
