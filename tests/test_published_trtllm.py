@@ -2,7 +2,8 @@
 per-bound scales move the linear layers' knee (the small-batch weight-read floor follows the
 memory-bound scale), static-batch runs hold their batch in the pool, and one profile is fitted on
 the fit runs of every set naming it (never on a held-out-only one); a source older than the kernel
-tables the profile stands for runs an older era, chosen on fit runs and shared by declaration."""
+tables the profile stands for runs an older era, chosen on fit runs and shared by declaration; an
+independent set restates its table and the precision it ran."""
 
 import json
 
@@ -104,3 +105,29 @@ def test_kernel_era_like_must_name_a_stored_set(tmp_path):
     path.write_text(json.dumps({**data, "kernel_era_like": "no-such-set"}))
     with pytest.raises(ValueError, match="kernel_era_like"):
         load_published(path)
+
+
+def test_v017_rows_restate_their_table_and_the_precision_they_ran():
+    """TensorRT-LLM 0.17's overview, an independent check: each row's makespan is its table's N x
+    output length / tokens a second (both named in its source), an FP8 row runs fp8 weights and,
+    as FP8 quantization sets it, an fp8 KV cache (an FP16 row neither), every prompt and output
+    fits its max_model_len, and the set takes v0.14's kernel era by declaration, never by a fit."""
+    data = load_published("trtllm-perf-overview-v017")
+    assert data["held_out_only"] and data["kernel_era_like"] == "trtllm-perf-overview-v014"
+    assert "trtllm-perf-overview-v017" not in {
+        other["name"] for other in fitted_together(load_published("trtllm-perf-a100"))
+    }
+    for run in data["runs"]:
+        source = run["source"]
+        tokens_per_s = float(source.split(" tokens/s")[0].rsplit(" ", 1)[1])
+        requests = int(source.split("(output tokens: ")[1].split(" ")[0])
+        assert requests == run["batch_size"] == len(run["output_tokens"])
+        assert run["measured"]["makespan_s"] == pytest.approx(
+            requests * run["output_tokens"][0] / tokens_per_s, rel=1e-12
+        )
+        fp8 = " FP8 column" in source
+        assert (run.get("weight_dtype") == "fp8") == fp8
+        assert (run["engine_settings"].get("kv_cache_dtype") == "fp8") == fp8
+        settings = run["engine_settings"]
+        assert settings["max_model_len"] == run["prompt_tokens"][0] + run["output_tokens"][0]
+        assert settings["max_num_batched_tokens"] >= 2048 and settings["max_num_seqs"] >= 64

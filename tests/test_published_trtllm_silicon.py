@@ -234,9 +234,15 @@ def test_each_profile_records_the_errors_a_fresh_replay_gives():
         assert stored.num_rows == fresh.rows == count
         assert math.isclose(stored.median_abs_error, fresh.median_abs_error, rel_tol=1e-6)
         assert math.isclose(stored.bias, fresh.bias, rel_tol=1e-6)
-        # the planner's band on that GPU is its held-out error there (the only set with its rows)
+        # the planner's band on that GPU is the held-out error of the sets with rows there, each
+        # weighed by its rows (TensorRT-LLM 0.17's overview also has H200 rows)
+        there = [e for e in load_profile(profile).errors if e.split == "held_out" and e.gpu == gpu]
         band = load_profile(profile).held_out_error(gpu)
-        assert math.isclose(band, stored.median_abs_error)
+        rows = sum(e.num_rows for e in there)
+        assert math.isclose(band, sum(e.median_abs_error * e.num_rows for e in there) / rows)
+        assert (
+            min(e.median_abs_error for e in there) <= band <= max(e.median_abs_error for e in there)
+        )
 
 
 def test_a_set_naming_an_unknown_fit_term_is_refused(tmp_path):
