@@ -31,6 +31,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 # Known kernel models of the fixture database (seconds)
 GEMM_FIXED_S, GEMM_PEAK, GEMM_KNEE = 5e-6, 800e12, 61  # 61: a point of the knee grid searched
 DECODE = (10e-6, 0.2e-6, 3e-11)  # floor, per sequence, per context token (per layer)
+DECODE_FP8 = (8e-6, 0.05e-6, 1.5e-11)  # an fp8-KV kernel: less work per sequence, half the bytes
 PREFILL = (8e-6, 1e-9, 2e-11)  # floor, per token, per causal pair (per layer)
 REDUCE = (6e-6, 1e-12)  # latency, per element
 
@@ -44,7 +45,9 @@ def _write(path, rows: list[dict]) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def _attention_rows(op: str, heads: int, kv_heads: int, batches, lengths, seconds) -> list[dict]:
+def _attention_rows(
+    op: str, heads: int, kv_heads: int, batches, lengths, seconds, fp8_seconds=None
+) -> list[dict]:
     base = {
         "framework": "VLLM",
         "version": "0.24.0",
@@ -66,18 +69,23 @@ def _attention_rows(op: str, heads: int, kv_heads: int, batches, lengths, second
                 if op == "generation_attention"
                 else {"isl": length, "step": 0}
             )
-            for kv_dtype in (
-                "bfloat16",
-                "fp8",
-            ):  # fp8-KV rows must be ignored: they are twice as fast here
-                scale = 1.0 if kv_dtype == "bfloat16" else 0.5
+            # fp8-KV rows are left out of the bf16 fit (twice as fast here, or another decode
+            # model: `fp8_seconds`) and fitted on their own
+            for kv_dtype in ("bfloat16", "fp8"):
+                latency = (
+                    seconds(batch, length)
+                    if kv_dtype == "bfloat16"
+                    else fp8_seconds(batch, length)
+                    if fp8_seconds
+                    else 0.5 * seconds(batch, length)
+                )
                 rows.append(
                     {
                         **base,
                         **step,
                         "batch_size": batch,
                         "kv_cache_dtype": kv_dtype,
-                        "latency": scale * seconds(batch, length) * 1e3,
+                        "latency": latency * 1e3,
                     }
                 )
     return rows
@@ -119,6 +127,7 @@ def fixture_db(tmp_path_factory):
         [1, 4, 16, 64, 256],
         [64, 512, 2048, 8192],
         lambda b, c: DECODE[0] + DECODE[1] * b + DECODE[2] * b * c,
+        lambda b, c: DECODE_FP8[0] + DECODE_FP8[1] * b + DECODE_FP8[2] * b * c,
     )
     prefill = _attention_rows(
         "context_attention",
@@ -350,3 +359,49 @@ def test_model_spec_is_bf16_and_gemm_shapes_follow_tensor_parallel():
         ("gate_up", 14336, 8192),
         ("down", 8192, 7168),
     ]
+
+
+def test_a_measured_fp8_cache_replaces_decode_attention_and_an_unmeasured_one_is_derived(
+    fixture_db,
+):
+    """The decode sweep's fp8-KV rows give their own three terms (an fp8 kernel's work per sequence
+    differs from the bf16 one's, not only its bytes), which `kv_cache_dtype` fp8 (or fp8_e4m3)
+    selects; a dtype the sweep did not measure (int8), or a calibration without the rows, has only
+    its KV read scaled by the bytes stored, labelled derived."""
+    from simulator.calibration.kv_cache import kv_cache_calibration
+
+    calibration = aic_calibration("llama-3-8b", "H200-141GB", 1, "vllm", root=fixture_db)
+    layers = calibration.model.num_layers
+    measured = calibration.cost_model.kv_cache_dtype_terms["fp8"]
+    bf16 = [t for t in calibration.cost_model.terms if t.name.startswith("decode attention")]
+    assert measured.replaces == [t.name for t in bf16]
+    fitted = {t.feature: t.seconds_per_unit for t in measured.terms}
+    for feature, value in zip(
+        ("decode_step", "decode_sequence", "decode_context_token"), DECODE_FP8
+    ):
+        assert fitted[feature] == pytest.approx(value * layers, rel=1e-6)
+    assert {t.label for t in measured.terms} == {"fitted"}
+    shape = StepShape(
+        decode_context_lens=tuple(int(c) for c in np.random.default_rng(7).integers(64, 4096, 48))
+    )
+    expected_s = layers * (
+        DECODE_FP8[0]
+        + DECODE_FP8[1] * shape.num_decode_seqs
+        + DECODE_FP8[2] * sum(shape.decode_context_lens)
+    )
+    for name in ("fp8", "fp8_e4m3"):
+        parts = CostModel.from_calibration(kv_cache_calibration(calibration, name)).explain(shape)
+        decode_s = sum(s for term, s in parts.items() if term.startswith("decode attention"))
+        assert decode_s == pytest.approx(expected_s, rel=1e-5)
+    without = calibration.model_copy(
+        update={
+            "cost_model": calibration.cost_model.model_copy(update={"kv_cache_dtype_terms": {}})
+        }
+    )
+    for source, name in ((calibration, "int8"), (without, "fp8")):
+        derived = kv_cache_calibration(source, name).cost_model.terms
+        read = [t for t in derived if t.feature == "decode_context_token"]
+        assert len(read) == 1 and read[0].label == "derived" and "× 0.5 (KV bytes" in read[0].name
+        assert read[0].seconds_per_unit == pytest.approx(DECODE[2] * layers * 0.5, rel=1e-6)
+        per_sequence = [t for t in derived if t.feature == "decode_sequence"]
+        assert per_sequence[0].seconds_per_unit == pytest.approx(DECODE[1] * layers, rel=1e-6)

@@ -19,7 +19,9 @@ from simulator.calibration.aic_fit import (
 from simulator.calibration.aic_step_check import step_error
 from simulator.calibration.aic_terms import (
     cost_term,
+    decode_attention_terms,
     elementwise_terms,
+    kv_cache_dtype_terms,
     linear_terms,
     weight_dtype_terms,
 )
@@ -101,63 +103,39 @@ def aic_calibration(
     # Without rows for this many KV heads (Llama-2's 32: multi-head attention), the nearest grouped
     # layout is timed and its KV read scaled by the KV bytes; prefill FLOPs follow query heads only.
     kv_scale = kv_heads / table_kv_heads
-    kv_label = "fitted" if kv_scale == 1 else "derived"
-    kv_note = decode.error.note + (
-        ""
-        if kv_scale == 1
-        else f"; {table_kv_heads} KV-head rows × {kv_scale:g} "
-        f"(this model reads {kv_heads} KV heads per GPU)"
-    )
     head = fit_lm_head(gemm, model, tensor_parallel)
     layers = model.num_layers
     model_dtype_linear = linear_terms(linear, layers)
-    terms = model_dtype_linear + [
-        cost_term(
-            "decode attention: per-layer floor",
-            "decode_step",
-            "latency",
-            decode.coefficients[0] * layers,
-            decode.error.note,
-        ),
-        cost_term(
-            "decode attention: per sequence",
-            "decode_sequence",
-            "memory",
-            decode.coefficients[1] * layers,
-            decode.error.note,
-        ),
-        cost_term(
-            "decode attention (KV read)",
-            "decode_context_token",
-            "memory",
-            decode.coefficients[2] * layers * kv_scale,
-            kv_note,
-            kv_label,
-        ),
-        cost_term(
-            "prefill attention: per-layer floor",
-            "prefill_step",
-            "latency",
-            prefill.coefficients[0] * layers,
-            prefill.error.note,
-        ),
-        cost_term(
-            "prefill attention: per token",
-            "token",
-            "memory",
-            prefill.coefficients[1] * layers,
-            prefill.error.note,
-        ),
-        cost_term(
-            "prefill attention (FLOPs)",
-            "prefill_attention_pair",
-            "compute",
-            prefill.coefficients[2] * layers,
-            prefill.error.note,
-        ),
-        cost_term("LM head", "step", "memory", head.coefficients[0], head.error.note),
-        cost_term("LM head", "sequence", "compute", head.coefficients[1], head.error.note),
-    ]
+    model_dtype_decode = decode_attention_terms(decode, layers, kv_scale, table_kv_heads)
+    terms = (
+        model_dtype_linear
+        + model_dtype_decode
+        + [
+            cost_term(
+                "prefill attention: per-layer floor",
+                "prefill_step",
+                "latency",
+                prefill.coefficients[0] * layers,
+                prefill.error.note,
+            ),
+            cost_term(
+                "prefill attention: per token",
+                "token",
+                "memory",
+                prefill.coefficients[1] * layers,
+                prefill.error.note,
+            ),
+            cost_term(
+                "prefill attention (FLOPs)",
+                "prefill_attention_pair",
+                "compute",
+                prefill.coefficients[2] * layers,
+                prefill.error.note,
+            ),
+            cost_term("LM head", "step", "memory", head.coefficients[0], head.error.note),
+            cost_term("LM head", "sequence", "compute", head.coefficients[1], head.error.note),
+        ]
+    )
     errors = [linear.error, decode.error, prefill.error, head.error]
     versions = {"gemm": gemm.version, "attention": decode_table.version}
     if tensor_parallel > 1:
@@ -210,6 +188,17 @@ def aic_calibration(
             fit_errors=errors,
             weight_dtype_terms=weight_dtype_terms(
                 root, system, backend, gemm.version, model, tensor_parallel, model_dtype_linear
+            ),
+            kv_cache_dtype_terms=kv_cache_dtype_terms(
+                root,
+                system,
+                backend,
+                decode_table.version,
+                heads,
+                table_kv_heads,
+                model,
+                kv_scale,
+                model_dtype_decode,
             ),
         ),
         provenance=Provenance(

@@ -24,6 +24,9 @@ _MS = 1e-3  # the tables hold milliseconds
 # auto = the bf16 sweep; fp8 = FP8 E4M3 weights and activations with per-tensor scales (vLLM's
 # CutlassFP8ScaledMM, TensorRT-LLM's FP8 linear), not the block-scaled `fp8_block`
 GEMM_DTYPES = {"auto": "bfloat16", "fp8": "fp8"}
+# The decode-attention sweep's `kv_cache_dtype` for each KV-cache dtype we model beside the model's:
+# fp8 = FP8 E4M3 values (TensorRT-LLM's, vLLM's and SGLang's default fp8 cache)
+KV_CACHE_DTYPES = {"fp8": "fp8"}
 # Per backend: the all-reduce kernel a serving engine runs under CUDA graphs (the eager twin is
 # slower), in order of preference.
 _ALL_REDUCE_KERNELS = {
@@ -230,9 +233,11 @@ def read_attention(
     num_kv_heads: int,
     head_dim: int,
     version: str | None = None,
+    kv_cache_dtype: str = "bfloat16",
 ) -> AttentionTable:
     """phase 'context' (prefill, no cached prefix) or 'generation' (one decode token per sequence);
-    heads are those one GPU holds (divided by the tensor-parallel degree)."""
+    heads are those one GPU holds (divided by the tensor-parallel degree); the rows of kernels
+    reading a `kv_cache_dtype` cache (the table's name: 'bfloat16', 'fp8')."""
     if phase not in ("context", "generation"):
         raise ValueError(f"attention phase {phase!r}; expected 'context' or 'generation'")
     path, found = table_path(
@@ -254,13 +259,13 @@ def read_attention(
         (data["num_heads"] == num_heads)
         & (data["num_key_value_heads"] == num_kv_heads)
         & (data["head_dim"] == head_dim)
-        & (data["kv_cache_dtype"] == "bfloat16")
+        & (data["kv_cache_dtype"] == kv_cache_dtype)
         & (data["window_size"] == 0)
     )
     if not keep.any():
         raise ValueError(
-            f"{path}: no bf16 rows for {num_heads} heads / {num_kv_heads} KV heads / "
-            f"head_dim {head_dim}"
+            f"{path}: no rows with a {kv_cache_dtype} KV cache for {num_heads} heads / "
+            f"{num_kv_heads} KV heads / head_dim {head_dim}"
         )
     # generation rows time the step-th decode token after an isl-token prompt: context isl + step
     length = data["isl"][keep] + (data["step"][keep] if phase == "generation" else 0)

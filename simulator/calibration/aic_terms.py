@@ -1,13 +1,14 @@
 """The aiconfigurator fits (`aic_fit`) as a step's cost terms: the linear layers' three roofline
 terms (and, for each weight dtype other than the model's that the GEMM sweep measured, the terms
-that replace them), and the elementwise kernels the tables leave out (derived). Each term keeps
-the note of the table and version it came from."""
+that replace them), decode attention's three (and, for each KV-cache dtype the attention sweep
+measured beside the model's, the terms that replace them), and the elementwise kernels the tables
+leave out (derived). Each term keeps the note of the table and version it came from."""
 
 from pathlib import Path
 
 from simulator.calibration import aic_tables as tables
-from simulator.calibration.aic_fit import TermFit, fit_linear_layers
-from simulator.calibration.schema import CostTerm, WeightDtypeTerms
+from simulator.calibration.aic_fit import TermFit, fit_decode_attention, fit_linear_layers
+from simulator.calibration.schema import CostTerm, KVCacheDtypeTerms, WeightDtypeTerms
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -77,6 +78,88 @@ def weight_dtype_terms(
             replaces=[term.name for term in replaces],
             terms=linear_terms(fit, model.num_layers, f"linear layers ({weight_dtype})"),
             fit_errors=[fit.error],
+        )
+    return found
+
+
+def decode_attention_terms(
+    fit: TermFit,
+    layers: int,
+    kv_scale: float,
+    table_kv_heads: int,
+    prefix: str = "decode attention",
+) -> list[CostTerm]:
+    """One layer's decode attention fitted per step, sequence and context token, as a step's terms.
+    Without rows for the model's KV heads per GPU (Llama-2's 32: multi-head attention), the nearest
+    grouped layout (`table_kv_heads`) is timed and its KV read scaled by the KV bytes (`kv_scale`,
+    derived)."""
+    floor, per_sequence, per_token = fit.coefficients
+    note = fit.error.note
+    kv_note = note + (
+        ""
+        if kv_scale == 1
+        else f"; {table_kv_heads} KV-head rows × {kv_scale:g} "
+        f"(this model reads {round(kv_scale * table_kv_heads)} KV heads per GPU)"
+    )
+    return [
+        cost_term(f"{prefix}: per-layer floor", "decode_step", "latency", floor * layers, note),
+        cost_term(
+            f"{prefix}: per sequence", "decode_sequence", "memory", per_sequence * layers, note
+        ),
+        cost_term(
+            f"{prefix} (KV read)",
+            "decode_context_token",
+            "memory",
+            per_token * layers * kv_scale,
+            kv_note,
+            "fitted" if kv_scale == 1 else "derived",
+        ),
+    ]
+
+
+def kv_cache_dtype_terms(
+    root: Path,
+    system: str,
+    backend: str,
+    version: str,
+    heads: int,
+    table_kv_heads: int,
+    model: ModelSpec,
+    kv_scale: float,
+    replaces: list[CostTerm],
+) -> dict[str, KVCacheDtypeTerms]:
+    """Decode-attention terms for each KV-cache dtype whose decode kernels the backend's attention
+    sweep (the same version folder) measured for these heads, fitted the same way as the bf16
+    ones; none where it has no rows."""
+    found = {}
+    for kv_cache_dtype, table_dtype in tables.KV_CACHE_DTYPES.items():
+        try:
+            table = tables.read_attention(
+                root,
+                system,
+                backend,
+                "generation",
+                heads,
+                table_kv_heads,
+                model.head_dim,
+                version,
+                table_dtype,
+            )
+        except ValueError:
+            continue
+        fit = fit_decode_attention(table)
+        found[kv_cache_dtype] = KVCacheDtypeTerms(
+            replaces=[term.name for term in replaces],
+            terms=decode_attention_terms(
+                fit,
+                model.num_layers,
+                kv_scale,
+                table_kv_heads,
+                f"decode attention ({kv_cache_dtype} KV)",
+            ),
+            fit_errors=[
+                fit.error.model_copy(update={"target": f"{fit.error.target}, {kv_cache_dtype} KV"})
+            ],
         )
     return found
 

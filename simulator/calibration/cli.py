@@ -100,6 +100,10 @@ def calibration_summary(path: Path, calibration: Calibration) -> dict:
             "auto",
             *(calibration.cost_model.weight_dtype_terms if calibration.cost_model else {}),
         ],
+        "kv_cache_dtypes_measured": [
+            "auto",
+            *(calibration.cost_model.kv_cache_dtype_terms if calibration.cost_model else {}),
+        ],
     }
 
 

@@ -195,13 +195,28 @@ def print_terms(calibration: Calibration) -> None:
         console_print(table)
     if not fit.weight_dtype_terms:
         console_print("weight_dtype: auto only (no GEMMs of another weight dtype measured)")
+    for kv_cache_dtype, variant in fit.kv_cache_dtype_terms.items():
+        console_print(
+            f"with scheduler.kv_cache_dtype={kv_cache_dtype}, these replace "
+            f"{', '.join(variant.replaces)}:"
+        )
+        table = Table("term", "per", "value", "bound", "label", "note")
+        _add_term_rows(table, variant.terms)
+        console_print(table)
+    if not fit.kv_cache_dtype_terms:
+        console_print(
+            "kv_cache_dtype other than auto: KV read scaled by the bytes stored (no decode "
+            "kernels reading another cache dtype measured)"
+        )
 
 
 def print_errors(calibration: Calibration) -> None:
     table = Table("fit target", "points", "MAPE train", "MAPE held-out", "max error")
     fit = calibration.cost_model
     variants = [
-        error for variant in fit.weight_dtype_terms.values() for error in variant.fit_errors
+        error
+        for variant in [*fit.weight_dtype_terms.values(), *fit.kv_cache_dtype_terms.values()]
+        for error in variant.fit_errors
     ]
     for error in fit.fit_errors + variants:
         table.add_row(

@@ -77,6 +77,17 @@ class WeightDtypeTerms(_Strict):
     fit_errors: list[FitError] = []
 
 
+class KVCacheDtypeTerms(_Strict):
+    """Decode attention's terms for a KV cache stored in another dtype (fp8), fitted on the decode
+    kernels the table measured reading that cache, the same way as the model-dtype terms they
+    replace (`replaces`, by name); what `kv_cache_dtype` selects (`simulator.calibration.kv_cache`):
+    an fp8 kernel's per-sequence work differs from the bf16 one's, not only its bytes."""
+
+    replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
+    terms: list[CostTerm] = Field(min_length=1)
+    fit_errors: list[FitError] = []
+
+
 class CostModelFit(_Strict):
     """The terms of the step-time model and the token count where linear layers turn compute-bound."""
 
@@ -103,6 +114,12 @@ class CostModelFit(_Strict):
         default_factory=dict,
         description="linear-layer terms per weight_dtype other than the model's, fitted on that "
         "dtype's measured GEMMs (fp8); a weight_dtype missing here is refused, never guessed",
+    )
+    kv_cache_dtype_terms: dict[str, KVCacheDtypeTerms] = Field(
+        default_factory=dict,
+        description="decode-attention terms per KV-cache dtype other than the model's, fitted on "
+        "that cache's measured decode kernels (fp8); a dtype missing here has its KV read scaled "
+        "by the bytes it stores (`kv_cache`, derived)",
     )
 
     def with_floor_moved(self, memory_ratio: float, compute_ratio: float) -> "CostModelFit":
