@@ -8,7 +8,7 @@ from pathlib import Path
 
 from simulator.calibration import aic_tables as tables
 from simulator.calibration.aic_fit import TermFit, fit_decode_attention, fit_linear_layers
-from simulator.calibration.schema import CostTerm, KVCacheDtypeTerms, WeightDtypeTerms
+from simulator.calibration.schema import CostTerm, DtypeTerms, WeightDtypeTerms
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
 
@@ -127,7 +127,7 @@ def kv_cache_dtype_terms(
     model: ModelSpec,
     kv_scale: float,
     replaces: list[CostTerm],
-) -> dict[str, KVCacheDtypeTerms]:
+) -> dict[str, DtypeTerms]:
     """Decode-attention terms for each KV-cache dtype whose decode kernels the backend's attention
     sweep (the same version folder) measured for these heads, fitted the same way as the bf16
     ones; none where it has no rows."""
@@ -148,7 +148,7 @@ def kv_cache_dtype_terms(
         except ValueError:
             continue
         fit = fit_decode_attention(table)
-        found[kv_cache_dtype] = KVCacheDtypeTerms(
+        found[kv_cache_dtype] = DtypeTerms(
             replaces=[term.name for term in replaces],
             terms=decode_attention_terms(
                 fit,

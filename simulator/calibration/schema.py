@@ -64,28 +64,22 @@ class FitError(_Strict):
     note: str = ""
 
 
-class WeightDtypeTerms(_Strict):
-    """The linear layers' terms for weights stored in another dtype (fp8), fitted on that dtype's
-    measured GEMMs the same way as the model-dtype terms they replace (`replaces`, by name), with
-    their own knee and tile; what `weight_dtype` selects (`simulator.calibration.weight_dtype`)."""
+class DtypeTerms(_Strict):
+    """Terms fitted on another dtype's measured kernels, as the model-dtype ones they replace (by
+    name): decode attention for a KV cache in that dtype (`kv_cache_dtype`, `kv_cache.py`)."""
+
+    replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
+    terms: list[CostTerm] = Field(min_length=1)
+    fit_errors: list[FitError] = []
+
+
+class WeightDtypeTerms(DtypeTerms):
+    """The linear layers' terms for weights stored in another dtype (fp8), fitted on its measured
+    GEMMs, with their own knee and tile; what `weight_dtype` selects (`weight_dtype.py`)."""
 
     knee_tokens: float = Field(ge=0)
     knee_label: Label
     tile_tokens: int = Field(default=1, ge=1)
-    replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
-    terms: list[CostTerm] = Field(min_length=1)
-    fit_errors: list[FitError] = []
-
-
-class KVCacheDtypeTerms(_Strict):
-    """Decode attention's terms for a KV cache stored in another dtype (fp8), fitted on the decode
-    kernels the table measured reading that cache, the same way as the model-dtype terms they
-    replace (`replaces`, by name); what `kv_cache_dtype` selects (`simulator.calibration.kv_cache`):
-    an fp8 kernel's per-sequence work differs from the bf16 one's, not only its bytes."""
-
-    replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
-    terms: list[CostTerm] = Field(min_length=1)
-    fit_errors: list[FitError] = []
 
 
 class CostModelFit(_Strict):
@@ -115,11 +109,10 @@ class CostModelFit(_Strict):
         description="linear-layer terms per weight_dtype other than the model's, fitted on that "
         "dtype's measured GEMMs (fp8); a weight_dtype missing here is refused, never guessed",
     )
-    kv_cache_dtype_terms: dict[str, KVCacheDtypeTerms] = Field(
+    kv_cache_dtype_terms: dict[str, DtypeTerms] = Field(
         default_factory=dict,
-        description="decode-attention terms per KV-cache dtype other than the model's, fitted on "
-        "that cache's measured decode kernels (fp8); a dtype missing here has its KV read scaled "
-        "by the bytes it stores (`kv_cache`, derived)",
+        description="decode terms per KV-cache dtype fitted on its measured kernels (fp8); another "
+        "dtype's KV read is scaled by its bytes (derived)",
     )
 
     def with_floor_moved(self, memory_ratio: float, compute_ratio: float) -> "CostModelFit":
