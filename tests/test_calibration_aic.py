@@ -271,6 +271,12 @@ def test_shipped_figures_equal_a_fresh_fit_of_the_installed_database():
     assert [t.seconds_per_unit for t in fresh_fp8.terms] == pytest.approx(
         [t.seconds_per_unit for t in shipped_fp8.terms], rel=1e-9, abs=1e-15
     )
+    # and the fp8-KV decode terms fitted on the attention sweep's fp8-cache rows
+    fresh_kv, shipped_kv = (c.cost_model.kv_cache_dtype_terms["fp8"] for c in (fresh, shipped))
+    assert fresh_kv.replaces == shipped_kv.replaces
+    assert [t.seconds_per_unit for t in fresh_kv.terms] == pytest.approx(
+        [t.seconds_per_unit for t in shipped_kv.terms], rel=1e-9, abs=1e-15
+    )
 
 
 def test_ten_gpu_types_are_fitted_from_measurements_with_backend_and_error():
