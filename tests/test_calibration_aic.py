@@ -387,8 +387,9 @@ def test_a_measured_fp8_cache_replaces_decode_attention_and_an_unmeasured_one_is
     ):
         assert fitted[feature] == pytest.approx(value * layers, rel=1e-6)
     assert {t.label for t in measured.terms} == {"fitted"}
+    rng = np.random.default_rng()  # fresh decode batches each run
     shape = StepShape(
-        decode_context_lens=tuple(int(c) for c in np.random.default_rng(7).integers(64, 4096, 48))
+        decode_context_lens=tuple(int(c) for c in rng.integers(1, 16384, int(rng.integers(1, 512))))
     )
     expected_s = layers * (
         DECODE_FP8[0]
@@ -411,3 +412,7 @@ def test_a_measured_fp8_cache_replaces_decode_attention_and_an_unmeasured_one_is
         assert read[0].seconds_per_unit == pytest.approx(DECODE[2] * layers * 0.5, rel=1e-6)
         per_sequence = [t for t in derived if t.feature == "decode_sequence"]
         assert per_sequence[0].seconds_per_unit == pytest.approx(DECODE[1] * layers, rel=1e-6)
+    # the swap refuses variant terms that name a term the calibration does not have
+    stray = measured.model_copy(update={"replaces": [*measured.replaces, "no such term"]})
+    with pytest.raises(ValueError, match="no such term"):
+        stray.swapped_into(calibration.cost_model.terms, "test")

@@ -38,15 +38,8 @@ def kv_cache_calibration(calibration: Calibration, kv_cache_dtype: str) -> Calib
         return calibration
     measured = fit.kv_cache_dtype_terms.get(MEASURED_AS.get(kv_cache_dtype, ""))
     if measured is not None:
-        missing = set(measured.replaces) - {term.name for term in fit.terms}
-        if missing:
-            raise ValueError(
-                f"calibration {calibration.name!r}: its {kv_cache_dtype} KV terms replace "
-                f"{sorted(missing)}, which it does not have; expected the names of its decode-"
-                "attention terms"
-            )
-        kept = [term for term in fit.terms if term.name not in measured.replaces]
-        terms = measured.terms + kept
+        owner = f"calibration {calibration.name!r}: its {kv_cache_dtype} KV decode terms"
+        terms = measured.swapped_into(fit.terms, owner)
     else:
         terms = [
             term.model_copy(

@@ -1,9 +1,9 @@
-"""The calibration file: what was timed (or fitted, or derived), on what, and the cost-model terms
-that came out of it. Every number carries its label: `measured`, `fitted` or `derived`."""
+"""The calibration file: what was timed (or fitted, or derived), on what (`device_info`), and the
+cost-model terms that came out of it. Every number carries its label: `measured`, `fitted` or
+`derived`."""
 
 import datetime as dt
 import json
-import platform
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +12,7 @@ from pydantic_core import PydanticUndefined
 
 from engine.core.config import CacheConfig, SchedulerConfig, WeightDtype, setting
 from engine.core.step_shape import StepShape
+from simulator.calibration.device_info import DeviceInfo, SoftwareInfo
 from simulator.model_spec import ModelSpec
 
 SCHEMA_VERSION = 1
@@ -71,6 +72,13 @@ class DtypeTerms(_Strict):
     replaces: list[str] = Field(min_length=1, description="names of the terms these replace")
     terms: list[CostTerm] = Field(min_length=1)
     fit_errors: list[FitError] = []
+
+    def swapped_into(self, terms: list[CostTerm], owner: str) -> list[CostTerm]:
+        """`terms` with the ones these replace swapped for these; `owner` names them in the error."""
+        missing = set(self.replaces) - {term.name for term in terms}
+        if missing:
+            raise ValueError(f"{owner} replace {sorted(missing)}, terms it does not have")
+        return self.terms + [term for term in terms if term.name not in self.replaces]
 
 
 class WeightDtypeTerms(DtypeTerms):
@@ -218,53 +226,6 @@ def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-class DeviceInfo(_Strict):
-    name: str
-    kind: Literal["cpu", "cuda", "gpu"]
-    memory_bytes: float = Field(ge=0)
-    hardware: str | None = Field(
-        default=None, description="catalog name, when it is a catalog device"
-    )
-    tensor_parallel: int = Field(default=1, ge=1)
-
-
-class SoftwareInfo(_Strict):
-    python: str
-    platform: str
-    torch: str | None = None
-    triton: str | None = None
-    cuda: str | None = None
-    surgeplan: str | None = None
-
-    @classmethod
-    def current(cls) -> "SoftwareInfo":
-        return cls(
-            python=platform.python_version(),
-            platform=platform.platform(),
-            torch=_version("torch"),
-            triton=_version("triton"),
-            cuda=_cuda_version(),
-            surgeplan=_version("surgeplan"),
-        )
-
-
-def _version(package: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _cuda_version() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.version.cuda
 
 
 class EngineSettings(_Strict):

@@ -39,19 +39,13 @@ def weight_dtype_calibration(calibration: Calibration, weight_dtype: str) -> Cal
             "such a GPU and calibration (`surgeplan calibrations show NAME` lists its terms)"
         )
     variant = fit.weight_dtype_terms[weight_dtype]
-    missing = set(variant.replaces) - {term.name for term in fit.terms}
-    if missing:
-        raise ValueError(
-            f"calibration {calibration.name!r}: its {weight_dtype} terms replace {sorted(missing)}, "
-            "which it does not have; expected the names of its linear-layer terms"
-        )
-    kept = [term for term in fit.terms if term.name not in variant.replaces]
+    owner = f"calibration {calibration.name!r}: its {weight_dtype} linear-layer terms"
     return calibration.model_copy(
         update={
             "name": f"{calibration.name} weights={weight_dtype}",
             "cost_model": fit.model_copy(
                 update={
-                    "terms": variant.terms + kept,
+                    "terms": variant.swapped_into(fit.terms, owner),
                     "knee_tokens": variant.knee_tokens,
                     "knee_label": variant.knee_label,
                     "tile_tokens": variant.tile_tokens,
