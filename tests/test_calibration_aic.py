@@ -265,6 +265,10 @@ def test_shipped_figures_equal_a_fresh_fit_of_the_installed_database():
     assert [t.seconds_per_unit for t in fresh.cost_model.terms] == pytest.approx(
         [t.seconds_per_unit for t in shipped.cost_model.terms], rel=1e-9, abs=1e-15
     )
+    # and the all-reduce as measured (a step's at each table size)
+    fresh_curve, shipped_curve = (c.cost_model.all_reduce_curve for c in (fresh, shipped))
+    assert fresh_curve.tokens == pytest.approx(shipped_curve.tokens, rel=1e-12)
+    assert fresh_curve.seconds == pytest.approx(shipped_curve.seconds, rel=1e-9)
     # and the fp8-weight linear terms fitted on the same sweep's fp8 rows
     fresh_fp8, shipped_fp8 = (c.cost_model.weight_dtype_terms["fp8"] for c in (fresh, shipped))
     assert fresh_fp8.model_dump(exclude={"terms"}) == shipped_fp8.model_dump(exclude={"terms"})

@@ -4,6 +4,7 @@ rows apart) and the planner's band from the held-out error."""
 
 import json
 
+import numpy as np
 import pytest
 from sim_helpers import cluster_config, cost_model
 from typer.testing import CliRunner
@@ -21,6 +22,7 @@ from simulator.calibration.engine_profile import (
 from simulator.calibration.kernel_era import era_factor
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
+from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.planner.uncertainty import error_of
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
@@ -364,6 +366,18 @@ def test_kernel_era_scales_only_the_linear_layers_of_kernel_tables():
     for where in (("A100-80GB", "0.24.0"), ("H100-80GB", None)):  # other GPU; not a table
         same = ProfiledCostModel(gpu, profile, calibration_backend="vllm", calibration_table=where)
         assert same.step_time(shape) == pytest.approx(gpu.step_time(shape))
+
+    # fp8 weights: their linear layers keep the tables' time (the factor is derived from bf16
+    # GEMMs; no 2024 profile timed fp8 ones), whatever the factor
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+    fp8 = CostModel.from_calibration(weight_dtype_calibration(table, "fp8"))
+    factor = float(rng.uniform(1.05, 2.0))
+    older = profile.model_copy(update={"kernel_era_scales": {"H100-80GB": factor}})
+    contexts = tuple(int(c) for c in rng.integers(16, 4096, size=int(rng.integers(1, 64))))
+    shape = StepShape(decode_context_lens=contexts)
+    assert any(name.startswith("linear layers (fp8)") for name in fp8.explain(shape))
+    era_fp8 = ProfiledCostModel(fp8, older, 1.0, "vllm", ("H100-80GB", "0.24.0"))
+    assert era_fp8.step_time(shape) == pytest.approx(fp8.step_time(shape))
 
 
 def test_source_era_applies_to_its_own_source_and_gpus_only():

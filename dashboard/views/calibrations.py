@@ -72,6 +72,13 @@ def _detail(name: str) -> None:
         hide_index=True,
         column_config={"seconds per unit": st.column_config.NumberColumn(format="%.3e")},
     )
+    if fit.all_reduce_curve is not None:
+        curve = fit.all_reduce_curve
+        st.caption(
+            f"tensor-parallel all-reduce: the measured table itself ({len(curve.tokens)} sizes, "
+            f"{curve.tokens[0]:.3g}-{curve.tokens[-1]:.0f} tokens, log-log between them); its "
+            "'seconds per unit' is a scale of it, 1 as measured"
+        )
     if fit.fit_errors:
         st.dataframe(
             [

@@ -16,7 +16,7 @@ from simulator.calibration.fitting import (
     nnls,
     roofline_candidates,
 )
-from simulator.calibration.schema import FitError
+from simulator.calibration.schema import AllReduceCurve, FitError
 from simulator.calibration.vidur_import import GEMM_TILES, affine_design, linear_design
 from simulator.model_spec import ModelSpec
 
@@ -218,17 +218,44 @@ def fit_lm_head(
     )
 
 
-def fit_all_reduce(table: tables.AllReduceTable, model: ModelSpec) -> TermFit:
-    keep = table.elements <= MAX_STEP_TOKENS * model.hidden_size
-    return _fit(
-        affine_design,
-        table.elements[keep],
-        table.seconds[keep],
-        [(0.0,)],
-        f"all-reduce time ({table.kernel}, bf16)",
-        f"{_rel(table.path)} @ {table.version}",
-        folds=min(5, int(keep.sum())),
+def all_reduce_curve(
+    table: tables.AllReduceTable, model: ModelSpec, count: int
+) -> tuple[AllReduceCurve, FitError]:
+    """A step's `count` all-reduces as the table measures them, from the largest size at or below
+    one token on (`AllReduceCurve`: log-log between sizes), and its error: each size within a step's
+    range left out and read from its neighbours (what a size between two measured ones risks)."""
+    tokens = table.elements / model.hidden_size
+    order = np.argsort(tokens, kind="stable")
+    tokens, seconds = tokens[order], table.seconds[order]
+    first = max(int(np.searchsorted(tokens, 1.0, side="right")) - 1, 0)
+    tokens, seconds = tokens[first:], seconds[first:]
+    inner = [i for i in range(1, len(tokens) - 1) if tokens[i] <= MAX_STEP_TOKENS]
+    missed = [
+        abs(
+            np.exp(
+                np.interp(
+                    np.log(tokens[i]),
+                    np.log(tokens[[i - 1, i + 1]]),
+                    np.log(seconds[[i - 1, i + 1]]),
+                )
+            )
+            / seconds[i]
+            - 1.0
+        )
+        for i in inner
+    ]
+    error = FitError(
+        target=f"all-reduce time ({table.kernel}, bf16)",
+        num_points=len(tokens),
+        mape_train=0.0,
+        max_ape=float(max(missed, default=0.0)),
+        mape_cross_validated=float(np.mean(missed)) if missed else None,
+        folds=len(missed),
+        note=f"{_rel(table.path)} @ {table.version}; measured, log-log between sizes; held out: "
+        "each size up to a 16,384-token step read from its two neighbours",
     )
+    curve = AllReduceCurve(tokens=tokens.tolist(), seconds=(seconds * count).tolist())
+    return curve, error
 
 
 def _rel(path: Path) -> str:

@@ -1,7 +1,7 @@
 """Fit our cost model per GPU × model × TP × backend on aiconfigurator's measured kernel tables
 (see `aic_tables`): the linear layers on its GEMM sweep, prefill and decode attention on its
-attention sweeps (with the per-layer floors the tables show), the LM head on its GEMMs and the
-tensor-parallel all-reduce on its custom all-reduce table. Elementwise kernels and host overhead are
+attention sweeps (with the per-layer floors the tables show), the LM head on its GEMMs; the
+tensor-parallel all-reduce reads its custom all-reduce table as measured. Elementwise kernels and host overhead are
 not in the tables and stay `derived` (the engine profile owns host time). Only the fitted figures
 are written; every term names the table and version it came from.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from simulator.calibration import aic_tables as tables
 from simulator.calibration.aic_fit import (
-    fit_all_reduce,
+    all_reduce_curve,
     fit_decode_attention,
     fit_linear_layers,
     fit_lm_head,
@@ -138,32 +138,26 @@ def aic_calibration(
     )
     errors = [linear.error, decode.error, prefill.error, head.error]
     versions = {"gemm": gemm.version, "attention": decode_table.version}
+    curve = None
     if tensor_parallel > 1:
         reduce_table = tables.read_all_reduce(root, system, backend, tensor_parallel)
-        reduce = fit_all_reduce(reduce_table, model)
         count = ALL_REDUCES_PER_LAYER * layers
-        note = f"{reduce.error.note}; {count} per step"
-        terms += [
+        curve, reduce_error = all_reduce_curve(reduce_table, model, count)
+        terms.append(
             cost_term(
                 "tensor-parallel all-reduce",
-                "step",
-                "latency",
-                reduce.coefficients[0] * count,
-                note,
-            ),
-            cost_term(
-                "tensor-parallel all-reduce",
-                "token",
+                "all_reduce_curve",
                 "network",
-                reduce.coefficients[1] * count * model.hidden_size,
-                note,
-            ),
-        ]
-        errors.append(reduce.error)
+                1.0,
+                f"{reduce_error.note}; {count} per step",
+                label="measured",
+            )
+        )
+        errors.append(reduce_error)
         versions["all-reduce"] = f"{reduce_table.version} ({reduce_table.kernel})"
-    reduce_fit = (reduce_table, reduce.coefficients) if tensor_parallel > 1 else (None, None)
+    reduce_fit = reduce_table if tensor_parallel > 1 else None
     errors.insert(
-        0, step_error(gemm, decode_table, prefill_table, model, tensor_parallel, *reduce_fit)
+        0, step_error(gemm, decode_table, prefill_table, model, tensor_parallel, reduce_fit)
     )
     terms += elementwise_terms(model, gpu, tensor_parallel) + host_terms()
     hardware = get_hardware(gpu)
@@ -186,6 +180,7 @@ def aic_calibration(
             tile_tokens=tile,
             terms=terms,
             fit_errors=errors,
+            all_reduce_curve=curve,
             weight_dtype_terms=weight_dtype_terms(
                 root, system, backend, gemm.version, model, tensor_parallel, model_dtype_linear
             ),
@@ -210,9 +205,9 @@ def aic_calibration(
             notes=[
                 f"table versions: {versions}",
                 "linear layers (bf16, and fp8 weights where the sweep measured fp8 GEMMs), "
-                "attention (with per-layer floors), LM head, all-reduce: fitted "
-                "(non-negative "
-                "least squares, relative error, 5-fold cross-validated per table)",
+                "attention (with per-layer floors), LM head: fitted (non-negative least squares, "
+                "relative error, 5-fold cross-validated per table); all-reduce: measured (the "
+                "table, log-log between sizes; each size held out against its neighbours)",
                 "elementwise kernels and host overhead: derived (not in the tables; host time "
                 "belongs to "
                 "the engine profile)",

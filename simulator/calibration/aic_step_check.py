@@ -73,13 +73,7 @@ def measured_steps(
     )
     layers = model.num_layers
     measured = layers * (np.array([linear[t] for t in tokens]) + attention) + head
-    if reduce is not None:  # between measured sizes: log-log interpolation
-        sizes = np.log(tokens * model.hidden_size)
-        measured += (
-            ALL_REDUCES_PER_LAYER
-            * layers
-            * np.exp(np.interp(sizes, np.log(reduce.elements), np.log(reduce.seconds)))
-        )
+    measured += _all_reduce_s(reduce, tokens, model)
     kinds = [len(decode_rows), len(prefill_rows)]
     return Steps(
         tokens,
@@ -87,6 +81,21 @@ def measured_steps(
         np.array(decode_rows + [-1] * kinds[1]),
         np.array([-1] * kinds[0] + prefill_rows),
         measured,
+    )
+
+
+def _all_reduce_s(
+    reduce: tables.AllReduceTable | None, tokens: np.ndarray, model: ModelSpec
+) -> np.ndarray | float:
+    """A step's all-reduces at `tokens`: the table, log-log between measured sizes, as the
+    calibration's `all_reduce_curve` term reads it (0 without tensor parallelism)."""
+    if reduce is None:
+        return 0.0
+    sizes = np.log(tokens * model.hidden_size)
+    return (
+        ALL_REDUCES_PER_LAYER
+        * model.num_layers
+        * np.exp(np.interp(sizes, np.log(reduce.elements), np.log(reduce.seconds)))
     )
 
 
@@ -106,7 +115,7 @@ def predict(
     prefill,
     model: ModelSpec,
     tensor_parallel: int,
-    reduce_coefficients: np.ndarray | None,
+    reduce: tables.AllReduceTable | None,
     skip: frozenset | None,
 ) -> np.ndarray:
     """Kernel time of steps[index] from terms fitted without `skip` token counts and those steps'
@@ -135,13 +144,7 @@ def predict(
     layers = model.num_layers
     seconds = layers * (linear_design(linear.params, tokens) @ linear.coefficients + attention)
     seconds += affine_design((), sequences) @ head.coefficients
-    if reduce_coefficients is not None:
-        seconds += (
-            ALL_REDUCES_PER_LAYER
-            * layers
-            * (affine_design((), tokens * model.hidden_size) @ reduce_coefficients)
-        )
-    return seconds
+    return seconds + _all_reduce_s(reduce, tokens, model)
 
 
 def step_error(
@@ -151,7 +154,6 @@ def step_error(
     model: ModelSpec,
     tensor_parallel: int,
     reduce: tables.AllReduceTable | None,
-    reduce_coefficients: np.ndarray | None,
     folds: int = 5,
     seed: int = 0,
 ) -> FitError:
@@ -167,7 +169,7 @@ def step_error(
                 prefill,
                 model,
                 tensor_parallel,
-                reduce_coefficients,
+                reduce,
                 None,
             )
             - steps.measured_s
@@ -189,7 +191,7 @@ def step_error(
                     prefill,
                     model,
                     tensor_parallel,
-                    reduce_coefficients,
+                    reduce,
                     skip,
                 )
                 - steps.measured_s[index]
@@ -205,7 +207,6 @@ def step_error(
         folds=min(folds, len(counts)),
         note=f"{int((steps.decode_row >= 0).sum())} decode steps (one batch, one context) and "
         f"{int((steps.prefill_row >= 0).sum())} single-sequence prefills whose every kernel is a "
-        "measured row; folds grouped by token count; all-reduce (log-log interpolated) "
-        "not refitted "
-        "per fold; elementwise and host time excluded",
+        "measured row; folds grouped by token count; all-reduce as measured (log-log "
+        "between sizes, as the term reads it); elementwise and host time excluded",
     )

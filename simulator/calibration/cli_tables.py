@@ -5,8 +5,11 @@ errors, and an engine profile's host terms and published errors. Kept apart from
 from rich.console import Console
 from rich.table import Table
 
+from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import feature_value
 from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
 from simulator.calibration.schema import Calibration
+from simulator.hardware.catalog import load_catalog
 
 
 def console_print(*items) -> None:
@@ -54,7 +57,7 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         )
     if profile.older_era_scales:
         table.add_row(
-            "linear layers of an older stack than the kernel tables (only for the published "
+            "bf16 linear layers of an older stack than the kernel tables (only for the published "
             "sources below that ran it)",
             ", ".join(f"{name} x{v:.3f}" for name, v in profile.older_era_scales.items()),
             "derived",
@@ -67,6 +70,19 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
             "fitted",
             profile.fp8_linear_source,
         )
+        carried = {
+            name: profile.fp8_linear_scale(name)
+            for name in load_catalog()
+            if name not in profile.fp8_linear_scales
+        }
+        carried = {name: pair for name, pair in carried.items() if pair[1] is not None}
+        if carried:
+            table.add_row(
+                "the same, carried to GPUs of the fitted GPU's kernel build target",
+                ", ".join(f"{name} x{v:.2f} ({src}'s)" for name, (v, src) in carried.items()),
+                "derived",
+                "the same compiled fp8 GEMMs (HardwareSpec.compute_capability); not fitted on them",
+            )
     for name, era in profile.source_eras.items():
         ran = [
             f"the kernel tables' own GEMMs (era scale x1) on {', '.join(era.tables_gpus)}"
@@ -137,10 +153,11 @@ def print_points(calibration: Calibration) -> None:
 def _add_term_rows(table: Table, terms) -> None:
     """One row per cost term: name, feature, seconds per unit, bound, label, note."""
     for term in terms:
+        curve = term.feature == "all_reduce_curve"  # a scale of the measured curve, not seconds
         table.add_row(
             term.name,
             term.feature,
-            f"{term.seconds_per_unit:.4g} s",
+            f"x{term.seconds_per_unit:.3g}" if curve else f"{term.seconds_per_unit:.4g} s",
             term.bound,
             term.label,
             term.note[:70],
@@ -178,6 +195,20 @@ def print_terms(calibration: Calibration) -> None:
     if fit.spill_tokens is not None:
         table.add_row(
             "cache spill (tokens)", "—", f"{fit.spill_tokens:.0f}", "—", fit.knee_label, ""
+        )
+    if fit.all_reduce_curve is not None:
+        curve = fit.all_reduce_curve
+        at = {
+            tokens: feature_value("all_reduce_curve", StepShape(((tokens, 0),)), fit)
+            for tokens in (1, 64, 512, 4096)
+        }
+        table.add_row(
+            "all-reduce curve (a step's)",
+            "—",
+            ", ".join(f"{tokens} tok {seconds * 1e3:.3g} ms" for tokens, seconds in at.items()),
+            "network",
+            "measured",
+            f"{len(curve.tokens)} sizes, {curve.tokens[0]:.3g}-{curve.tokens[-1]:.0f} tokens",
         )
     console_print(table)
     for weight_dtype, variant in fit.weight_dtype_terms.items():

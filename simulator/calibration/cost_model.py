@@ -12,10 +12,13 @@ physical, non-negative time and the model extrapolates the way hardware does. Ea
 has a per-step floor (`decode_step`, `prefill_step`: a fixed cost whenever the step decodes or
 prefills; a mixed step pays both), fitted on profiles and on public kernel tables alike; the
 kernel-table calibrations also use a cost per decoding sequence (`decode_sequence`), and whole-step
-fits published by others (DistServe's artifact) a cost per prefill token (`prefill_token`). The fit
-itself is `cost_fit.py`.
+fits published by others (DistServe's artifact) a cost per prefill token (`prefill_token`), and a
+kernel-table calibration's tensor-parallel all-reduce reads its measured table (`all_reduce_curve`).
+The fit itself is `cost_fit.py`.
 """
 
+import bisect
+import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -110,6 +113,24 @@ def _prefill_token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
     return float(shape.num_prefill_tokens)
 
 
+def _all_reduce_curve(shape: Shape, fit: CostModelFit, tokens: int) -> float:
+    """Seconds of the step's all-reduces at `tokens` from the measured curve (`AllReduceCurve`):
+    log-log between measured sizes, the smallest size's time below it, the last two sizes' slope
+    beyond the largest (bandwidth-bound there: time grows with size)."""
+    curve = fit.all_reduce_curve
+    assert curve is not None, "a term of feature 'all_reduce_curve' needs the fit's curve"
+    sizes, seconds = curve.tokens, curve.seconds
+    if tokens <= sizes[0]:
+        return seconds[0]
+    last = len(sizes) - 1
+    if tokens >= sizes[last]:
+        slope = (seconds[last] - seconds[last - 1]) / (sizes[last] - sizes[last - 1])
+        return seconds[last] + slope * (tokens - sizes[last])
+    i = bisect.bisect_right(sizes, tokens)  # sizes[i - 1] <= tokens < sizes[i]
+    share = math.log(tokens / sizes[i - 1]) / math.log(sizes[i] / sizes[i - 1])
+    return seconds[i - 1] * (seconds[i] / seconds[i - 1]) ** share
+
+
 # feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small named function
 # each (named, not lambdas: the compiled build's functions then pickle by reference, as Ray needs), so
 # the per-step path calls exactly the features its terms use (`CostModel._groups`), no if-chain
@@ -129,6 +150,8 @@ FEATURE_UNITS = {
     "prefill_step": _prefill_step,
     # a cost per prefill token only (whole-step fits that time prefill and decode steps apart)
     "prefill_token": _prefill_token,
+    # measured seconds (its `seconds_per_unit` a plain scale, 1 as measured): a step's all-reduces
+    "all_reduce_curve": _all_reduce_curve,
 }
 
 

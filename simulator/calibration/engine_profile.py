@@ -31,6 +31,7 @@ from engine.core.step_shape import StepShape
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
 from simulator.calibration.stack_memory import StackMemory
+from simulator.hardware.catalog import load_catalog
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "vllm-v1"
@@ -164,6 +165,24 @@ class EngineProfile(_Strict):
         if scales == self.kernel_era_scales:
             return self
         return self.model_copy(update={"kernel_era_scales": scales})
+
+    def fp8_linear_scale(self, gpu: str) -> tuple[float, str | None]:
+        """(scale, the GPU it was fitted on) of `gpu`'s fp8 linear layers below the knee: its own
+        `fp8_linear_scales` entry, else the one fitted on a GPU of the same kernel build target
+        (`HardwareSpec.compute_capability`: H100 and H200 run the same sm_90 fp8 GEMMs, and their
+        tables read the weights at a like share of each HBM's bandwidth), else (1.0, None)."""
+        if gpu in self.fp8_linear_scales:
+            return self.fp8_linear_scales[gpu], gpu
+        catalog = load_catalog()
+        target = catalog[gpu].compute_capability if gpu in catalog else None
+        same = sorted(
+            name
+            for name in self.fp8_linear_scales
+            if target and name in catalog and catalog[name].compute_capability == target
+        )
+        if len(same) == 1:  # two fitted GPUs of one target would need a rule to choose: none
+            return self.fp8_linear_scales[same[0]], same[0]
+        return 1.0, None
 
     def scales_kernels_of(self, calibration_backend: str | None) -> bool:
         """Whether `kernel_scale` (and per-bound scales) apply to a calibration of this backend's

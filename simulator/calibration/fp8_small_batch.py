@@ -16,11 +16,7 @@ from __future__ import annotations
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import FEATURE_UNITS
-from simulator.calibration.kernel_era import LINEAR_PREFIX
-
-# the terms a calibration's fp8 weights put in place of the linear layers (`weight_dtype`,
-# `aic_terms.linear_terms`)
-FP8_LINEAR_PREFIX = f"{LINEAR_PREFIX} (fp8)"
+from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
 
 
 def has_fp8_linear(fit) -> bool:

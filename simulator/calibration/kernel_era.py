@@ -8,8 +8,10 @@ linear-layer time at decode steps (batch 1-64: the weights read once per step, w
 serving is bound by) is this GPU's era factor: derived from two public kernel datasets, never from
 a serving measurement. On H100 the recent GEMMs read the weights ~18% faster; on A100 ~4%.
 
-Only the linear layers are scaled: attention, the LM head, all-reduce and elementwise terms keep
-the tables' time (the stack's CUDA-graph all-reduce is the same custom kernel; Vidur's is NCCL).
+Only the bf16 linear layers are scaled: fp8 ones (`weight_dtype` fp8) keep the tables' time, since
+the factor comes from bf16 GEMMs and no 2024 profile timed fp8 GEMMs; attention, the LM head,
+all-reduce and elementwise terms keep the tables' time (the stack's CUDA-graph all-reduce is the same
+custom kernel; Vidur's is NCCL).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from simulator.calibration.cost_model import CostModel
 from simulator.calibration.schema import Calibration, CostModelFit
 
 LINEAR_PREFIX = "linear layers"
+# the terms a calibration's fp8 weights put in place of the linear layers (`weight_dtype`,
+# `aic_terms.linear_terms`)
+FP8_LINEAR_PREFIX = f"{LINEAR_PREFIX} (fp8)"
 # decode steps the factor is measured on: batch x context (the linear layers see only the batch)
 ERA_SHAPES = tuple(StepShape((), (512,) * batch) for batch in (1, 8, 32, 64))
 
@@ -89,14 +94,23 @@ def era_source(calibrations: list[Calibration], gpu: str, backend: str = "vllm")
 
 
 def scale_linear_layers(fit: CostModelFit, factor: float) -> CostModelFit:
-    """The kernel model with its linear-layer terms `factor` times as long (the rest untouched)."""
+    """The kernel model with its bf16 linear-layer terms `factor` times as long (the rest, fp8
+    linear layers included, untouched: the factor is derived from bf16 GEMMs, and no 2024
+    operator profile timed fp8 ones, so there is no older fp8 era to derive)."""
     terms = [
         term.model_copy(update={"seconds_per_unit": term.seconds_per_unit * factor})
-        if term.name.startswith(LINEAR_PREFIX)
+        if term.name.startswith(LINEAR_PREFIX) and not term.name.startswith(FP8_LINEAR_PREFIX)
         else term
         for term in fit.terms
     ]
     return fit.model_copy(update={"terms": terms})
 
 
-__all__ = ["ERA_SHAPES", "era_factor", "era_pairs", "era_source", "scale_linear_layers"]
+__all__ = [
+    "ERA_SHAPES",
+    "FP8_LINEAR_PREFIX",
+    "era_factor",
+    "era_pairs",
+    "era_source",
+    "scale_linear_layers",
+]

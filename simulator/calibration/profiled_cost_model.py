@@ -88,7 +88,7 @@ class ProfiledCostModel:
             era = profile.kernel_era_scales.get(gpu_name or "", 1.0)
             if version is not None and era != 1.0 and hasattr(gpu, "fit"):
                 gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
-            fp8 = profile.fp8_linear_scales.get(gpu_name or "", 1.0)
+            fp8, _ = profile.fp8_linear_scale(gpu_name or "")
             if (
                 version is not None
                 and fp8 != 1.0

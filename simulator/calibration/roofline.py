@@ -315,6 +315,7 @@ def derive_for_hardware(
                 spill_tokens=fit.spill_tokens,
                 gemm_switch_tokens=fit.gemm_switch_tokens,
                 fit_errors=fit.fit_errors,
+                all_reduce_curve=fit.all_reduce_curve,  # its term scaled like the others
             ),
             "provenance": Provenance(
                 source=f"{calibration.provenance.source}; {target.spec_source}",

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticUndefined
 
 from engine.core.config import CacheConfig, SchedulerConfig, WeightDtype, setting
@@ -36,6 +36,7 @@ Feature = Literal[
     "decode_sequence",
     "prefill_step",
     "prefill_token",
+    "all_reduce_curve",
 ]
 PointKind = Literal["prefill", "prefill_cached", "decode", "mixed"]
 
@@ -90,6 +91,30 @@ class WeightDtypeTerms(DtypeTerms):
     tile_tokens: int = Field(default=1, ge=1)
 
 
+class AllReduceCurve(_Strict):
+    """A step's all-reduces as measured (count x one call) at each message size in tokens
+    (elements / hidden size), read by `cost_model._all_reduce_curve`: one call's time is no straight
+    line in its size (a latency floor, then protocols of growing bandwidth)."""
+
+    tokens: list[float] = Field(min_length=2, description="measured sizes, ascending, in tokens")
+    seconds: list[float] = Field(min_length=2, description="a step's all-reduces at each size")
+
+    @model_validator(mode="after")
+    def _check(self) -> "AllReduceCurve":
+        if len(self.tokens) != len(self.seconds):
+            raise ValueError(
+                f"all-reduce curve has {len(self.tokens)} sizes and {len(self.seconds)} times; "
+                "expected one time per size"
+            )
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:])) or min(self.tokens) <= 0:
+            raise ValueError(
+                f"all-reduce curve sizes {self.tokens[:4]}...; expected positive, ascending sizes"
+            )
+        if min(self.seconds) <= 0:
+            raise ValueError("all-reduce curve has a time <= 0; expected measured times > 0")
+        return self
+
+
 class CostModelFit(_Strict):
     """The terms of the step-time model and the token count where linear layers turn compute-bound."""
 
@@ -116,6 +141,11 @@ class CostModelFit(_Strict):
         default_factory=dict,
         description="linear-layer terms per weight_dtype other than the model's, fitted on that "
         "dtype's measured GEMMs (fp8); a weight_dtype missing here is refused, never guessed",
+    )
+    all_reduce_curve: AllReduceCurve | None = Field(
+        default=None,
+        description="the measured all-reduce times a term of feature 'all_reduce_curve' reads "
+        "(aiconfigurator's tables); None: no such term",
     )
     kv_cache_dtype_terms: dict[str, DtypeTerms] = Field(
         default_factory=dict,

@@ -17,6 +17,7 @@ def _gpu(
     price_date,
     spec_source,
     max_devices_per_node=8,
+    compute_capability=None,
 ) -> HardwareSpec:
     return HardwareSpec(
         name=name,
@@ -28,6 +29,7 @@ def _gpu(
         interconnect=interconnect,
         interconnect_bandwidth_bytes_per_s=link_gb_s * GB,
         max_devices_per_node=max_devices_per_node,
+        compute_capability=compute_capability,
         price_usd_per_hour=price,
         price_source=price_source,
         price_date=price_date,
@@ -51,6 +53,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         _LAMBDA,
         "2024-10",
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)",
+        compute_capability="sm_80",
     ),
     _gpu(
         "A100-80GB",
@@ -64,6 +67,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         _LAMBDA,
         "2024-10",
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)",
+        compute_capability="sm_80",
     ),
     _gpu(
         "H100-80GB",
@@ -77,6 +81,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         _LAMBDA,
         "2024-10",
         "NVIDIA H100 Tensor Core GPU datasheet (SXM5)",
+        compute_capability="sm_90",
     ),
     _gpu(
         "H200-141GB",
@@ -90,6 +95,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "Nebius AI Cloud on-demand list price per GPU-hour",
         "2025-01",
         "NVIDIA H200 Tensor Core GPU datasheet (SXM)",
+        compute_capability="sm_90",
     ),
     _gpu(
         "L40S",
@@ -104,6 +110,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA L40S datasheet",
         max_devices_per_node=8,
+        compute_capability="sm_89",
     ),
     _gpu(
         "L4",
@@ -118,6 +125,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA L4 Tensor Core GPU datasheet",
         max_devices_per_node=8,
+        compute_capability="sm_89",
     ),
     _gpu(
         "A10G",
@@ -133,6 +141,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "AWS G5 instance page (NVIDIA publishes no A10G datasheet; 70 TFLOPS is the commonly quoted "
         "dense fp16 tensor figure)",
         max_devices_per_node=8,
+        compute_capability="sm_86",
     ),
     _gpu(
         "A40",
@@ -147,6 +156,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA A40 datasheet",
         max_devices_per_node=8,
+        compute_capability="sm_86",
     ),
     # GPUs whose step models come from aiconfigurator's measured kernel tables (issue 21). Datasheet
     # figures cross-checked against aiconfigurator's systems/*.yaml; dense (non-sparse) peaks.
@@ -162,6 +172,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "Spheron on-demand price per GPU-hour (blog 'H200 vs B200 vs GB200', prices as of 2026-03-17)",
         "2026-03",
         "NVIDIA HGX B200 datasheet (8 GPUs: 1.44 TB HBM3e, 62 TB/s, 18 PFLOPS dense FP8)",
+        compute_capability="sm_100",
     ),
     _gpu(
         "B300-288GB",
@@ -175,6 +186,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "Ornn GPU rental benchmark, neocloud on-demand range $5.00-7.25 per GPU-hour (midpoint)",
         "2026-03",
         "NVIDIA HGX B300 datasheet (8 GPUs: 2.3 TB HBM3e, 62 TB/s total)",
+        compute_capability="sm_103",
     ),
     _gpu(
         "GB200-186GB",
@@ -189,6 +201,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA GB200 NVL72 datasheet (per GPU: 186 GB HBM3e, 8 TB/s, 2.5 PFLOPS dense FP16)",
         max_devices_per_node=4,
+        compute_capability="sm_100",
     ),
     _gpu(
         "GB300-288GB",
@@ -204,6 +217,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA GB300 NVL72 datasheet (per GPU: 288 GB HBM3e, 8 TB/s)",
         max_devices_per_node=4,
+        compute_capability="sm_103",
     ),
     _gpu(
         "RTX-PRO-6000-96GB",
@@ -217,6 +231,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "estimate: between the L40S (AWS g6e) and A100-80GB list prices; no on-demand list price found",
         "2026-03",
         "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (96 GB GDDR7, 1597 GB/s)",
+        compute_capability="sm_120",
     ),
     _gpu(
         "Arc-Pro-B60-24GB",
@@ -231,6 +246,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "no cloud offers it",
         "2025-06",
         "Intel Arc Pro B60 specifications (24 GB GDDR6, 456 GB/s, 197 INT8 TOPS = 98.3 bf16 TFLOPS XMX)",
+        compute_capability="xe2",
     ),
 )
 

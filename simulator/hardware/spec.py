@@ -25,6 +25,12 @@ class HardwareSpec(BaseModel):
     interconnect: str
     interconnect_bandwidth_bytes_per_s: float = Field(gt=0, description="per direction, per device")
     max_devices_per_node: int = Field(default=8, ge=1)
+    compute_capability: str | None = Field(
+        default=None,
+        description="the kernel build target (NVIDIA 'sm_90' for H100 and H200): GPUs of one "
+        "target run the same compiled kernels, so a figure of a kernel library fitted on one "
+        "carries to the others; None: unknown, nothing carries",
+    )
     price_usd_per_hour: float = Field(ge=0, description="per device-hour")
     price_source: str
     price_date: str
