@@ -10,8 +10,9 @@ import pytest
 from engine.core.step_shape import StepShape
 from simulator.calibration.aic_fit import all_reduce_curve
 from simulator.calibration.aic_tables import AllReduceTable
+from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.schema import AllReduceCurve, CostModelFit, CostTerm, load_shipped
+from simulator.calibration.schema import CostModelFit, CostTerm, load_shipped
 
 
 def _rng():
@@ -134,3 +135,18 @@ def test_shipped_kernel_table_calibrations_read_their_all_reduce_as_measured():
     assert [e for e in fit.fit_errors if e.target.startswith("all-reduce")][0].note.startswith(
         "h100_sxm/comm/trtllm"
     )
+
+
+def test_a_calibration_carried_to_other_hardware_keeps_its_curve_scaled_by_the_link_ratio():
+    from simulator.calibration.roofline import derive_for_hardware, scale_factor
+    from simulator.hardware.catalog import get_hardware
+
+    rng = _rng()
+    calibration = load_shipped("llama-3-70b@H100-80GB-tp4-aic-trtllm")
+    source = get_hardware("H100-80GB")
+    target = get_hardware(str(rng.choice(["B200-180GB", "A100-80GB", "L40S"])))
+    carried = derive_for_hardware(calibration, source, target)
+    ratio = scale_factor("network", source, target, calibration.dtype)
+    tokens = int(rng.integers(1, 16384))
+    before, after = (CostModel(c.cost_model) for c in (calibration, carried))
+    assert _all_reduce_s(after, tokens) == pytest.approx(ratio * _all_reduce_s(before, tokens))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.calibration import aic_tables as tables
+from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.fitting import (
     cross_validated_errors,
     fit_relative,
@@ -16,7 +17,7 @@ from simulator.calibration.fitting import (
     nnls,
     roofline_candidates,
 )
-from simulator.calibration.schema import AllReduceCurve, FitError
+from simulator.calibration.schema import FitError
 from simulator.calibration.vidur_import import GEMM_TILES, affine_design, linear_design
 from simulator.model_spec import ModelSpec
 

@@ -14,6 +14,7 @@ from simulator.calibration.aic_fit import (
     MAX_DECODE_CONTEXT,
     MAX_STEP_TOKENS,
     _attention_design,
+    all_reduce_curve,
     fit_decode_attention,
     fit_linear_layers,
     fit_lm_head,
@@ -87,16 +88,12 @@ def measured_steps(
 def _all_reduce_s(
     reduce: tables.AllReduceTable | None, tokens: np.ndarray, model: ModelSpec
 ) -> np.ndarray | float:
-    """A step's all-reduces at `tokens`: the table, log-log between measured sizes, as the
-    calibration's `all_reduce_curve` term reads it (0 without tensor parallelism)."""
+    """A step's all-reduces at `tokens` as the calibration's term reads the table
+    (`AllReduceCurve.seconds_at`; 0 without tensor parallelism)."""
     if reduce is None:
         return 0.0
-    sizes = np.log(tokens * model.hidden_size)
-    return (
-        ALL_REDUCES_PER_LAYER
-        * model.num_layers
-        * np.exp(np.interp(sizes, np.log(reduce.elements), np.log(reduce.seconds)))
-    )
+    curve, _ = all_reduce_curve(reduce, model, ALL_REDUCES_PER_LAYER * model.num_layers)
+    return np.array([curve.seconds_at(float(t)) for t in tokens])
 
 
 def _subset(table: tables.AttentionTable, drop: np.ndarray) -> tables.AttentionTable:

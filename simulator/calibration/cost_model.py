@@ -17,8 +17,6 @@ kernel-table calibration's tensor-parallel all-reduce reads its measured table (
 The fit itself is `cost_fit.py`.
 """
 
-import bisect
-import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -114,21 +112,10 @@ def _prefill_token(shape: Shape, fit: CostModelFit, tokens: int) -> float:
 
 
 def _all_reduce_curve(shape: Shape, fit: CostModelFit, tokens: int) -> float:
-    """Seconds of the step's all-reduces at `tokens` from the measured curve (`AllReduceCurve`):
-    log-log between measured sizes, the smallest size's time below it, the last two sizes' slope
-    beyond the largest (bandwidth-bound there: time grows with size)."""
+    """Seconds of the step's all-reduces at `tokens`, as measured (`AllReduceCurve.seconds_at`)."""
     curve = fit.all_reduce_curve
     assert curve is not None, "a term of feature 'all_reduce_curve' needs the fit's curve"
-    sizes, seconds = curve.tokens, curve.seconds
-    if tokens <= sizes[0]:
-        return seconds[0]
-    last = len(sizes) - 1
-    if tokens >= sizes[last]:
-        slope = (seconds[last] - seconds[last - 1]) / (sizes[last] - sizes[last - 1])
-        return seconds[last] + slope * (tokens - sizes[last])
-    i = bisect.bisect_right(sizes, tokens)  # sizes[i - 1] <= tokens < sizes[i]
-    share = math.log(tokens / sizes[i - 1]) / math.log(sizes[i] / sizes[i - 1])
-    return seconds[i - 1] * (seconds[i] / seconds[i - 1]) ** share
+    return curve.seconds_at(tokens)
 
 
 # feature -> its units in a step, as f(shape, fit, the step's batched tokens): one small named function

@@ -82,4 +82,4 @@ class SmallBatchFp8:
         return self.gpu.fit_error(target_prefix)
 
 
-__all__ = ["FP8_LINEAR_PREFIX", "SmallBatchFp8", "has_fp8_linear"]
+__all__ = ["SmallBatchFp8", "has_fp8_linear"]

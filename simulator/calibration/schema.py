@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from engine.core.config import CacheConfig, SchedulerConfig, WeightDtype, setting
 from engine.core.step_shape import StepShape
+from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.device_info import DeviceInfo, SoftwareInfo
 from simulator.model_spec import ModelSpec
 
@@ -89,30 +90,6 @@ class WeightDtypeTerms(DtypeTerms):
     knee_tokens: float = Field(ge=0)
     knee_label: Label
     tile_tokens: int = Field(default=1, ge=1)
-
-
-class AllReduceCurve(_Strict):
-    """A step's all-reduces as measured (count x one call) at each message size in tokens
-    (elements / hidden size), read by `cost_model._all_reduce_curve`: one call's time is no straight
-    line in its size (a latency floor, then protocols of growing bandwidth)."""
-
-    tokens: list[float] = Field(min_length=2, description="measured sizes, ascending, in tokens")
-    seconds: list[float] = Field(min_length=2, description="a step's all-reduces at each size")
-
-    @model_validator(mode="after")
-    def _check(self) -> "AllReduceCurve":
-        if len(self.tokens) != len(self.seconds):
-            raise ValueError(
-                f"all-reduce curve has {len(self.tokens)} sizes and {len(self.seconds)} times; "
-                "expected one time per size"
-            )
-        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:])) or min(self.tokens) <= 0:
-            raise ValueError(
-                f"all-reduce curve sizes {self.tokens[:4]}...; expected positive, ascending sizes"
-            )
-        if min(self.seconds) <= 0:
-            raise ValueError("all-reduce curve has a time <= 0; expected measured times > 0")
-        return self
 
 
 class CostModelFit(_Strict):
