@@ -3,6 +3,7 @@ cluster over explicit requests."""
 
 from engine.core.config import CacheConfig, SchedulerConfig
 from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import EngineProfile, HostTerm
 from simulator.calibration.schema import CostModelFit, CostTerm
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.disaggregated import PoolConfig
@@ -111,4 +112,21 @@ def pool_config(
         router_policy=router_policy,
         window_s=10.0,
         seed=0,
+    )
+
+
+def host_profile(overlap: float, step_s: float = 0.002, sequence_s: float = 1e-4) -> EngineProfile:
+    """A test engine profile: per-step and per-sequence host terms, `overlap` of them hidden."""
+    terms = [
+        HostTerm(feature="step", seconds_per_unit=step_s, label="derived", source="test"),
+        HostTerm(feature="sequence", seconds_per_unit=sequence_s, label="derived", source="test"),
+    ]
+    return EngineProfile(
+        name="test",
+        engine="test",
+        versions="1",
+        overlap=overlap,
+        overlap_label="derived",
+        overlap_source="test",
+        terms=terms,
     )

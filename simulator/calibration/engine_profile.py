@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
@@ -146,6 +146,19 @@ class EngineProfile(_Strict):
         "whole GPU less weights and activations)",
     )
     errors: list[ProfileError] = []
+
+    @model_validator(mode="after")
+    def _scales_over_own_tables_name_them(self) -> EngineProfile:
+        """Era and fp8 scales are over the stack's own backend's tables: without `kernel_backend`
+        they would never apply (every calibration would count as another backend's)."""
+        for field in ("kernel_era_scales", "older_era_scales", "fp8_linear_scales"):
+            if getattr(self, field) and self.kernel_backend is None:
+                raise ValueError(
+                    f"profile {self.name!r} has {field} {getattr(self, field)} but no "
+                    "kernel_backend; expected the backend whose kernel tables they are over "
+                    "('vllm', 'sglang' or 'trtllm'): without it they never apply"
+                )
+        return self
 
     def for_source(self, name: str, like: str | None = None) -> EngineProfile:
         """The profile as one published source's stack ran it: its `source_eras` entry applied, or,

@@ -166,9 +166,11 @@ def fit_profile(
             scales = dict(base.fp8_linear_scales) | {
                 gpu: candidate[key] for key, gpu in fp8.items()
             }
+            # a GPU fitted at 1.0 keeps its entry: without one it would take the scale of a GPU
+            # of the same kernel build target (`EngineProfile.fp8_linear_scale`), not its fit
             built = built.model_copy(
                 update={
-                    "fp8_linear_scales": {g: v for g, v in scales.items() if v != 1.0},
+                    "fp8_linear_scales": scales,
                     "fp8_linear_source": f"{source(*fp8)} (their fp8 runs' rows)",
                 }
             )

@@ -9,8 +9,9 @@ makespan, mean TTFT, mean E2E latency and/or mean TPOT. A run may be `prefix_cac
 its prompts already in the server's prefix cache); a set may declare `burst_start_turns` (its load
 generator opens the measured closed loop with every client at once) and `bunched_turns` (how many of
 those turns stay bunched), `held_out_only` (an independent check, never fitted on), `fits` (what
-its fit runs fit: the profile, the default, and / or its own `bunched_turns`) and `kernel_era_like`
-(the stored set whose stack generation it shares).
+its fit runs fit: the profile, the default, and / or its own `bunched_turns`), `kernel_era_like`
+(the stored set whose stack generation it shares) and `bunched_turns_like` (the stored set whose
+load generator it shares: its `bunched_turns` read from that set at load, never a stale copy).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -41,6 +42,31 @@ def published_names() -> list[str]:
     return sorted(path.stem for path in PUBLISHED_DIR.glob("*.json"))
 
 
+def _carried_bunched_turns(path: Path, data: dict, source: str) -> float:
+    """The `bunched_turns` of stored set `source`, which `data` (read from `path`) names as sharing
+    its load generator (`bunched_turns_like`): fitted there, carried here as it stands."""
+    if source not in published_names():
+        raise ValueError(
+            f"{path}: bunched_turns_like is {source!r}; expected the name of a stored set whose "
+            f"load generator this one shares, one of {published_names()}"
+        )
+    carried = json.loads((PUBLISHED_DIR / f"{source}.json").read_text())
+    if "bunched_turns" not in carried or "bunched_turns_like" in carried:
+        raise ValueError(
+            f"{path}: bunched_turns_like names {source!r}, which has no bunched_turns of its own; "
+            "expected a set whose fit runs fit them (its fits name 'bunched_turns')"
+        )
+    # a loaded set written back holds the carried figure: the same one is no second source
+    own = data.get("bunched_turns", carried["bunched_turns"])
+    if own != carried["bunched_turns"] or "bunched_turns" in data.get("fits", ()):
+        raise ValueError(
+            f"{path}: bunched_turns_like names {source!r} (B = {carried['bunched_turns']}) beside "
+            f"its own bunched_turns ({own!r}, or a fit of them); expected one of the two: carried "
+            "from that set, or the set's own"
+        )
+    return carried["bunched_turns"]
+
+
 def load_published(name_or_path: str | Path) -> dict:
     path = Path(name_or_path)
     if not (path.suffix == ".json" and path.exists()):
@@ -63,6 +89,9 @@ def load_published(name_or_path: str | Path) -> dict:
             f"{path}: burst_start_turns is {turns!r}; expected an integer >= 1 (the load "
             "generator's requests per client, its first turn sent at once)"
         )
+    source = data.get("bunched_turns_like")
+    if source is not None:
+        data["bunched_turns"] = _carried_bunched_turns(path, data, source)
     bunched = data.get("bunched_turns")
     if bunched is not None and not (
         turns is not None

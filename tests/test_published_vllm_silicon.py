@@ -1,0 +1,144 @@
+"""aiconfigurator's measured vLLM V1 silicon rows as the `vllm-v1` profile's fit set: their fit half
+fits, of the profile, only the fp8 linear layers per GPU (over vLLM's own fp8 GEMM tables: the profile
+names vLLM's kernels, so the scale touches vLLM-table calibrations with fp8 weights and nothing
+else), and the sets sharing their load generator read its bunched turns from them at load
+(`bunched_turns_like`), never a stale copy."""
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.core.step_shape import StepShape
+from simulator.calibration.cost_model import CostModel
+from simulator.calibration.engine_profile import EngineProfile, load_profile
+from simulator.calibration.profiled_cost_model import ProfiledCostModel
+from simulator.calibration.schema import load_shipped
+from simulator.calibration.weight_dtype import weight_dtype_calibration
+from simulator.validation import published_sets
+from simulator.validation.fit_coordinates import FP8_RANGE, fp8_coordinates, scoring_sets
+from simulator.validation.profile_fit import fitted_together
+from simulator.validation.published_sets import PUBLISHED_DIR, load_published
+
+HOPPER = "aic-silicon-vllm-v1-hopper"
+CARRYING = ("aic-silicon-vllm-v1-b200", "aic-silicon-trtllm-70b", "aic-silicon-trtllm-h100")
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+
+
+def test_the_sets_sharing_the_load_generator_read_its_bunched_turns_as_it_stands():
+    hopper = load_published(HOPPER)
+    for name in CARRYING:
+        raw = json.loads((PUBLISHED_DIR / f"{name}.json").read_text())
+        assert raw["bunched_turns_like"] == HOPPER and "bunched_turns" not in raw
+        data = load_published(name)
+        assert data["bunched_turns"] == hopper["bunched_turns"]
+        assert data["bunched_turns_label"] == "derived" and HOPPER in data["bunched_turns_source"]
+
+
+def test_a_carried_bunched_turns_follows_its_source_and_refuses_what_it_cannot_carry(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(published_sets, "PUBLISHED_DIR", tmp_path)
+    source = json.loads((PUBLISHED_DIR / f"{HOPPER}.json").read_text())
+    carrying = json.loads((PUBLISHED_DIR / f"{CARRYING[0]}.json").read_text())
+    rng = _rng()
+    for turns in rng.uniform(1, 20, size=2).round(1):
+        (tmp_path / "loop.json").write_text(json.dumps(source | {"bunched_turns": float(turns)}))
+        (tmp_path / "check.json").write_text(json.dumps(carrying | {"bunched_turns_like": "loop"}))
+        loaded = load_published("check")
+        assert loaded["bunched_turns"] == pytest.approx(turns)
+        # a loaded set written back (the carried figure beside its source's name) loads the same
+        (tmp_path / "again.json").write_text(json.dumps(loaded))
+        assert load_published("again")["bunched_turns"] == pytest.approx(turns)
+    refused = {
+        "unknown": carrying | {"bunched_turns_like": "no-such-set"},
+        "both": carrying
+        | {"bunched_turns_like": "loop", "bunched_turns": 1.0 if turns > 1.5 else 2.0},
+        "fitted too": carrying | {"bunched_turns_like": "loop", "fits": ["bunched_turns"]},
+        "no figure": carrying | {"bunched_turns_like": "plain"},
+    }
+    (tmp_path / "plain.json").write_text(
+        json.dumps({k: v for k, v in source.items() if not k.startswith("bunched_turns")})
+    )
+    for data in refused.values():  # each named for why it is refused
+        (tmp_path / "bad.json").write_text(json.dumps(data))
+        with pytest.raises(ValueError, match="bunched_turns_like"):
+            load_published("bad")
+
+
+def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_on_its_own_rows():
+    data = load_published(HOPPER)
+    assert data["fits"] == ["bunched_turns", "profile"] and data["fit_terms"] == ["fp8_linear"]
+    together = fitted_together(data)
+    assert [each["name"] for each in together] == [HOPPER]  # held-out-only checks never fit it
+    fit_sets = [{**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}]
+    fp8 = fp8_coordinates(fit_sets)
+    assert fp8 == {"fp8_linear:H100-80GB": "H100-80GB", "fp8_linear:H200-141GB": "H200-141GB"}
+    for key in fp8:
+        assert scoring_sets(key, fit_sets, {}, fp8) == fit_sets
+    # the stored profile: a scale per fitted GPU, each its own (a GPU fitted at 1.0 keeps its
+    # entry: without one it would take the other Hopper's), in the searched range, sourced
+    profile = load_profile("vllm-v1")
+    assert set(profile.fp8_linear_scales) == {"H100-80GB", "H200-141GB"}
+    for gpu, scale in profile.fp8_linear_scales.items():
+        assert FP8_RANGE[0] <= scale <= FP8_RANGE[1]
+        assert profile.fp8_linear_scale(gpu) == (scale, gpu)
+    assert HOPPER in profile.fp8_linear_source
+    assert profile.fp8_linear_scale("B200-180GB") == (1.0, None)  # another kernel build target
+    assert [term.label for term in profile.terms] == ["derived"] * len(profile.terms)
+
+
+def test_vllm_v1_names_vllms_kernels_so_its_fp8_scale_touches_vllm_tables_with_fp8_weights_only():
+    v1 = load_profile("vllm-v1")
+    assert v1.kernel_backend == "vllm" and v1.kernel_scale == 1.0 and not v1.kernel_scale_by_bound
+    scale = float(_rng().uniform(0.3, 0.95))
+    profile = v1.model_copy(update={"fp8_linear_scales": {"H200-141GB": scale}})
+    plain = v1.model_copy(update={"fp8_linear_scales": {}})
+    vllm_tables = load_shipped("llama-3-70b@H200-141GB-tp4-aic-vllm")
+    fp8 = weight_dtype_calibration(vllm_tables, "fp8")
+    gpu = CostModel.from_calibration(fp8)
+    shape = StepShape(decode_context_lens=tuple(int(c) for c in _rng().integers(16, 4096, size=8)))
+    fp8_linear_s = sum(
+        s for name, s in gpu.explain(shape).items() if name.startswith("linear layers (fp8)")
+    )
+    assert fp8_linear_s > 0
+    scaled, unscaled = (ProfiledCostModel.of_calibration(fp8, p) for p in (profile, plain))
+    assert scaled.step_time(shape) == pytest.approx(
+        unscaled.step_time(shape) - (1 - scale) * fp8_linear_s
+    )
+    # bf16 weights, TensorRT-LLM's tables: the calibration's time as it is
+    for calibration in (
+        vllm_tables,
+        weight_dtype_calibration(load_shipped("llama-3-70b@H200-141GB-tp4-aic-trtllm"), "fp8"),
+    ):
+        assert ProfiledCostModel.of_calibration(calibration, profile).step_time(
+            shape
+        ) == pytest.approx(ProfiledCostModel.of_calibration(calibration, plain).step_time(shape))
+
+
+def test_a_profile_with_scales_over_its_own_tables_must_name_its_backend():
+    """Era and fp8 scales apply only to calibrations of the stack's own backend's tables: a profile
+    naming no backend would never apply them (vllm-v1's did not until it named vLLM's), so it is
+    refused as it loads."""
+    stored = load_profile("vllm-v1").model_dump()
+    scale = float(_rng().uniform(0.3, 1.2))
+    for field in ("kernel_era_scales", "older_era_scales", "fp8_linear_scales"):
+        unnamed = stored | {"kernel_backend": None, field: {"H100-80GB": scale}}
+        with pytest.raises(ValueError, match=f"{field}.*no kernel_backend"):
+            EngineProfile.model_validate(unnamed)
+        named = EngineProfile.model_validate(unnamed | {"kernel_backend": "vllm"})
+        assert getattr(named, field) == {"H100-80GB": scale}
+
+
+def test_a_gpu_fitted_at_one_keeps_its_own_scale_where_absent_it_would_carry_another():
+    other = float(_rng().uniform(0.3, 0.95))
+    v1 = load_profile("vllm-v1")
+    fitted_at_one = v1.model_copy(
+        update={"fp8_linear_scales": {"H100-80GB": other, "H200-141GB": 1.0}}
+    )
+    assert fitted_at_one.fp8_linear_scale("H200-141GB") == (1.0, "H200-141GB")
+    absent = v1.model_copy(update={"fp8_linear_scales": {"H100-80GB": other}})
+    assert absent.fp8_linear_scale("H200-141GB") == (other, "H100-80GB")
