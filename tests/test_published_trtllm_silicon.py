@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from sim_helpers import fp8_linear_s
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
@@ -149,24 +150,20 @@ def test_the_fp8_scale_touches_only_fp8_linear_layers_up_to_the_knee_of_the_stac
     scaled, unscaled = (ProfiledCostModel.of_calibration(fp8, p) for p in (profile, plain))
     knee = int(fp8.cost_model.knee_tokens)
 
-    def fp8_linear_s(shape: StepShape) -> float:
-        parts = gpu.explain(shape).items()
-        return sum(s for name, s in parts if name.startswith("linear layers (fp8)"))
-
     # up to the knee (decode steps of any batch up to it): the fp8 linear layers `scale` as long
     for batch in rng.integers(1, knee + 1, size=3):
         contexts = tuple(int(c) for c in rng.integers(16, 4096, size=int(batch)))
         shape = StepShape(decode_context_lens=contexts)
-        assert fp8_linear_s(shape) > 0
+        assert fp8_linear_s(gpu, shape) > 0
         assert scaled.step_time(shape) == pytest.approx(
-            unscaled.step_time(shape) - (1 - scale) * fp8_linear_s(shape)
+            unscaled.step_time(shape) - (1 - scale) * fp8_linear_s(gpu, shape)
         )
         stretch = scaled.decode_stretch_times(shape, 4)
         plain_stretch = unscaled.decode_stretch_times(shape, 4)
-        saved = (1 - scale) * fp8_linear_s(shape)
+        saved = (1 - scale) * fp8_linear_s(gpu, shape)
         assert stretch == pytest.approx([s - saved for s in plain_stretch])
     # beyond it each further token costs what the tables say: the saving stays a step's at the knee
-    at_knee = fp8_linear_s(StepShape(prefill_chunks=((knee, 0),)))
+    at_knee = fp8_linear_s(gpu, StepShape(prefill_chunks=((knee, 0),)))
     for tokens in rng.integers(knee + 1, 16384, size=3):
         long = StepShape(prefill_chunks=((int(tokens), 0),))
         saved = unscaled.step_time(long) - scaled.step_time(long)
@@ -212,13 +209,10 @@ def test_an_fp8_scale_carries_to_gpus_of_the_same_kernel_build_target_only(tmp_p
     gpu = CostModel.from_calibration(h100)
     batch = int(rng.integers(1, int(h100.cost_model.knee_tokens) + 1))
     shape = StepShape(decode_context_lens=tuple(int(c) for c in rng.integers(16, 4096, batch)))
-    fp8_linear = sum(
-        s for n, s in gpu.explain(shape).items() if n.startswith("linear layers (fp8)")
-    )
-    assert fp8_linear > 0
+    assert fp8_linear_s(gpu, shape) > 0
     with_scale, without = (ProfiledCostModel.of_calibration(h100, p) for p in (carried, plain))
     assert with_scale.step_time(shape) == pytest.approx(
-        without.step_time(shape) - (1 - scale) * fp8_linear
+        without.step_time(shape) - (1 - scale) * fp8_linear_s(gpu, shape)
     )
 
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from sim_helpers import fp8_linear_s
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
@@ -101,13 +102,10 @@ def test_vllm_v1_names_vllms_kernels_so_its_fp8_scale_touches_vllm_tables_with_f
     fp8 = weight_dtype_calibration(vllm_tables, "fp8")
     gpu = CostModel.from_calibration(fp8)
     shape = StepShape(decode_context_lens=tuple(int(c) for c in _rng().integers(16, 4096, size=8)))
-    fp8_linear_s = sum(
-        s for name, s in gpu.explain(shape).items() if name.startswith("linear layers (fp8)")
-    )
-    assert fp8_linear_s > 0
+    assert fp8_linear_s(gpu, shape) > 0
     scaled, unscaled = (ProfiledCostModel.of_calibration(fp8, p) for p in (profile, plain))
     assert scaled.step_time(shape) == pytest.approx(
-        unscaled.step_time(shape) - (1 - scale) * fp8_linear_s
+        unscaled.step_time(shape) - (1 - scale) * fp8_linear_s(gpu, shape)
     )
     # bf16 weights, TensorRT-LLM's tables: the calibration's time as it is
     for calibration in (
