@@ -18,7 +18,8 @@ from simulator.calibration.schema import load_shipped
 from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.validation import published_sets
 from simulator.validation.fit_coordinates import FP8_RANGE, fp8_coordinates, scoring_sets
-from simulator.validation.profile_fit import fitted_together
+from simulator.validation.profile_fit import fit_profile, fitted_together
+from simulator.validation.published_replay import replay_run, source_profile
 from simulator.validation.published_sets import PUBLISHED_DIR, load_published
 
 HOPPER = "aic-silicon-vllm-v1-hopper"
@@ -140,3 +141,31 @@ def test_a_gpu_fitted_at_one_keeps_its_own_scale_where_absent_it_would_carry_ano
     assert fitted_at_one.fp8_linear_scale("H200-141GB") == (1.0, "H200-141GB")
     absent = v1.model_copy(update={"fp8_linear_scales": {"H100-80GB": other}})
     assert absent.fp8_linear_scale("H200-141GB") == (other, "H100-80GB")
+
+
+def test_the_fit_finds_planted_fp8_scales_and_keeps_a_gpu_fitted_at_one(tmp_path):
+    """Two short runs (one per Hopper GPU) measured as the simulator's own means with the H100's fp8
+    scale planted (a fresh draw) and the H200's at 1.0: the fit finds both, and the H200 keeps its
+    own 1.0 entry (dropped, it would carry the H100's scale through the same-target rule)."""
+    planted = float(_rng().choice([0.5, 0.6, 0.7, 0.8, 0.9]))
+    raw = json.loads((PUBLISHED_DIR / f"{HOPPER}.json").read_text())
+    data = load_published(HOPPER)
+    truth = load_profile("vllm-v1").model_copy(
+        update={"fp8_linear_scales": {"H100-80GB": planted, "H200-141GB": 1.0}}
+    )
+    runs = []
+    for gpu in ("h100", "h200"):
+        run_id = f"{gpu}-llama-3-70b-tp4-1024x1024-c4"
+        loaded = next(run for run in data["runs"] if run["id"] == run_id)
+        means = replay_run(data, loaded, source_profile(data, truth))
+        stored = next(run for run in raw["runs"] if run["id"] == run_id)
+        measured = {key: means[key] for key in ("ttft_mean_s", "tpot_mean_s")}
+        runs.append(stored | {"split": "fit", "measured": measured})
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(raw | {"runs": runs}))
+    fitted, _rows = fit_profile(path, steps=1, write=False)
+    assert fitted.fp8_linear_scales == {
+        "H100-80GB": pytest.approx(planted),
+        "H200-141GB": pytest.approx(1.0),
+    }
+    assert fitted.fp8_linear_scale("H200-141GB") == (pytest.approx(1.0), "H200-141GB")
