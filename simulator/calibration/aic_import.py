@@ -25,6 +25,10 @@ from simulator.calibration.aic_terms import (
     linear_terms,
     weight_dtype_terms,
 )
+from simulator.calibration.plausibility import (
+    check_plausible,
+    without_implausible_kv_variants,
+)
 from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, host_terms
 from simulator.calibration.schema import (
     Calibration,
@@ -162,7 +166,7 @@ def aic_calibration(
     terms += elementwise_terms(model, gpu, tensor_parallel) + host_terms()
     hardware = get_hardware(gpu)
     knee, tile = linear.params[0], int(linear.params[1])
-    return Calibration(
+    calibration = Calibration(
         name=f"{model_name}@{gpu}-tp{tensor_parallel}-aic-{backend}",
         label="fitted",
         model=model,
@@ -214,3 +218,5 @@ def aic_calibration(
             ],
         ),
     )
+    # a table that timed less work than it names would make the stack faster than the GPU
+    return check_plausible(without_implausible_kv_variants(calibration))
