@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 from engine.core.step_shape import StepShape
 from simulator.calibration.cli import app
 from simulator.calibration.cost_model import PROFILE_TERMS, CostModel
+from simulator.calibration.plausibility import linear_peak_shares
 from simulator.calibration.schema import (
     Calibration,
     CostModelFit,
@@ -15,6 +16,7 @@ from simulator.calibration.schema import (
     Provenance,
     ShapeRecord,
     StepSample,
+    load_shipped,
 )
 from simulator.calibration.vidur_import import VIDUR_DIR
 from simulator.model_spec import ModelSpec
@@ -113,6 +115,12 @@ def test_show_prints_terms_labels_and_example_times():
         " ms",
     ):
         assert text in result.output
+    # how near the A100's peaks the model runs (`plausibility`), as computed
+    read, compute = linear_peak_shares(load_shipped("llama-2-7b@A100-80GB-tp1"))
+    assert "against the A100-80GB's peaks (2039 GB/s HBM)" in " ".join(result.output.split())
+    assert f"one sequence {read:.0%}, a 4,096-token prefill {compute:.0%}" in " ".join(
+        result.output.split()
+    )
 
 
 def test_fit_refits_a_measurement_and_writes_a_plot(tmp_path):

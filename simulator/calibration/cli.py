@@ -12,6 +12,7 @@ from simulator.calibration.cli_tables import (
     console_print,
     percent,
     print_errors,
+    print_peak_shares,
     print_points,
     print_profile,
     print_terms,
@@ -148,6 +149,7 @@ def show(
         return
     print_terms(loaded)
     print_errors(loaded)
+    print_peak_shares(loaded)
     model = CostModel.from_calibration(loaded)
     try:
         profile = load_profile(engine_profile or default_profile_name(loaded))

@@ -8,6 +8,7 @@ from rich.table import Table
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import feature_value
 from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
+from simulator.calibration.plausibility import kv_read_rates, linear_peak_shares
 from simulator.calibration.schema import Calibration
 from simulator.hardware.catalog import load_catalog
 
@@ -258,3 +259,19 @@ def print_errors(calibration: Calibration) -> None:
             percent(error.max_ape),
         )
     console_print(table)
+
+
+def print_peak_shares(calibration: Calibration) -> None:
+    """How near its GPU's peaks the kernel model runs (`plausibility`): each decode KV read's share
+    of the HBM peak, the linear layers' weight read at one sequence and a 4,096-token prefill."""
+    if calibration.device.kind != "gpu":
+        return
+    hardware = load_catalog()[calibration.device.hardware]
+    peak = hardware.memory_bandwidth_bytes_per_s
+    read, compute = linear_peak_shares(calibration)
+    reads = ", ".join(f"{term.name} {rate / peak:.0%}" for term, rate in kv_read_rates(calibration))
+    console_print(
+        f"against the {hardware.name}'s peaks ({peak / 1e9:.0f} GB/s HBM): KV read: {reads}; "
+        f"linear layers' weight read at one sequence {read:.0%}, a 4,096-token prefill "
+        f"{compute:.0%} of the dense peak"
+    )
