@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from aic_fixture import DECODE, write_fixture_db
 
+from simulator.calibration import shipped
 from simulator.calibration.aic_import import aic_calibration
 from simulator.calibration.kv_cache import kv_cache_calibration
 from simulator.calibration.plausibility import (
@@ -16,6 +17,7 @@ from simulator.calibration.plausibility import (
     linear_peak_shares,
 )
 from simulator.calibration.shipped import load_all_shipped
+from simulator.calibration.vidur_import import VIDUR_DIR
 from simulator.hardware.catalog import get_hardware
 
 pa = pytest.importorskip("pyarrow")
@@ -111,3 +113,19 @@ def test_an_fp8_decode_table_faster_than_the_hbm_is_dropped_and_fp8_derived(tmp_
         "llama-3-8b", "H200-141GB", 1, "vllm", root=write_fixture_db(tmp_path / "b")
     )
     assert "fp8" in kept.cost_model.kv_cache_dtype_terms
+
+
+@pytest.mark.skipif(not VIDUR_DIR.is_dir(), reason="Vidur's public tables (../shared) not present")
+def test_the_public_table_build_refuses_a_calibration_faster_than_its_gpu(tmp_path, monkeypatch):
+    """`build_shipped` holds what it writes to the same bounds: a Vidur fit whose KV read is planted
+    2-5x faster than the derived 82% of bandwidth is refused, and nothing is half-written."""
+    factor = np.random.default_rng().uniform(2.0, 5.0)
+    real = shipped.vidur_calibration
+
+    def too_fast(*args):
+        return _scaled(real(*args), lambda t: t.feature == "decode_context_token", 1 / factor)
+
+    monkeypatch.setattr(shipped, "vidur_calibration", too_fast)
+    with pytest.raises(ValueError, match="HBM peak"):
+        shipped.build_shipped(tmp_path)
+    assert not list(tmp_path.glob("*.json"))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.progress import track
 
+from simulator.calibration.plausibility import check_plausible
 from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
 from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
 from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
@@ -105,7 +106,8 @@ def build_shipped(out_dir: Path = SHIPPED_DIR, vidur_dir: Path = VIDUR_DIR) -> l
             roofline_calibration(_any_model_spec(model), get_hardware(gpu), tensor_parallel)
         )
     return [
-        calibration.save(Path(out_dir) / f"{file_stem(calibration)}.json") for calibration in built
+        check_plausible(calibration).save(Path(out_dir) / f"{file_stem(calibration)}.json")
+        for calibration in built
     ]
 
 
