@@ -180,42 +180,6 @@ def test_the_fp8_scale_touches_only_fp8_linear_layers_up_to_the_knee_of_the_stac
         ) == pytest.approx(ProfiledCostModel.of_calibration(calibration, plain).step_time(shape))
 
 
-def test_an_fp8_scale_carries_to_gpus_of_the_same_kernel_build_target_only(tmp_path, monkeypatch):
-    """H100 and H200 run the same sm_90 fp8 GEMMs: a scale fitted on one applies to the other's
-    tables; not across targets (B200 is sm_100), not over a GPU's own entry, and not where two
-    fitted GPUs of one target would have to be chosen between."""
-    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
-    scale, own = (float(v) for v in rng.uniform(0.3, 0.95, size=2))
-    trtllm = load_profile("trtllm")
-    carried = trtllm.model_copy(update={"fp8_linear_scales": {"H200-141GB": scale}})
-    assert get_hardware("H100-80GB").compute_capability == "sm_90"
-    assert carried.fp8_linear_scale("H100-80GB") == (scale, "H200-141GB")
-    assert carried.fp8_linear_scale("B200-180GB") == (1.0, None)
-    assert carried.fp8_linear_scale("A100-80GB") == (1.0, None)
-    both = trtllm.model_copy(update={"fp8_linear_scales": {"H200-141GB": scale, "H100-80GB": own}})
-    assert both.fp8_linear_scale("H100-80GB") == (own, "H100-80GB")
-    # a third sm_90 GPU (a catalog override) with its own fit: the H100 has two to choose from
-    overrides = tmp_path / "hardware.json"
-    overrides.write_text(
-        json.dumps({"H20-96GB": get_hardware("H100-80GB").model_dump() | {"name": "H20-96GB"}})
-    )
-    monkeypatch.setenv("SURGEPLAN_HARDWARE_OVERRIDES", str(overrides))
-    two = trtllm.model_copy(update={"fp8_linear_scales": {"H200-141GB": scale, "H20-96GB": own}})
-    assert two.fp8_linear_scale("H100-80GB") == (1.0, None)
-    monkeypatch.delenv("SURGEPLAN_HARDWARE_OVERRIDES")
-    # the carried scale times the H100 tables' fp8 linear layers as the H200's own would be
-    plain = trtllm.model_copy(update={"fp8_linear_scales": {}})
-    h100 = weight_dtype_calibration(load_shipped("llama-3-70b@H100-80GB-tp4-aic-trtllm"), "fp8")
-    gpu = CostModel.from_calibration(h100)
-    batch = int(rng.integers(1, int(h100.cost_model.knee_tokens) + 1))
-    shape = StepShape(decode_context_lens=tuple(int(c) for c in rng.integers(16, 4096, batch)))
-    assert fp8_linear_s(gpu, shape) > 0
-    with_scale, without = (ProfiledCostModel.of_calibration(h100, p) for p in (carried, plain))
-    assert with_scale.step_time(shape) == pytest.approx(
-        without.step_time(shape) - (1 - scale) * fp8_linear_s(gpu, shape)
-    )
-
-
 def test_ttft_is_left_out_where_it_depends_on_the_output_length_and_kept_where_it_does_not():
     """The same table's vLLM rows agree across output lengths (at most 1.10x apart); every group of
     the TensorRT-LLM rows is further apart than the vLLM rows' widest, so their TTFT is not replayed."""

@@ -80,9 +80,11 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
         if carried:
             table.add_row(
                 "the same, carried to GPUs of the fitted GPU's kernel build target",
-                ", ".join(f"{name} x{v:.2f} ({src}'s)" for name, (v, src) in carried.items()),
+                ", ".join(f"{name} from {src}'s x{v:.2f}" for name, (v, src) in carried.items()),
                 "derived",
-                "the same compiled fp8 GEMMs (HardwareSpec.compute_capability); not fitted on them",
+                "the same compiled fp8 GEMMs (HardwareSpec.compute_capability), not fitted on them; "
+                "each calibration takes the scale that reads its fp8 weights at the share of its "
+                "HBM peak the fitted GPU's served steps read at (fp8_small_batch.with_carried_fp8)",
             )
     for name, era in profile.source_eras.items():
         ran = [

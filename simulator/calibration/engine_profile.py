@@ -183,7 +183,10 @@ class EngineProfile(_Strict):
         """(scale, the GPU it was fitted on) of `gpu`'s fp8 linear layers below the knee: its own
         `fp8_linear_scales` entry, else the one fitted on a GPU of the same kernel build target
         (`HardwareSpec.compute_capability`: H100 and H200 run the same sm_90 fp8 GEMMs, and their
-        tables read the weights at a like share of each HBM's bandwidth), else (1.0, None)."""
+        tables read the weights at a like share of each HBM's bandwidth), else (1.0, None). A
+        carried scale is a ratio of the fitted GPU's times: `ProfiledCostModel.of_calibration` turns it
+        into the carried GPU's own (`fp8_small_batch.with_carried_fp8`: the same share of the HBM
+        peak), which needs both GPUs' calibrations of the model."""
         if gpu in self.fp8_linear_scales:
             return self.fp8_linear_scales[gpu], gpu
         catalog = load_catalog()

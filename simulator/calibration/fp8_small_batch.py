@@ -10,13 +10,29 @@ a step pays whatever its batch below the knee, and nothing beyond it:
     f'(tokens) = f(tokens) - (1 - scale) * f(min(tokens, knee))
 
 Built once per replica by `ProfiledCostModel` (`EngineProfile.fp8_linear_scales`); the same
-interface as `CostModel`, the wrapped model's per-step path unchanged."""
+interface as `CostModel`, the wrapped model's per-step path unchanged. A scale fitted on one GPU and
+carried to another of the same kernel build target (`EngineProfile.fp8_linear_scale`) keeps the
+served weight read at the same share of each GPU's HBM peak (`with_carried_fp8`), not the same ratio
+of times: the two GPUs' tables read at different shares (TensorRT-LLM's H100 fp8 tables at 49%, the
+H200's at 42%), and the time ratio would put the H100's served read at 99% of its peak."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.core.step_shape import StepShape
-from simulator.calibration.cost_model import FEATURE_UNITS
+from simulator.calibration.cost_model import FEATURE_UNITS, CostModel
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
+from simulator.calibration.schema import Calibration
+from simulator.calibration.weight_dtype import weight_dtype_calibration
+from simulator.hardware.catalog import get_hardware
+
+if TYPE_CHECKING:
+    from simulator.calibration.engine_profile import EngineProfile
+
+# the decode step a carried scale compares two GPUs' fp8 tables at: below every knee, so the weights
+# are read once and the step pays what the scale covers
+CARRY_SHAPE = StepShape((), (512,) * 8)
 
 
 def has_fp8_linear(fit) -> bool:
@@ -83,3 +99,46 @@ class SmallBatchFp8:
 
 
 __all__ = ["SmallBatchFp8", "has_fp8_linear"]
+
+
+def fp8_read_s(calibration: Calibration) -> float:
+    """Seconds of `calibration`'s fp8 linear layers at `CARRY_SHAPE` (its fp8 weights' terms)."""
+    if not has_fp8_linear(calibration.cost_model):
+        calibration = weight_dtype_calibration(calibration, "fp8")
+    parts = CostModel.from_calibration(calibration).explain(CARRY_SHAPE)
+    return sum(seconds for name, seconds in parts.items() if name.startswith(FP8_LINEAR_PREFIX))
+
+
+def carried_fp8_scale(scale: float, source: Calibration, target: Calibration) -> float:
+    """`scale`, fitted on `source`'s GPU, for `target`'s (the same model, TP degree and backend): the
+    served fp8 weight read at the same share of each GPU's HBM peak as on the source."""
+    peak_source = get_hardware(source.device.hardware).memory_bandwidth_bytes_per_s
+    peak_target = get_hardware(target.device.hardware).memory_bandwidth_bytes_per_s
+    return scale * fp8_read_s(source) * peak_source / (fp8_read_s(target) * peak_target)
+
+
+def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> EngineProfile:
+    """`profile` with the fp8 scale it carries to `calibration`'s GPU (fitted on another GPU of the
+    same kernel build target) made that GPU's own entry by `carried_fp8_scale`; `profile` itself
+    where it carries none, `calibration` has no fp8 linear layers, or the source GPU has no shipped
+    fp8 tables of the same backend for this model (then the time ratio carries, as before)."""
+    from simulator.calibration.shipped import calibration_for  # the catalog of shipped fits
+
+    gpu = calibration.device.hardware or calibration.device.name
+    scale, source_gpu = profile.fp8_linear_scale(gpu)
+    if source_gpu in (None, gpu) or not has_fp8_linear(calibration.cost_model):
+        return profile
+    backend = calibration.provenance.backend
+    source = calibration_for(
+        calibration.model.name,
+        source_gpu,
+        calibration.device.tensor_parallel,
+        backend=backend or "vllm",
+        weight_dtype="fp8",
+    )
+    if source.provenance.backend != backend or source.model.name != calibration.model.name:
+        return profile
+    carried = carried_fp8_scale(scale, source, calibration)
+    return profile.model_copy(
+        update={"fp8_linear_scales": {**profile.fp8_linear_scales, gpu: round(carried, 4)}}
+    )

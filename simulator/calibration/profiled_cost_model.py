@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.core.step_shape import StepShape
-from simulator.calibration.fp8_small_batch import SmallBatchFp8, has_fp8_linear
+from simulator.calibration.fp8_small_batch import SmallBatchFp8, has_fp8_linear, with_carried_fp8
 from simulator.calibration.kernel_era import scale_linear_layers
 from simulator.calibration.schema import Calibration
 
@@ -118,6 +118,10 @@ class ProfiledCostModel:
         the calibration's backend and kernel-table era."""
         from simulator.calibration.cost_model import CostModel
 
+        if profile.kernel_backend is not None and not profile.scales_kernels_of(
+            calibration.provenance.backend
+        ):
+            profile = with_carried_fp8(profile, calibration)  # its own share of the HBM peak
         return cls(
             gpu if gpu is not None else CostModel.from_calibration(calibration),
             profile,
