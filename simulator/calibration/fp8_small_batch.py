@@ -24,7 +24,7 @@ from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import FEATURE_UNITS, CostModel
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
 from simulator.calibration.schema import Calibration
-from simulator.calibration.weight_dtype import weight_dtype_calibration
+from simulator.calibration.weight_dtype import supports_weight_dtype, weight_dtype_calibration
 from simulator.hardware.catalog import get_hardware
 
 if TYPE_CHECKING:
@@ -98,9 +98,6 @@ class SmallBatchFp8:
         return self.gpu.fit_error(target_prefix)
 
 
-__all__ = ["SmallBatchFp8", "has_fp8_linear"]
-
-
 def fp8_read_s(calibration: Calibration) -> float:
     """Seconds of `calibration`'s fp8 linear layers at `CARRY_SHAPE` (its fp8 weights' terms)."""
     if not has_fp8_linear(calibration.cost_model):
@@ -126,7 +123,11 @@ def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> Engine
 
     gpu = calibration.device.hardware or calibration.device.name
     scale, source_gpu = profile.fp8_linear_scale(gpu)
-    if source_gpu in (None, gpu) or not has_fp8_linear(calibration.cost_model):
+    if (
+        source_gpu in (None, gpu)
+        or calibration.cost_model is None
+        or not has_fp8_linear(calibration.cost_model)
+    ):
         return profile
     backend = calibration.provenance.backend
     source = calibration_for(
@@ -136,9 +137,23 @@ def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> Engine
         backend=backend or "vllm",
         weight_dtype="fp8",
     )
-    if source.provenance.backend != backend or source.model.name != calibration.model.name:
+    if (
+        source.provenance.backend != backend
+        or source.model.name != calibration.model.name
+        or not supports_weight_dtype(source, "fp8")
+    ):
         return profile
     carried = carried_fp8_scale(scale, source, calibration)
     return profile.model_copy(
         update={"fp8_linear_scales": {**profile.fp8_linear_scales, gpu: round(carried, 4)}}
     )
+
+
+__all__ = [
+    "CARRY_SHAPE",
+    "SmallBatchFp8",
+    "carried_fp8_scale",
+    "fp8_read_s",
+    "has_fp8_linear",
+    "with_carried_fp8",
+]
