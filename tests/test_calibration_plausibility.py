@@ -15,6 +15,7 @@ from simulator.calibration.plausibility import (
     implausible_terms,
     kv_read_rates,
     linear_peak_shares,
+    prefill_attention_shares,
 )
 from simulator.calibration.shipped import load_all_shipped
 from simulator.calibration.vidur_import import VIDUR_DIR
@@ -73,6 +74,14 @@ def test_a_term_faster_than_the_gpu_is_flagged_and_one_slower_is_not():
     planted = _scaled(calibration, lambda t: t.name.startswith("linear layers"), read / share)
     assert linear_peak_shares(planted)[0] == pytest.approx(share, rel=1e-9)
     assert any("read their weights" in f for f in implausible_terms(planted))
+    attention = prefill_attention_shares(calibration)
+    assert attention and all(0 < share <= 1 for _, share in attention)
+    share = rng.uniform(1.1, 3.0)
+    planted = _scaled(
+        calibration, lambda t: t.feature == "prefill_attention_pair", attention[0][1] / share
+    )
+    assert prefill_attention_shares(planted)[0][1] == pytest.approx(share, rel=1e-9)
+    assert any("computes at" in f for f in implausible_terms(planted))
 
 
 def _speed_up_decode_rows(root, kv_cache_dtype: str, factor: float) -> None:

@@ -8,7 +8,11 @@ from rich.table import Table
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import feature_value
 from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
-from simulator.calibration.plausibility import kv_read_rates, linear_peak_shares
+from simulator.calibration.plausibility import (
+    kv_read_rates,
+    linear_peak_shares,
+    prefill_attention_shares,
+)
 from simulator.calibration.schema import Calibration
 from simulator.hardware.catalog import load_catalog
 
@@ -276,4 +280,5 @@ def print_peak_shares(calibration: Calibration) -> None:
         f"against the {hardware.name}'s peaks ({peak / 1e9:.0f} GB/s HBM): KV read: {reads}; "
         f"linear layers' weight read at one sequence {read:.0%}, a 4,096-token prefill "
         f"{compute:.0%} of the dense peak"
+        + "".join(f", {t.name} {share:.0%}" for t, share in prefill_attention_shares(calibration))
     )

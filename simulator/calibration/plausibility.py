@@ -1,6 +1,7 @@
 """Physical bounds a GPU calibration's kernel model must respect: decode attention cannot read the
 KV cache faster than the GPU's HBM peak, the linear layers cannot read their weights faster than it
-at one decode sequence, nor run a 4,096-token prefill faster than the dense peak.
+at one decode sequence, nor run a 4,096-token prefill (or prefill attention) faster than the dense
+peak.
 
 Why: a measured kernel table can break them (a collector that timed less work than its rows name),
 and a model fitted on it then predicts a stack faster than the hardware allows: the optimistic
@@ -65,6 +66,18 @@ def linear_peak_shares(calibration: Calibration) -> tuple[float, float]:
     return read, flops / hardware.peak_flops(model.dtype) / prefill_s
 
 
+def prefill_attention_shares(calibration: Calibration) -> list[tuple[CostTerm, float]]:
+    """(term, share of the dense peak) for each per-(query, key)-pair prefill attention term."""
+    model, tensor_parallel = calibration.model, calibration.device.tensor_parallel
+    peak = get_hardware(calibration.device.hardware).peak_flops(model.dtype)
+    flops = model.attention_flops_per_pair / tensor_parallel
+    return [
+        (term, flops / term.seconds_per_unit / peak)
+        for term in calibration.cost_model.terms
+        if term.feature == "prefill_attention_pair" and term.seconds_per_unit > 0
+    ]
+
+
 def implausible_terms(calibration: Calibration) -> list[str]:
     """What in a GPU calibration's kernel model is faster than its hardware allows (none: [])."""
     if calibration.cost_model is None or calibration.device.kind != "gpu":
@@ -84,6 +97,12 @@ def implausible_terms(calibration: Calibration) -> list[str]:
             f"the linear layers read their weights at {read:.0%} of the HBM peak at one decode "
             f"sequence (expected at most {LINEAR_LIMIT:.0%})"
         )
+    for term, share in prefill_attention_shares(calibration):
+        if share > LINEAR_LIMIT:
+            found.append(
+                f"{term.name} computes at {share:.0%} of the dense {calibration.model.dtype} peak "
+                f"(expected at most {LINEAR_LIMIT:.0%}; {term.note})"
+            )
     if compute > LINEAR_LIMIT:
         found.append(
             f"the linear layers compute a {PREFILL_TOKENS}-token prefill at {compute:.0%} of the "
@@ -143,5 +162,6 @@ __all__ = [
     "implausible_terms",
     "kv_read_rates",
     "linear_peak_shares",
+    "prefill_attention_shares",
     "without_implausible_kv_variants",
 ]
