@@ -105,9 +105,10 @@ def build_shipped(out_dir: Path = SHIPPED_DIR, vidur_dir: Path = VIDUR_DIR) -> l
         built.append(
             roofline_calibration(_any_model_spec(model), get_hardware(gpu), tensor_parallel)
         )
+    checked = [check_plausible(calibration) for calibration in built]  # all before any is written
     return [
-        check_plausible(calibration).save(Path(out_dir) / f"{file_stem(calibration)}.json")
-        for calibration in built
+        calibration.save(Path(out_dir) / f"{file_stem(calibration)}.json")
+        for calibration in checked
     ]
 
 
