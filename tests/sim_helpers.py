@@ -4,7 +4,7 @@ cluster over explicit requests."""
 from engine.core.config import CacheConfig, SchedulerConfig
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import EngineProfile, HostTerm
-from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
+from simulator.calibration.kernel_era import linear_s
 from simulator.calibration.schema import CostModelFit, CostTerm
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.disaggregated import PoolConfig
@@ -135,4 +135,4 @@ def host_profile(overlap: float, step_s: float = 0.002, sequence_s: float = 1e-4
 
 def fp8_linear_s(gpu: CostModel, shape) -> float:
     """Seconds of a step's fp8 linear-layer terms: what an fp8 small-batch scale shortens."""
-    return sum(s for name, s in gpu.explain(shape).items() if name.startswith(FP8_LINEAR_PREFIX))
+    return linear_s(gpu, shape, fp8=True)

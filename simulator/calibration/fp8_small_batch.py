@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import FEATURE_UNITS, CostModel
-from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
+from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX, linear_s
 from simulator.calibration.schema import Calibration
 from simulator.calibration.weight_dtype import supports_weight_dtype, weight_dtype_calibration
 from simulator.hardware.catalog import get_hardware
@@ -102,8 +102,7 @@ def fp8_read_s(calibration: Calibration) -> float:
     """Seconds of `calibration`'s fp8 linear layers at `CARRY_SHAPE` (its fp8 weights' terms)."""
     if not has_fp8_linear(calibration.cost_model):
         calibration = weight_dtype_calibration(calibration, "fp8")
-    parts = CostModel.from_calibration(calibration).explain(CARRY_SHAPE)
-    return sum(seconds for name, seconds in parts.items() if name.startswith(FP8_LINEAR_PREFIX))
+    return linear_s(CostModel.from_calibration(calibration), CARRY_SHAPE, fp8=True)
 
 
 def carried_fp8_scale(scale: float, source: Calibration, target: Calibration) -> float:

@@ -30,9 +30,14 @@ FP8_LINEAR_PREFIX = f"{LINEAR_PREFIX} (fp8)"
 ERA_SHAPES = tuple(StepShape((), (512,) * batch) for batch in (1, 8, 32, 64))
 
 
-def _linear_s(model: CostModel, shape: StepShape) -> float:
+def linear_s(model, shape: StepShape, fp8: bool | None = None) -> float:
+    """Seconds of a step's linear layers in `model.explain`: all of them (`fp8` None), only the
+    fp8-weight terms (True) or only the model-dtype ones (False)."""
     return sum(
-        seconds for name, seconds in model.explain(shape).items() if name.startswith(LINEAR_PREFIX)
+        seconds
+        for name, seconds in model.explain(shape).items()
+        if name.startswith(LINEAR_PREFIX)
+        and (fp8 is None or name.startswith(FP8_LINEAR_PREFIX) == fp8)
     )
 
 
@@ -80,7 +85,7 @@ def era_factor(calibrations: list[Calibration], gpu: str, backend: str = "vllm")
     logs = []
     for older, table in era_pairs(calibrations, gpu, backend):
         a, b = CostModel.from_calibration(older), CostModel.from_calibration(table)
-        logs += [math.log(_linear_s(a, s) / _linear_s(b, s)) for s in ERA_SHAPES]
+        logs += [math.log(linear_s(a, s) / linear_s(b, s)) for s in ERA_SHAPES]
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
@@ -112,5 +117,6 @@ __all__ = [
     "era_factor",
     "era_pairs",
     "era_source",
+    "linear_s",
     "scale_linear_layers",
 ]

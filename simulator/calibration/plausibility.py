@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX, LINEAR_PREFIX
+from simulator.calibration.kernel_era import linear_s
 from simulator.calibration.schema import Calibration, CostTerm
 from simulator.hardware.catalog import get_hardware
 
@@ -51,16 +51,9 @@ def linear_peak_shares(calibration: Calibration) -> tuple[float, float]:
     hardware = get_hardware(calibration.device.hardware)
     cost = CostModel.from_calibration(calibration)
 
-    def linear_s(shape: StepShape) -> float:
-        return sum(
-            seconds
-            for name, seconds in cost.explain(shape).items()
-            if name.startswith(LINEAR_PREFIX) and not name.startswith(FP8_LINEAR_PREFIX)
-        )
-
     weight_bytes = model.num_layers * model.linear_params_per_layer * model.dtype_bytes
-    decode_s = linear_s(StepShape((), (512,)))
-    prefill_s = linear_s(StepShape(((PREFILL_TOKENS, 0),), ()))
+    decode_s = linear_s(cost, StepShape((), (512,)), fp8=False)
+    prefill_s = linear_s(cost, StepShape(((PREFILL_TOKENS, 0),), ()), fp8=False)
     read = weight_bytes / tensor_parallel / hardware.memory_bandwidth_bytes_per_s / decode_s
     flops = model.linear_flops_per_token * PREFILL_TOKENS / tensor_parallel
     return read, flops / hardware.peak_flops(model.dtype) / prefill_s
