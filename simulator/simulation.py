@@ -370,7 +370,7 @@ def build_cluster(
             "method": calibration.provenance.method,
             "fit_error": _fit_error(calibration),
             "engine_profile": profile.name,
-            "held_out_error": profile.held_out_error(gpu.name),
+            "held_out_error": profile.held_out_error(gpu.name, scenario.hardware.tensor_parallel),
             "step_scale": step_scale,
         },
         "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},

@@ -229,24 +229,36 @@ def _published_section() -> None:
         "held-out rows are the honest error. `surgeplan validate --published all` prints the same."
     )
     held = [e for e in catalogs.profile_errors() if e["split"] == "held_out"]
-    st.markdown(
-        "**Held-out error per engine profile and GPU** (rows the profile was not fitted on)"
-    )
-    st.dataframe(
-        [
-            {
-                "profile": e["profile"],
-                "GPU": e["gpu"],
-                "published set": e["source"],
-                "rows": e["num_rows"],
-                "median |error|": f"{e['median_abs_error']:.1%}",
-                "bias (geo. mean ratio)": f"{e['bias']:.3f}",
-                "within 10%": f"{e['within_10pct']:.0%}",
-            }
-            for e in held
-        ],
-        hide_index=True,
-    )
+    for title, chosen, degree in (
+        (
+            "**Held-out error per engine profile and GPU** (rows the profile was not fitted on)",
+            [e for e in held if e["tensor_parallel"] is None],
+            {},
+        ),
+        (
+            "**The same per tensor-parallel degree** (a plan's band reads its own degree's class: "
+            "one GPU, or a tensor-parallel group)",
+            [e for e in held if e["tensor_parallel"] is not None],
+            {"TP": None},
+        ),
+    ):
+        st.markdown(title)
+        st.dataframe(
+            [
+                {
+                    "profile": e["profile"],
+                    "GPU": e["gpu"],
+                    "published set": e["source"],
+                    **{key: e["tensor_parallel"] for key in degree},
+                    "rows": e["num_rows"],
+                    "median |error|": f"{e['median_abs_error']:.1%}",
+                    "bias (geo. mean ratio)": f"{e['bias']:.3f}",
+                    "within 10%": f"{e['within_10pct']:.0%}",
+                }
+                for e in chosen
+            ],
+            hide_index=True,
+        )
     names = catalogs.published_set_names()
     small = "lambdalabs-vllm"  # replays in a second; the Argonne checks take longer
     chosen = st.selectbox(

@@ -26,7 +26,9 @@ def percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
+def print_profile(
+    profile: EngineProfile, gpu: str | None = None, tensor_parallel: int | None = None
+) -> None:
     console_print(
         f"[bold]engine profile {profile.name}[/bold]: {profile.engine} {profile.versions}. {profile.description}"
     )
@@ -111,22 +113,25 @@ def print_profile(profile: EngineProfile, gpu: str | None = None) -> None:
     console_print(table)
     if profile.errors:
         errors = Table(
-            "published set", "GPU", "split", "rows", "median |error|", "bias", "within 10%"
+            "published set", "GPU", "split", "TP", "rows", "median |error|", "bias", "within 10%"
         )
         for e in profile.errors:
             errors.add_row(
                 e.source,
                 e.gpu,
                 e.split,
+                str(e.tensor_parallel or "all"),
                 str(e.num_rows),
                 percent(e.median_abs_error),
                 f"{e.bias:.3f}",
                 f"{e.within_10pct:.0%}",
             )
         console_print(errors)
-    held_out = profile.held_out_error(gpu)
+    held_out = profile.held_out_error(gpu, tensor_parallel)
+    at = f" (at TP {tensor_parallel})" if tensor_parallel else ""
     console_print(
-        f"held-out error used by the planner's band: {percent(held_out) if held_out is not None else 'none'}"
+        f"held-out error used by the planner's band{at}: "
+        + (percent(held_out) if held_out is not None else "none")
     )
 
 

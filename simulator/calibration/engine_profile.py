@@ -69,6 +69,11 @@ class ProfileError(_Strict):
     median_abs_error: float = Field(ge=0)
     bias: float = Field(gt=0, description="geometric mean of simulated / measured")
     within_10pct: float = Field(ge=0, le=1)
+    tensor_parallel: int | None = Field(
+        None,
+        ge=1,
+        description="the rows of runs at this tensor-parallel degree only; None: every degree pooled",
+    )
 
 
 class SourceEra(_Strict):
@@ -229,14 +234,23 @@ class EngineProfile(_Strict):
         share hidden."""
         return wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
 
-    def held_out_error(self, gpu: str | None = None) -> float | None:
-        """Median |error| on held-out published rows (this GPU's when it has rows, else all of them)."""
+    def held_out_error(
+        self, gpu: str | None = None, tensor_parallel: int | None = None
+    ) -> float | None:
+        """Median |error| on held-out published rows, each set's weighed by its rows: this GPU's when
+        it has rows, else all of them. Given a `tensor_parallel` degree, the rows of its class first
+        (one GPU, or a tensor-parallel group: the published rows err about twice as much at TP > 1,
+        README), this GPU's, else every GPU's; without rows of its class, as without a degree."""
         rows = [e for e in self.errors if e.split == "held_out" and e.num_rows]
-        chosen = [e for e in rows if e.gpu == gpu] or rows
-        if not chosen:
-            return None
-        weights = np.array([e.num_rows for e in chosen], dtype=float)
-        return float(np.average([e.median_abs_error for e in chosen], weights=weights))
+        if tensor_parallel is not None:
+            grouped = tensor_parallel > 1
+            same = [e for e in rows if e.tensor_parallel and (e.tensor_parallel > 1) == grouped]
+            chosen = [e for e in same if e.gpu == gpu] or same
+            if chosen:
+                return _row_weighted(chosen)
+        pooled = [e for e in rows if e.tensor_parallel is None]
+        chosen = [e for e in pooled if e.gpu == gpu] or pooled
+        return _row_weighted(chosen) if chosen else None
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -260,6 +274,12 @@ class EngineProfile(_Strict):
                 feature=feature, seconds_per_unit=float(value), label=label, source=source
             )
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
+
+
+def _row_weighted(errors: list[ProfileError]) -> float:
+    """The median |errors| of published sets averaged, each weighed by its rows."""
+    weights = np.array([e.num_rows for e in errors], dtype=float)
+    return float(np.average([e.median_abs_error for e in errors], weights=weights))
 
 
 # host feature -> its units in a step (`wake` is not per step: `EngineProfile.wake_s`, paid after idleness)

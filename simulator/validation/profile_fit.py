@@ -263,7 +263,9 @@ def fit_profile(
 
 
 def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> EngineProfile:
-    """The profile with its errors on one published set replaced by those of `rows`."""
+    """The profile with its errors on one published set replaced by those of `rows`: per GPU and
+    split, every tensor-parallel degree pooled, and per degree as well (the planner's band for a
+    plan at that degree, `EngineProfile.held_out_error`)."""
     errors = [
         ProfileError(
             source=source,
@@ -273,8 +275,9 @@ def _with_errors(profile: EngineProfile, source: str, rows: list[Row]) -> Engine
             median_abs_error=entry["median_abs_error"],
             bias=entry["bias"],
             within_10pct=entry["within_10pct"],
+            tensor_parallel=entry.get("tensor_parallel"),
         )
-        for entry in grouped_stats(rows)
+        for entry in grouped_stats(rows) + grouped_stats(rows, by_tensor_parallel=True)
         if entry["gpu"] != "all"
     ]
     kept = [error for error in profile.errors if error.source != source]

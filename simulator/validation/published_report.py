@@ -32,6 +32,7 @@ class Row:
     profile: str
     measured: float
     simulated: float
+    tensor_parallel: int = 1
 
     @property
     def ratio(self) -> float:
@@ -68,6 +69,7 @@ def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
                         name,
                         float(run["measured"][metric]),
                         simulated[metric],
+                        int(run.get("tensor_parallel", 1)),
                     )
                 )
     return rows
@@ -86,8 +88,26 @@ def stats(rows: list[Row]) -> Stats | None:
     )
 
 
-def grouped_stats(rows: list[Row]) -> list[dict]:
-    """Statistics per (profile, GPU, split), plus each split over all GPUs."""
+def grouped_stats(rows: list[Row], by_tensor_parallel: bool = False) -> list[dict]:
+    """Statistics per (profile, GPU, split), plus each split over all GPUs; `by_tensor_parallel`:
+    per (profile, GPU, split, tensor-parallel degree) instead, with the degree under
+    "tensor_parallel" (what the planner's band reads for a plan at that degree)."""
+    if by_tensor_parallel:
+        keys = sorted({(r.profile, r.gpu, r.split, r.tensor_parallel) for r in rows})
+        return [
+            {"profile": profile, "gpu": gpu, "split": split, "tensor_parallel": tp}
+            | asdict(
+                stats(
+                    [
+                        r
+                        for r in rows
+                        if (r.profile, r.gpu, r.split, r.tensor_parallel)
+                        == (profile, gpu, split, tp)
+                    ]
+                )
+            )
+            for profile, gpu, split, tp in keys
+        ]
     out = []
     keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + sorted(
         {(row.profile, "all", row.split) for row in rows}
