@@ -415,6 +415,24 @@ VALIDATION = {
 }
 
 
+def test_validate_shows_the_pooled_published_summary_or_why_not(tmp_path, monkeypatch):
+    from dashboard.data import catalogs, saved_files
+
+    at = _clean(_page("validate").run())
+    pooled = next(frame.value for frame in at.dataframe if "degree" in frame.value)
+    assert {"all", "TP1", "TP>1"} == set(pooled["degree"])
+    assert set(pooled["targets"]) == {"met", "missed"}
+    mine = pooled[(pooled["profile"] == "trtllm") & (pooled["GPU"] == "H100-80GB")]
+    assert list(mine["degree"]) == ["all", "TP1", "TP>1"]
+
+    monkeypatch.setattr(saved_files, "PUBLISHED_JSON", tmp_path / "published_validation.json")
+    catalogs.published_summary.clear()
+    at = _clean(_page("validate").run())
+    catalogs.published_summary.clear()
+    assert any("not saved yet" in c.value for c in at.caption)
+    assert not [frame for frame in at.dataframe if "degree" in frame.value]
+
+
 def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatch):
     import json
 

@@ -52,6 +52,20 @@ def published_validation(name: str) -> dict:
     return validate_published(name)
 
 
+@st.cache_data(show_spinner=False)
+def published_summary() -> tuple[list[dict], str | None]:
+    """(every set's held-out rows pooled per profile, GPU and tensor-parallel class, each judged
+    against the targets; a line when the saved replay is missing or broken), from the saved
+    `surgeplan validate --published all --out benchmarks/results/published_validation.json`."""
+    from dashboard.data.saved_files import PUBLISHED_JSON, read_json
+    from simulator.validation.published_report import pooled_summary
+
+    results, problem = read_json(PUBLISHED_JSON)
+    if results is None:
+        return [], problem or f"{PUBLISHED_JSON.name} is not saved yet"
+    return pooled_summary(results), None
+
+
 def published_set_names() -> list[str]:
     from simulator.validation.published_sets import published_names
 

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 VALIDATE_JSON = ROOT / "benchmarks" / "results" / "validate.json"
 ENGINE_BENCH_JSON = ROOT / "benchmarks" / "results" / "engine_cpu.json"
+# `surgeplan validate --published all --out ...`: every published set replayed, row by row
+PUBLISHED_JSON = ROOT / "benchmarks" / "results" / "published_validation.json"
 
 
 def saved_validations() -> list[Path]:

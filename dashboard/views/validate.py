@@ -4,7 +4,8 @@ metric, measured vs simulated, the simulator's relative error, and the live engi
 host speed measured during it (this shared CPU's speed drifts between runs); measured and simulated latency distributions side by
 side. Reads `benchmarks/results/validate.json` (written by `surgeplan validate`), and runs a short live
 validation on this machine on request, in a background process (`dashboard.jobs`): progress shown,
-cancellable at any moment."""
+cancellable at any moment. The published measurements of real GPUs are the page's last section
+(`validate_published`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import json
 import streamlit as st
 
 from dashboard import jobs
-from dashboard.charts.calibration import published_scatter
 from dashboard.charts.validation import validation_distributions, validation_errors
-from dashboard.data import catalogs, live, saved_files, trace_files
+from dashboard.data import live, saved_files, trace_files
+from dashboard.views.validate_published import render_published_section
 
 KEY = "validate_"
 SHOWN = (
@@ -220,96 +221,6 @@ def _live_section() -> None:
         )
 
 
-def _published_section() -> None:
-    """Simulator vs public measurements of real stacks on real GPUs (`surgeplan validate --published`)."""
-    st.subheader("Published measurements: simulator vs real GPUs")
-    st.caption(
-        "Each published run replayed through the simulator with its GPU's calibration and its serving "
-        "stack's engine profile; the profile's host terms were fitted on the fit rows only, so the "
-        "held-out rows are the honest error. `surgeplan validate --published all` prints the same."
-    )
-    held = [e for e in catalogs.profile_errors() if e["split"] == "held_out"]
-    for title, chosen, degree in (
-        (
-            "**Held-out error per engine profile and GPU** (rows the profile was not fitted on)",
-            [e for e in held if e["tensor_parallel"] is None],
-            {},
-        ),
-        (
-            "**The same per tensor-parallel degree** (a plan's band reads its own degree's class: "
-            "one GPU, or a tensor-parallel group)",
-            [e for e in held if e["tensor_parallel"] is not None],
-            {"TP": None},
-        ),
-    ):
-        st.markdown(title)
-        st.dataframe(
-            [
-                {
-                    "profile": e["profile"],
-                    "GPU": e["gpu"],
-                    "published set": e["source"],
-                    **{key: e["tensor_parallel"] for key in degree},
-                    "rows": e["num_rows"],
-                    "median |error|": f"{e['median_abs_error']:.1%}",
-                    "bias (geo. mean ratio)": f"{e['bias']:.3f}",
-                    "within 10%": f"{e['within_10pct']:.0%}",
-                }
-                for e in chosen
-            ],
-            hide_index=True,
-        )
-    names = catalogs.published_set_names()
-    small = "lambdalabs-vllm"  # replays in a second; the Argonne checks take longer
-    chosen = st.selectbox(
-        "published set to replay",
-        names,
-        index=names.index(small) if small in names else 0,
-        key=KEY + "published_set",
-    )
-    for result in [catalogs.published_validation(chosen)] if chosen else []:
-        source = result["source"]
-        st.markdown(
-            f"**{source['name']}**: {source['engine_version']}, profile `{source['engine_profile']}`; "
-            f"[source]({source['url']}), retrieved {source['retrieved']}"
-            + (f"; {source['closed_loop']}" if source.get("closed_loop") else "")
-        )
-        st.dataframe(
-            [
-                {
-                    "profile": e["profile"],
-                    "GPU": e["gpu"],
-                    "split": e["split"],
-                    "rows": e["rows"],
-                    "median |error|": f"{e['median_abs_error']:.1%}",
-                    "bias (geo. mean ratio)": f"{e['bias']:.3f}",
-                    "within 10%": f"{e['within_10pct']:.0%}",
-                }
-                for e in result["stats"]
-            ],
-            hide_index=True,
-        )
-        st.plotly_chart(
-            published_scatter(result["rows"]), key=f"validate_published_{source['name']}"
-        )
-        with st.expander("every row"):
-            st.dataframe(
-                [
-                    {
-                        "run": r["run"],
-                        "GPU": r["gpu"],
-                        "split": r["split"],
-                        "metric": r["metric"],
-                        "measured (s)": round(r["measured"], 4),
-                        "simulated (s)": round(r["simulated"], 4),
-                        "error": f"{r['error']:+.1%}",
-                    }
-                    for r in result["rows"]
-                ],
-                hide_index=True,
-            )
-
-
 def render() -> None:
     st.title("Validate: simulator vs live engine")
     st.caption(
@@ -334,5 +245,5 @@ def render() -> None:
             st.error(error)
         elif saved is not None:
             _show(saved, f"`{chosen}`", "saved")
-    _published_section()
+    render_published_section()
     _live_section()

@@ -208,7 +208,12 @@ def _published(
 ) -> None:
     from simulator.validation.closed_loop_fit import fit_bunched_turns
     from simulator.validation.profile_fit import fit_profile, record_errors
-    from simulator.validation.published_report import format_table, validate_published
+    from simulator.validation.published_report import (
+        format_summary,
+        format_table,
+        pooled_summary,
+        validate_published,
+    )
     from simulator.validation.published_sets import fits, load_published, published_names
 
     names = published_names() if name == "all" else [name]
@@ -257,6 +262,9 @@ def _published(
         if source.get("closed_loop"):
             typer.echo(source["closed_loop"])
         typer.echo(format_table(result) + "\n")
+    summary = pooled_summary(results)
+    if summary:
+        typer.echo(format_summary(summary))
 
 
 def write_plot(result: dict, path: Path) -> Path:

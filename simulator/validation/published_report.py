@@ -88,6 +88,64 @@ def stats(rows: list[Row]) -> Stats | None:
     )
 
 
+# issue 18's targets for held-out rows, per profile and GPU: median |error|, |bias - 1|, share within 10%
+TARGET_MEDIAN, TARGET_BIAS, TARGET_WITHIN = 0.05, 0.03, 0.80
+
+
+def meets_targets(entry: Stats) -> bool:
+    return (
+        entry.median_abs_error <= TARGET_MEDIAN
+        and abs(entry.bias - 1.0) <= TARGET_BIAS
+        and entry.within_10pct >= TARGET_WITHIN
+    )
+
+
+def pooled_summary(results: list[dict]) -> list[dict]:
+    """The held-out rows of every replayed set (`validate_published` results) pooled per engine profile
+    and GPU (and over every GPU), for every tensor-parallel degree ("all") and for one GPU ("TP1") and a
+    tensor-parallel group ("TP>1") apart, with whether each meets the targets: the per-profile, per-GPU
+    figures, whatever set the rows come from."""
+    fields = Row.__dataclass_fields__
+    rows = [
+        Row(**{key: value for key, value in row.items() if key in fields})
+        for result in results
+        for row in result["rows"]
+        if row["split"] == "held_out"
+    ]
+    classes = {"all": lambda row: True, "TP1": lambda row: row.tensor_parallel == 1}
+    classes["TP>1"] = lambda row: row.tensor_parallel > 1
+    out = []
+    for profile in sorted({row.profile for row in rows}):
+        mine = [row for row in rows if row.profile == profile]
+        for gpu in sorted({row.gpu for row in mine}) + ["all"]:
+            for degree, member in classes.items():
+                part = [row for row in mine if gpu in ("all", row.gpu) and member(row)]
+                if part:
+                    entry = stats(part)
+                    out.append(
+                        {"profile": profile, "gpu": gpu, "degree": degree}
+                        | asdict(entry)
+                        | {"meets_targets": meets_targets(entry)}
+                    )
+    return out
+
+
+def format_summary(summary: list[dict]) -> str:
+    lines = [
+        "held out, every set pooled (targets: median |error| <= "
+        f"{TARGET_MEDIAN:.0%}, bias within ±{TARGET_BIAS:.0%}, >= {TARGET_WITHIN:.0%} within 10%)",
+        f"{'profile':<10} {'GPU':<10} {'degree':<6} {'rows':>4} {'median |err|':>12} {'bias':>7} "
+        f"{'≤10%':>6}  targets",
+    ]
+    for entry in summary:
+        lines.append(
+            f"{entry['profile']:<10} {entry['gpu']:<10} {entry['degree']:<6} {entry['rows']:>4} "
+            f"{entry['median_abs_error']:>12.1%} {entry['bias']:>7.3f} {entry['within_10pct']:>6.0%}  "
+            + ("met" if entry["meets_targets"] else "missed")
+        )
+    return "\n".join(lines)
+
+
 def grouped_stats(rows: list[Row], by_tensor_parallel: bool = False) -> list[dict]:
     """Statistics per (profile, GPU, split), plus each split over all GPUs; `by_tensor_parallel`:
     per (profile, GPU, split, tensor-parallel degree) instead, with the degree under
@@ -181,11 +239,17 @@ def format_table(result: dict) -> str:
 
 __all__ = [
     "METRICS",
+    "TARGET_BIAS",
+    "TARGET_MEDIAN",
+    "TARGET_WITHIN",
     "closed_loop_note",
     "Row",
     "Stats",
+    "format_summary",
     "format_table",
     "grouped_stats",
+    "meets_targets",
+    "pooled_summary",
     "replay",
     "stats",
     "validate_published",
