@@ -151,7 +151,8 @@ def simulate_command(
         f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
         f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
         f"({calibration['label']}, fit error {_format('', calibration['fit_error'])}); engine profile "
-        f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])})"
+        f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])}"
+        f"{', ' + calibration['held_out_rows'] if calibration.get('held_out_error') else ''})"
     )
     summary = result.summary.as_dict()
     width = max(len(key) for key in summary)

@@ -351,6 +351,7 @@ def build_cluster(
         ) / sum(gpus.values())
     if autoscaler.enabled and scenario.cluster.disaggregation is None:
         cluster.autoscaler = Autoscaler(cluster, autoscaler, cold_start_s)
+    held_out = profile.held_out(gpu.name, scenario.hardware.tensor_parallel)
     facts = {
         "model": model.name,
         "gpu": gpu.name,
@@ -370,7 +371,8 @@ def build_cluster(
             "method": calibration.provenance.method,
             "fit_error": _fit_error(calibration),
             "engine_profile": profile.name,
-            "held_out_error": profile.held_out_error(gpu.name, scenario.hardware.tensor_parallel),
+            "held_out_error": held_out[0],
+            "held_out_rows": held_out[1],
             "step_scale": step_scale,
         },
         "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},

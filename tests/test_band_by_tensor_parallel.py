@@ -56,6 +56,15 @@ def test_the_band_reads_the_plans_class_on_its_gpu_then_on_every_gpu_then_pooled
     assert without_singles.held_out_error("A100-80GB", 1) == pytest.approx(
         pooled[1].median_abs_error
     )
+    # and it says which rows it read
+    assert profile.held_out("H100-80GB", 1)[1] == "single-GPU runs on H100-80GB"
+    assert profile.held_out("B200-180GB", 8)[1] == "tensor-parallel runs on every GPU"
+    assert without_singles.held_out("A100-80GB", 1)[1] == "runs on A100-80GB"
+    assert without_singles.held_out("L40S", 1)[1] == "runs on every GPU"
+    assert profile.model_copy(update={"errors": noise}).held_out("H100-80GB", 4) == (
+        None,
+        "no published rows",
+    )
 
 
 def test_recorded_errors_are_pooled_and_per_degree():
@@ -129,3 +138,5 @@ def test_a_plan_at_tp4_carries_the_tensor_parallel_rows_band():
         trace = Trace([0.0], [16], [4], name="one")
         _, facts = build_cluster(scenario, trace)
         assert facts["calibration"]["held_out_error"] == pytest.approx(expected)
+        runs = "tensor-parallel" if tp > 1 else "single-GPU"
+        assert facts["calibration"]["held_out_rows"] == f"{runs} runs on H100-80GB"

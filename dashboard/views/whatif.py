@@ -85,7 +85,8 @@ def _facts(result) -> str:
     fit = f", fit error {error:.1%}" if error is not None else ""
     held_out = calibration.get("held_out_error")
     stack = f" plus the **{calibration.get('engine_profile')}** serving stack" + (
-        f" (held-out error {held_out:.1%} on published measurements)"
+        f" (held-out error {held_out:.1%} on published measurements: "
+        f"{calibration.get('held_out_rows', 'runs on every GPU')})"
         if held_out is not None
         else ""
     )

@@ -127,11 +127,11 @@ def print_profile(
                 f"{e.within_10pct:.0%}",
             )
         console_print(errors)
-    held_out = profile.held_out_error(gpu, tensor_parallel)
+    held_out, rows = profile.held_out(gpu, tensor_parallel)
     at = f" (at TP {tensor_parallel})" if tensor_parallel else ""
     console_print(
         f"held-out error used by the planner's band{at}: "
-        + (percent(held_out) if held_out is not None else "none")
+        + (f"{percent(held_out)} ({rows})" if held_out is not None else "none")
     )
 
 

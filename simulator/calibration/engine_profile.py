@@ -237,20 +237,30 @@ class EngineProfile(_Strict):
     def held_out_error(
         self, gpu: str | None = None, tensor_parallel: int | None = None
     ) -> float | None:
-        """Median |error| on held-out published rows, each set's weighed by its rows: this GPU's when
-        it has rows, else all of them. Given a `tensor_parallel` degree, the rows of its class first
-        (one GPU, or a tensor-parallel group: the published rows err about twice as much at TP > 1,
-        README), this GPU's, else every GPU's; without rows of its class, as without a degree."""
+        """Median |error| on held-out published rows (`held_out`'s figure)."""
+        return self.held_out(gpu, tensor_parallel)[0]
+
+    def held_out(
+        self, gpu: str | None = None, tensor_parallel: int | None = None
+    ) -> tuple[float | None, str]:
+        """(median |error| on held-out published rows, each set's weighed by its rows; which rows): this
+        GPU's when it has rows, else all of them. Given a `tensor_parallel` degree, the rows of its class
+        first (one GPU, or a tensor-parallel group: the published rows err about twice as much at
+        TP > 1, README), this GPU's, else every GPU's; without rows of its class, as without a degree."""
         rows = [e for e in self.errors if e.split == "held_out" and e.num_rows]
         if tensor_parallel is not None:
             grouped = tensor_parallel > 1
             same = [e for e in rows if e.tensor_parallel and (e.tensor_parallel > 1) == grouped]
-            chosen = [e for e in same if e.gpu == gpu] or same
-            if chosen:
-                return _row_weighted(chosen)
+            mine = [e for e in same if e.gpu == gpu]
+            if mine or same:
+                runs = "tensor-parallel runs" if grouped else "single-GPU runs"
+                where = f"on {gpu}" if mine else "on every GPU"
+                return _row_weighted(mine or same), f"{runs} {where}"
         pooled = [e for e in rows if e.tensor_parallel is None]
-        chosen = [e for e in pooled if e.gpu == gpu] or pooled
-        return _row_weighted(chosen) if chosen else None
+        mine = [e for e in pooled if e.gpu == gpu]
+        if not pooled:
+            return None, "no published rows"
+        return _row_weighted(mine or pooled), f"runs on {gpu}" if mine else "runs on every GPU"
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

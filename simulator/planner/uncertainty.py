@@ -19,9 +19,10 @@ def error_of(calibration_facts: dict, assumed_error: float) -> tuple[float, str]
     """(relative step-time error, where it comes from) for the calibration named in a simulation's facts."""
     held_out = calibration_facts.get("held_out_error")
     if held_out is not None and held_out > 0:
+        rows = calibration_facts.get("held_out_rows")
         return float(held_out), (
             f"held-out error of the {calibration_facts.get('engine_profile')} profile on "
-            "published measurements (surgeplan validate --published)"
+            f"published measurements{f' ({rows})' if rows else ''} (surgeplan validate --published)"
         )
     error = calibration_facts.get("fit_error")
     if error is not None and error > 0:
