@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from simulator.calibration.engine_profile import ProfileError, load_profile, profile_names
+from simulator.calibration.engine_profile import load_profile, profile_names
+from simulator.calibration.profile_errors import ProfileError, tp_class
 from simulator.scenario import Scenario
 from simulator.simulation import build_cluster
 from simulator.validation.profile_fit import _with_errors
@@ -140,3 +141,8 @@ def test_a_plan_at_tp4_carries_the_tensor_parallel_rows_band():
         assert facts["calibration"]["held_out_error"] == pytest.approx(expected)
         runs = "tensor-parallel" if tp > 1 else "single-GPU"
         assert facts["calibration"]["held_out_rows"] == f"{runs} runs on H100-80GB"
+
+
+def test_tensor_parallel_classes():
+    degree = random.randint(2, 64)
+    assert tp_class(1) == "TP1" and tp_class(degree) == "TP>1"

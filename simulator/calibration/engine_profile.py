@@ -11,9 +11,10 @@ and part of it overlaps the GPU (vLLM V1 schedules step n+1 while step n runs; V
 Each term carries its label (`measured`, `fitted`, `derived`) and its source. Profiles are JSON files
 in `simulator/calibration/profiles/`; `surgeplan calibrations profiles` lists them, and `surgeplan
 validate --published` reports each one's error on public measurements it was and was not fitted on
-(`errors`, written back by the fit). A calibration measured on our own engine (`surgeplan profile`)
-already contains that engine's host time, so the default profile for it is `surgeplan`, whose terms
-are only the systematic gap between live and profiled steps.
+(`errors`, written back by the fit; `profile_errors.py`, with the planner's band read from them). A
+calibration measured on our own engine (`surgeplan profile`) already contains that engine's host
+time, so the default profile for it is `surgeplan`, whose terms are only the systematic gap between
+live and profiled steps.
 The cost model that applies a profile to a calibration is `profiled_cost_model.py`.
 """
 
@@ -24,10 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.profile_errors import ProfileError, held_out
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
 from simulator.calibration.stack_memory import StackMemory
@@ -57,23 +58,6 @@ class HostTerm(_Strict):
     seconds_per_unit: float = Field(ge=0)
     label: Label
     source: str = Field(description="where the number comes from (measurement, fit, derivation)")
-
-
-class ProfileError(_Strict):
-    """The profile's error on published measurements (`surgeplan validate --published`): fractions."""
-
-    source: str
-    gpu: str
-    split: Literal["fit", "held_out"]
-    num_rows: int = Field(ge=0)
-    median_abs_error: float = Field(ge=0)
-    bias: float = Field(gt=0, description="geometric mean of simulated / measured")
-    within_10pct: float = Field(ge=0, le=1)
-    tensor_parallel: int | None = Field(
-        None,
-        ge=1,
-        description="the rows of runs at this tensor-parallel degree only; None: every degree pooled",
-    )
 
 
 class SourceEra(_Strict):
@@ -243,24 +227,9 @@ class EngineProfile(_Strict):
     def held_out(
         self, gpu: str | None = None, tensor_parallel: int | None = None
     ) -> tuple[float | None, str]:
-        """(median |error| on held-out published rows, each set's weighed by its rows; which rows): this
-        GPU's when it has rows, else all of them. Given a `tensor_parallel` degree, the rows of its class
-        first (one GPU, or a tensor-parallel group: the published rows err about twice as much at
-        TP > 1, README), this GPU's, else every GPU's; without rows of its class, as without a degree."""
-        rows = [e for e in self.errors if e.split == "held_out" and e.num_rows]
-        if tensor_parallel is not None:
-            grouped = tensor_parallel > 1
-            same = [e for e in rows if e.tensor_parallel and (e.tensor_parallel > 1) == grouped]
-            mine = [e for e in same if e.gpu == gpu]
-            if mine or same:
-                runs = "tensor-parallel runs" if grouped else "single-GPU runs"
-                where = f"on {gpu}" if mine else "on every GPU"
-                return _row_weighted(mine or same), f"{runs} {where}"
-        pooled = [e for e in rows if e.tensor_parallel is None]
-        mine = [e for e in pooled if e.gpu == gpu]
-        if not pooled:
-            return None, "no published rows"
-        return _row_weighted(mine or pooled), f"runs on {gpu}" if mine else "runs on every GPU"
+        """(median |error| on held-out published rows, which rows) for a plan on `gpu` at
+        `tensor_parallel` (`profile_errors.held_out`)."""
+        return held_out(self.errors, gpu, tensor_parallel)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -284,12 +253,6 @@ class EngineProfile(_Strict):
                 feature=feature, seconds_per_unit=float(value), label=label, source=source
             )
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
-
-
-def _row_weighted(errors: list[ProfileError]) -> float:
-    """The median |errors| of published sets averaged, each weighed by its rows."""
-    weights = np.array([e.num_rows for e in errors], dtype=float)
-    return float(np.average([e.median_abs_error for e in errors], weights=weights))
 
 
 # host feature -> its units in a step (`wake` is not per step: `EngineProfile.wake_s`, paid after idleness)

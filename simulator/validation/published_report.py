@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.calibration.engine_profile import EngineProfile
+from simulator.calibration.profile_errors import TP_CLASSES
 from simulator.validation.published_replay import replay_run, source_profile
 from simulator.validation.published_sets import load_published
 
@@ -112,14 +113,15 @@ def pooled_summary(results: list[dict]) -> list[dict]:
         for row in result["rows"]
         if row["split"] == "held_out"
     ]
-    classes = {"all": lambda row: True, "TP1": lambda row: row.tensor_parallel == 1}
-    classes["TP>1"] = lambda row: row.tensor_parallel > 1
+    classes = {"all": lambda tensor_parallel: True} | TP_CLASSES
     out = []
     for profile in sorted({row.profile for row in rows}):
         mine = [row for row in rows if row.profile == profile]
         for gpu in sorted({row.gpu for row in mine}) + ["all"]:
             for degree, member in classes.items():
-                part = [row for row in mine if gpu in ("all", row.gpu) and member(row)]
+                part = [
+                    row for row in mine if gpu in ("all", row.gpu) and member(row.tensor_parallel)
+                ]
                 if part:
                     entry = stats(part)
                     out.append(
