@@ -86,7 +86,7 @@ def _facts(result) -> str:
     held_out = calibration.get("held_out_error")
     stack = f" plus the **{calibration.get('engine_profile')}** serving stack" + (
         f" (held-out error {held_out:.1%} on published measurements: "
-        f"{calibration.get('held_out_rows', 'runs on every GPU')})"
+        f"{calibration['held_out_rows']})"
         if held_out is not None
         else ""
     )

@@ -152,33 +152,23 @@ def grouped_stats(rows: list[Row], by_tensor_parallel: bool = False) -> list[dic
     """Statistics per (profile, GPU, split), plus each split over all GPUs; `by_tensor_parallel`:
     per (profile, GPU, split, tensor-parallel degree) instead, with the degree under
     "tensor_parallel" (what the planner's band reads for a plan at that degree)."""
-    if by_tensor_parallel:
-        keys = sorted({(r.profile, r.gpu, r.split, r.tensor_parallel) for r in rows})
-        return [
-            {"profile": profile, "gpu": gpu, "split": split, "tensor_parallel": tp}
-            | asdict(
-                stats(
-                    [
-                        r
-                        for r in rows
-                        if (r.profile, r.gpu, r.split, r.tensor_parallel)
-                        == (profile, gpu, split, tp)
-                    ]
-                )
-            )
-            for profile, gpu, split, tp in keys
-        ]
+
+    def degree(row: Row) -> int | None:
+        return row.tensor_parallel if by_tensor_parallel else None
+
+    keys = sorted({(row.profile, row.gpu, row.split, degree(row)) for row in rows})
+    if not by_tensor_parallel:
+        keys += sorted({(row.profile, "all", row.split, None) for row in rows})
     out = []
-    keys = sorted({(row.profile, row.gpu, row.split) for row in rows}) + sorted(
-        {(row.profile, "all", row.split) for row in rows}
-    )
-    for profile, gpu, split in keys:
+    for profile, gpu, split, tp in keys:
         part = [
             row
             for row in rows
-            if row.profile == profile and row.split == split and gpu in ("all", row.gpu)
+            if (row.profile, row.split, degree(row)) == (profile, split, tp)
+            and gpu in ("all", row.gpu)
         ]
-        out.append({"profile": profile, "gpu": gpu, "split": split, **asdict(stats(part))})
+        extra = {"tensor_parallel": tp} if by_tensor_parallel else {}
+        out.append({"profile": profile, "gpu": gpu, "split": split} | extra | asdict(stats(part)))
     return out
 
 
