@@ -255,7 +255,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the tables here")
     parser.add_argument(
-        "--markdown", action="store_true", help="print the README's table of every calibration"
+        "--markdown",
+        action="store_true",
+        help="print the table of every calibration (docs/measured/gpu-types.md)",
     )
     args = parser.parse_args()
     if args.markdown:

@@ -7,7 +7,7 @@ simulated (answered from the cache). Each re-render is timed from the input chan
 script run, median of `--repeats` passes with fresh caches.
 
 Run: .venv/bin/python benchmarks/dashboard.py [--repeats 3]
-Prints a table with the hardware and date; the figure goes in the README.
+Prints a table with the hardware and date; the figure goes in docs/measured/planner-claims-dashboard.md.
 """
 
 from __future__ import annotations

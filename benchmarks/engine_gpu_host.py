@@ -1,7 +1,7 @@
 """Where a decode step's time goes on a GPU: the host launching kernels, or the kernels themselves.
 
 The H200 lease of 2026-12-04 found every engine step at 27-70 ms whatever its shape, against
-kernel sums of 5-23 ms (README, "Our engine on an H200"), and inferred that eager PyTorch's launches
+kernel sums of 5-23 ms (docs/measured/engine-on-gpu.md, "Our engine on an H200"), and inferred that eager PyTorch's launches
 from Python set the time. This measures it, for decode steps of the synthetic forward
 (`engine_gpu.decode_inputs`) at a few batch sizes:
 

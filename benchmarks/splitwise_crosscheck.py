@@ -3,7 +3,7 @@ judged as Splitwise's notebooks judge it, on requests made as its trace generato
 very requests our anchor gives ours (`benchmarks/splitwise_anchor.py`), with our simulator beside it.
 
 Why: our anchor reproduces Splitwise's coding result and not its conversation one, even on Splitwise's
-measured steps (README, Splitwise anchor). If Splitwise's own simulator, run here on the same fleets,
+measured steps (docs/measured/disaggregation.md, Splitwise anchor). If Splitwise's own simulator, run here on the same fleets,
 finds what ours finds, the published figure is not what its simulator gives for that workload; where the
 two differ, the difference is in how we simulate, and the table says by how much.
 

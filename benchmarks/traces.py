@@ -1,7 +1,7 @@
 """Trace speed targets: load the Azure conversation trace (≤ 0.5 s), generate 1M spike requests (≤ 2 s).
 
 Run: .venv/bin/python benchmarks/traces.py [--repeats 5] [--json results.json]
-Prints a table with the hardware and date; the figures go in the README.
+Prints a table with the hardware and date; the figures go in docs/measured/traffic.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simulator's error against the live engine, for the README: `cpu-small` on this CPU at 50%, 80%
+"""The simulator's error against the live engine, for docs/measured/simulator-vs-live.md: `cpu-small` on this CPU at 50%, 80%
 and 110% of capacity, on the Azure conversation trace (lengths clipped to fit) and on the Azure code
 trace, which no calibration here was fitted on; then (--http-levels) the conversation trace again
 through `surgeplan serve` and the replay client, so the HTTP path's own cost (parsing, streaming,
@@ -46,7 +46,9 @@ def main() -> None:
         help="which runs: conv (fits the calibration the others use), code, http",
     )
     parser.add_argument(
-        "--table-only", action="store_true", help="print the README table from the saved results"
+        "--table-only",
+        action="store_true",
+        help="print the docs/measured table from the saved results",
     )
     args = parser.parse_args()
     sections = set(args.sections.split(","))

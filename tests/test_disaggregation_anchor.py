@@ -1,5 +1,5 @@
 """DistServe in the simulator, at one rate per GPU between the two goodputs `benchmarks/disaggregation.py`
-finds for each workload (README, "Anchors, DistServe").
+finds for each workload (docs/measured/disaggregation.md, "Anchors, DistServe").
 
 - Its motivating example (13B on A100, 512 prompt / 64 output tokens, TTFT ≤ 0.4 s, TPOT ≤ 0.04 s): the
   papers' co-located baseline (vLLM v0's prefill-only steps) misses the 90% attainment there while 2
@@ -7,7 +7,7 @@ finds for each workload (README, "Anchors, DistServe").
 - Its chatbot at 13B (ShareGPT lengths, TTFT ≤ 0.25 s, TPOT ≤ 0.1 s): the direction the paper reports
   (DistServe's prefill TP2 + decode TP1 ahead of vLLM on one GPU) is NOT reproduced; the baseline holds
   a rate per GPU that DistServe's placement misses, its one decode GPU's KV pool filling (TPOT binds).
-  Should this flip, the README's verdict is to be revisited.
+  Should this flip, that verdict is to be revisited.
 """
 
 from benchmarks.disaggregation import attainment

@@ -1,4 +1,4 @@
-"""DistServe's chatbot with each system's own step times (`benchmarks/distserve_steps.py`, README "Anchor,
+"""DistServe's chatbot with each system's own step times (`benchmarks/distserve_steps.py`, docs/measured/disaggregation.md "Anchor,
 DistServe's chatbot"): the calibrations reproduce the artifact's step models, and the finding the anchor
 rests on holds: under vLLM's measured prefill on one A100, a prompt longer than 1,480 tokens misses the
 0.25 s TTFT even on an idle replica, so the baseline's attainment is capped near 92% at every rate."""

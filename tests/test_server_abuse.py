@@ -1,4 +1,4 @@
-"""The abuse set, short (benchmarks/abuse.py runs the long one and prints the README's table): a
+"""The abuse set, short (benchmarks/abuse.py runs the long one and prints docs/measured/abuse.md's table): a
 real server process, each attack of issue 24 run for a couple of seconds beside a victim sending
 ordinary completions from its own key (another client). Under every attack the victim's median
 latency stays within a bound of its idle latency measured just before and after in the same run

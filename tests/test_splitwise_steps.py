@@ -47,7 +47,7 @@ def test_anchor_reference_uses_the_measured_steps(tmp_path):
 
 
 def test_at_splitwises_scale_ha_at_lower_cost_holds_a_coding_rate_the_baseline_misses(tmp_path):
-    """README "Anchor, Splitwise on Splitwise's own measured steps": a 40 DGX-H100 budget at
+    """docs/measured/disaggregation.md "Anchor, Splitwise on Splitwise's own measured steps": a 40 DGX-H100 budget at
     Splitwise's prices, coding: the co-located baseline holds 112.5 req/s, Splitwise-HA 25P15D (20% lower
     cost) 150. At 130 req/s the baseline misses Splitwise's SLO and the HA fleet holds it."""
     files = measured_step_model(tmp_path)

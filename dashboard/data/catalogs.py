@@ -74,7 +74,7 @@ def published_set_names() -> list[str]:
 
 def profile_errors() -> list[dict]:
     """Every shipped profile's stored error on each published set, per GPU and split (what
-    `surgeplan validate --published all --refit` wrote): the table the README shows."""
+    `surgeplan validate --published all --refit` wrote): the table docs/measured/real-gpus.md shows."""
     from simulator.calibration.engine_profile import load_profile, profile_names
 
     rows = []

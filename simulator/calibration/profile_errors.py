@@ -4,7 +4,7 @@
 the result per published set, GPU and split (fit or held out), every tensor-parallel degree pooled
 and per degree (`ProfileError`, written by `profile_fit`). The planner re-checks its answer with every
 step `held_out`'s error slower and faster: the held-out rows of the plan's class first, one GPU or a
-tensor-parallel group (their errors differ about twofold, README), on its GPU, else on every GPU;
+tensor-parallel group (their errors differ about twofold, docs/measured/real-gpus.md), on its GPU, else on every GPU;
 without rows of its class, the pooled rows of its GPU, else of every GPU. Apart from the profile
 because it is the validation's record, read by the planner, `calibrations show` and the dashboard.
 """
