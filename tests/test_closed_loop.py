@@ -99,8 +99,14 @@ def test_the_silicon_set_loads_as_closed_loop_runs_split_by_rule():
     assert len(runs) == 60 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
     for run in runs:
         assert run["weight_dtype"] == "fp8" and run["staggered_warmup"]
-        assert run["num_requests"] == 4 * run["max_concurrency"]
+        # InferenceMAX's benchmark_serving: 10 N requests, each its own lengths in [0.8, 1] x
+        # the run's ISL / OSL (drawn from the client's seed), all measured
+        assert run["num_requests"] == 10 * run["max_concurrency"]
         assert len(run["prompt_tokens"]) == run["num_requests"]
+        isl, osl = run["nominal_lengths"]
+        assert all(int(0.8 * isl) <= n <= isl for n in run["prompt_tokens"])
+        assert all(int(0.8 * osl) <= n <= osl for n in run["output_tokens"])
+        assert run["engine_settings"]["max_num_seqs"] == run["max_concurrency"]
         assert set(run["measured"]) == {"ttft_mean_s", "tpot_mean_s"}
         assert "silicon_sample.csv @ 095f58a" in run["source"] and ", line " in run["source"]
 
@@ -110,8 +116,7 @@ def test_the_silicon_set_loads_as_closed_loop_runs_split_by_rule():
             run["model"],
             run["gpu"],
             run["tensor_parallel"],
-            run["prompt_tokens"][0],
-            run["output_tokens"][0],
+            *run["nominal_lengths"],
             run["max_concurrency"],
         )
 
@@ -123,7 +128,10 @@ def test_a_closed_loop_run_is_measured_after_its_warm_up_and_timed_from_each_sen
     data = load_published(NAME)
     run = next(r for r in data["runs"] if r["id"] == "h100-llama-3-70b-tp4-1024x1024-c4")
     records, _start = replay_records(data, run)
-    assert len(records) == 16 and all(r.output_tokens == 1024 for r in records)
+    # all 10 N requests measured, each with the lengths the client drew for it
+    assert len(records) == 40
+    assert [r.output_tokens for r in records] == run["output_tokens"]
+    assert [r.prompt_tokens for r in records] == run["prompt_tokens"]
     # each measured request waited for a slot: none was sent at t=0 (the warm-up went first)
     assert min(r.arrival_s for r in records) > 0
     result = replay_run(data, run)
@@ -160,33 +168,37 @@ def test_a_scenario_cap_holds_where_a_stale_router_would_run_replicas_in_paralle
 
 
 def test_a_burst_start_weighs_the_bunched_turns_sent_at_once_into_an_idle_engine():
-    """aiperf's profiling phase sends its first N requests together (`burst_start_turns` T): the
-    means are that turn's replay, weighed B/T (B the set's `bunched_turns`, 1 by default), and the
-    staggered steady state's, weighed (T - B)/T."""
+    """benchmark_serving's closed loop (InferenceMAX: 10 N requests, N in flight) sends its first N
+    requests together (`burst_start_turns` T = 10): the means are that turn's replay, weighed B/T (B
+    the set's `bunched_turns`, 1 by default), and the staggered steady state's, weighed (T - B)/T."""
     data = load_published(NAME)
-    assert data["burst_start_turns"] == 20 and "bench_run.sh.j2" in data["burst_start_turns_source"]
+    turns = data["burst_start_turns"]
+    assert turns == 10 and "--num-prompts" in data["burst_start_turns_source"]
     run = next(r for r in data["runs"] if r["id"] == "h100-llama-3-70b-tp4-1024x1024-c16")
     steady = replay_run(data | {"burst_start_turns": None}, run)
-    # the first turn alone: 16 prompts of 1,024 tokens sent together into an idle engine
+    # the first turn alone: the run's first 16 requests sent together into an idle engine
     burst_run = run | {
         "staggered_warmup": False,
         "num_requests": 16,
-        "prompt_tokens": [1024] * 16,
-        "output_tokens": [1024] * 16,
+        "prompt_tokens": run["prompt_tokens"][:16],
+        "output_tokens": run["output_tokens"][:16],
     }
     burst_records, _start = replay_records(data, burst_run)
     assert all(r.arrival_s == 0 for r in burst_records)
     burst_ttft = sum(r.ttft_s for r in burst_records) / 16
-    # 16 x 1,024 prompt tokens need two 8,192-token steps: the burst's first tokens come later
+    # 16 prompts of 819-1,024 tokens need two 8,192-token steps: the burst's first tokens come later
+    assert sum(burst_run["prompt_tokens"]) > 8192
     assert burst_ttft > 2 * steady["ttft_mean_s"]
     first_only = {k: v for k, v in data.items() if k != "bunched_turns"}  # the default, B = 1
     mixed = replay_run(first_only, run)
-    assert mixed["ttft_mean_s"] == pytest.approx((burst_ttft + 19 * steady["ttft_mean_s"]) / 20)
+    assert mixed["ttft_mean_s"] == pytest.approx(
+        (burst_ttft + (turns - 1) * steady["ttft_mean_s"]) / turns
+    )
     assert mixed["ttft_mean_s"] > steady["ttft_mean_s"]
     bunched = data["bunched_turns"]
-    assert 1 < bunched < 20  # fitted: more than the first turn, far from all of them
+    assert 1 <= bunched < turns  # fitted: at least the first turn, far from all of them
     assert replay_run(data, run)["ttft_mean_s"] == pytest.approx(
-        (bunched * burst_ttft + (20 - bunched) * steady["ttft_mean_s"]) / 20
+        (bunched * burst_ttft + (turns - bunched) * steady["ttft_mean_s"]) / turns
     )
     assert replay_run(first_only | {"burst_start_turns": 1}, run)["ttft_mean_s"] == pytest.approx(
         burst_ttft
@@ -238,7 +250,7 @@ def _small_set(tmp_path, bunched_turns: float) -> tuple[Path, dict]:
     for run_id in ids:
         loaded = next(r for r in data["runs"] if r["id"] == run_id)
         burst, steady = closed_loop_parts(data, loaded, profile)
-        planted = mix_turns(burst, steady, bunched_turns / 20)
+        planted = mix_turns(burst, steady, bunched_turns / data["burst_start_turns"])
         stored = next(r for r in raw["runs"] if r["id"] == run_id)
         runs.append(
             stored
@@ -290,11 +302,11 @@ def test_what_a_set_fits_is_what_its_fit_runs_fit(tmp_path):
 def test_the_report_says_how_a_closed_loop_is_replayed():
     data = load_published(NAME)
     note = closed_loop_note(data)
-    turns = data["bunched_turns"]  # fitted on the set's fit half (1.7 before 2026-12-05 19:30)
-    assert note.startswith(f"closed loop from a synchronised start: {turns:g} of its 20 turns")
+    bunched = data["bunched_turns"]  # fitted on the set's fit half
+    assert note.startswith(f"closed loop from a synchronised start: {bunched:g} of its 10 turns")
     assert "(fitted)" in note
     first_only = {k: v for k, v in data.items() if not k.startswith("bunched_turns")}
-    assert "1 of its 20 turns replayed bunched (the first turn alone" in closed_loop_note(
+    assert "1 of its 10 turns replayed bunched (the first turn alone" in closed_loop_note(
         first_only
     )
     assert closed_loop_note(load_published("argonne-vllm")) is None

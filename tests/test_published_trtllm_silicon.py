@@ -45,12 +45,13 @@ def _ttft_spread(runs: list[dict], ttft) -> list[float]:
     TTFT over the smallest."""
     groups = collections.defaultdict(list)
     for run in runs:
-        key = (run["gpu"], run["tensor_parallel"], run["prompt_tokens"][0], run["max_concurrency"])
+        isl = run.get("nominal_lengths", run["prompt_tokens"])[0]  # the run's ISL
+        key = (run["gpu"], run["tensor_parallel"], isl, run["max_concurrency"])
         groups[key].append(ttft(run))
     return [max(group) / min(group) for group in groups.values() if len(group) > 1]
 
 
-def test_the_sets_replay_tpot_with_aiconfigurators_engine_settings():
+def test_the_sets_replay_tpot_with_their_servers_engine_settings():
     for name, gpus in SETS.items():
         data = load_published(name)
         assert name in published_names()
@@ -58,15 +59,32 @@ def test_the_sets_replay_tpot_with_aiconfigurators_engine_settings():
         assert {run["gpu"] for run in data["runs"]} == gpus
         assert "fits" not in data  # the profile's, never the loop's bunching
         for run in data["runs"]:
-            assert run["staggered_warmup"] and run["num_requests"] == 4 * run["max_concurrency"]
             assert set(run["measured"]) == {"tpot_mean_s"}
             assert set(run["not_replayed"]) == {"ttft_mean_s"}
             assert "silicon_sample.csv @ 095f58a" in run["source"] and ", line " in run["source"]
-            # aiconfigurator's generator: max batch = the concurrency, tokens = batch + ISL + 1,500
-            settings = run["engine_settings"]
-            assert settings["max_num_seqs"] == run["max_concurrency"]
-            assert settings["max_num_batched_tokens"] % 32 == 0
-            assert settings["max_num_batched_tokens"] >= run["prompt_tokens"][0] + 1500
+            assert run["staggered_warmup"]
+    # the 8B rows: aiconfigurator's generator (max batch = the concurrency, tokens = batch + ISL +
+    # 1,500), aiperf's 20 turns after a warm-up, 4 N measured requests at the nominal lengths
+    h100 = load_published("aic-silicon-trtllm-h100")
+    assert h100["burst_start_turns"] == 20 and "random_lengths" not in h100
+    for run in h100["runs"]:
+        settings = run["engine_settings"]
+        assert run["num_requests"] == 4 * run["max_concurrency"]
+        assert settings["max_num_seqs"] == run["max_concurrency"]
+        assert settings["max_num_batched_tokens"] % 32 == 0
+        assert settings["max_num_batched_tokens"] >= run["prompt_tokens"][0] + 1500
+    # the 70B rows: InferenceMAX's trtllm-serve (16,384 tokens a step, fp8 KV) and its
+    # benchmark_serving (10 N requests, lengths drawn in [0.8, 1] x ISL / OSL from seed 0)
+    data = load_published("aic-silicon-trtllm-70b")
+    assert data["burst_start_turns"] == 10 and "InferenceMAX" in data["description"]
+    settings = data["engine_settings"]
+    assert settings["max_num_batched_tokens"] == 16384 and settings["kv_cache_dtype"] == "fp8"
+    for run in data["runs"]:
+        isl, osl = run["nominal_lengths"]
+        assert run["num_requests"] == 10 * run["max_concurrency"] == len(run["prompt_tokens"])
+        assert all(int(0.8 * isl) <= n <= isl for n in run["prompt_tokens"])
+        assert all(int(0.8 * osl) <= n <= osl for n in run["output_tokens"])
+        assert run["engine_settings"]["max_model_len"] >= isl + osl
 
 
 def test_the_8b_set_is_held_out_and_the_70b_set_split_by_rule_fits_only_the_fp8_scale():
@@ -86,11 +104,7 @@ def test_the_8b_set_is_held_out_and_the_70b_set_split_by_rule_fits_only_the_fp8_
     ):  # sorted by ISL, OSL, concurrency: every second held out
         ranked = sorted(
             (run for run in data["runs"] if run["gpu"] == gpu),
-            key=lambda run: (
-                run["prompt_tokens"][0],
-                run["output_tokens"][0],
-                run["max_concurrency"],
-            ),
+            key=lambda run: (*run["nominal_lengths"], run["max_concurrency"]),
         )
         assert [run["split"] for run in ranked] == ["fit", "held_out"] * 9
     fit_half = [{**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}]

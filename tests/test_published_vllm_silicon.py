@@ -23,7 +23,9 @@ from simulator.validation.published_replay import replay_run, source_profile
 from simulator.validation.published_sets import PUBLISHED_DIR, load_published
 
 HOPPER = "aic-silicon-vllm-v1-hopper"
-CARRYING = ("aic-silicon-vllm-v1-b200", "aic-silicon-trtllm-70b", "aic-silicon-trtllm-h100")
+# InferenceMAX's other Llama-3.1-70B rows, sent by the same benchmark_serving loop (the 8B
+# TensorRT-LLM rows, another import, carry nothing: their own B = 1, the burst turn alone)
+CARRYING = ("aic-silicon-vllm-v1-b200", "aic-silicon-trtllm-70b")
 
 
 def _rng() -> np.random.Generator:
@@ -38,6 +40,9 @@ def test_the_sets_sharing_the_load_generator_read_its_bunched_turns_as_it_stands
         data = load_published(name)
         assert data["bunched_turns"] == hopper["bunched_turns"]
         assert data["bunched_turns_label"] == "derived" and HOPPER in data["bunched_turns_source"]
+        assert data["burst_start_turns"] == hopper["burst_start_turns"]
+    own = load_published("aic-silicon-trtllm-h100")
+    assert own["bunched_turns"] == 1.0 and "bunched_turns_like" not in own
 
 
 def test_a_carried_bunched_turns_follows_its_source_and_refuses_what_it_cannot_carry(
@@ -47,7 +52,7 @@ def test_a_carried_bunched_turns_follows_its_source_and_refuses_what_it_cannot_c
     source = json.loads((PUBLISHED_DIR / f"{HOPPER}.json").read_text())
     carrying = json.loads((PUBLISHED_DIR / f"{CARRYING[0]}.json").read_text())
     rng = _rng()
-    for turns in rng.uniform(1, 20, size=2).round(1):
+    for turns in rng.uniform(1, source["burst_start_turns"], size=2).round(1):
         (tmp_path / "loop.json").write_text(json.dumps(source | {"bunched_turns": float(turns)}))
         (tmp_path / "check.json").write_text(json.dumps(carrying | {"bunched_turns_like": "loop"}))
         loaded = load_published("check")

@@ -164,8 +164,9 @@ def closed_loop_parts(
         | {
             "staggered_warmup": False,
             "num_requests": limit,
-            "prompt_tokens": run["prompt_tokens"][:1] * limit,
-            "output_tokens": run["output_tokens"][:1] * limit,
+            # the loop's first turn: its first `limit` requests, sent at once
+            "prompt_tokens": run["prompt_tokens"][:limit],
+            "output_tokens": run["output_tokens"][:limit],
         },
         profile,
     )

@@ -10,8 +10,10 @@ its prompts already in the server's prefix cache); a set may declare `burst_star
 generator opens the measured closed loop with every client at once) and `bunched_turns` (how many of
 those turns stay bunched), `held_out_only` (an independent check, never fitted on), `fits` (what
 its fit runs fit: the profile, the default, and / or its own `bunched_turns`), `kernel_era_like`
-(the stored set whose stack generation it shares) and `bunched_turns_like` (the stored set whose
-load generator it shares: its `bunched_turns` read from that set at load, never a stale copy).
+(the stored set whose stack generation it shares), `bunched_turns_like` (the stored set whose
+load generator it shares: its `bunched_turns` read from that set at load, never a stale copy) and
+`random_lengths` (a closed loop's per-request lengths as benchmark_serving's random dataset draws
+them from its seed: `random_lengths`, below, instead of every request at the run's nominal lengths).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -31,6 +33,25 @@ PUBLISHED_DIR = Path(__file__).parent / "published"
 # (`profile_fit`), and, for a set measured by a closed-loop load generator, how many of its turns
 # stay bunched (`closed_loop_fit`)
 FIT_TARGETS = ("profile", "bunched_turns")
+
+
+def random_lengths(
+    input_len: int, output_len: int, count: int, seed: int, range_ratio: float
+) -> tuple[list[int], list[int]]:
+    """(prompt, output) lengths of `count` requests as vLLM's `benchmark_serving.py --dataset-name
+    random` (and its copies, e.g. InferenceMAX's) draws them: numpy's global generator seeded with
+    `--seed` (default 0), then each length uniform in [int(length x range_ratio), length], prompts
+    first (`sample_random_requests`; its empty prefix draws nothing). Lengths are token counts before
+    the client's decode / re-encode round trip, which may shorten a prompt by a few tokens."""
+    if not (isinstance(seed, int) and seed >= 0 and 0 < range_ratio <= 1):
+        raise ValueError(
+            f"random_lengths: seed {seed!r}, range_ratio {range_ratio!r}; expected an integer "
+            "seed >= 0 and a ratio in (0, 1] (benchmark_serving's --seed, --random-range-ratio)"
+        )
+    draw = np.random.RandomState(seed)  # the legacy generator `np.random.seed` seeds
+    prompts = draw.randint(int(input_len * range_ratio), input_len + 1, size=count)
+    outputs = draw.randint(int(output_len * range_ratio), output_len + 1, size=count)
+    return [int(n) for n in prompts], [int(n) for n in outputs]
 
 
 def fits(data: dict) -> list[str]:
@@ -89,6 +110,14 @@ def load_published(name_or_path: str | Path) -> dict:
             f"{path}: burst_start_turns is {turns!r}; expected an integer >= 1 (the load "
             "generator's requests per client, its first turn sent at once)"
         )
+    drawn = data.get("random_lengths")
+    if drawn is not None and not (
+        isinstance(drawn, dict) and set(drawn) == {"seed", "range_ratio"}
+    ):
+        raise ValueError(
+            f"{path}: random_lengths is {drawn!r}; expected {{'seed': int, 'range_ratio': float}} "
+            "(the load generator's --seed and --random-range-ratio)"
+        )
     source = data.get("bunched_turns_like")
     if source is not None:
         data["bunched_turns"] = _carried_bunched_turns(path, data, source)
@@ -133,7 +162,14 @@ def load_published(name_or_path: str | Path) -> dict:
     for index, run in enumerate(data.get("runs", [])):
         # a fixed-length batch (B requests of the same lengths), or a closed loop's requests
         count = run.get("batch_size", run.get("num_requests"))
-        if count is not None:
+        if count is not None and drawn is not None and isinstance(run["prompt_tokens"], int):
+            # each request its own lengths, as the load generator drew them from its seed; the
+            # lengths it was asked for (the run's ISL / OSL) kept as `nominal_lengths`
+            run["nominal_lengths"] = [run["prompt_tokens"], run["output_tokens"]]
+            run["prompt_tokens"], run["output_tokens"] = random_lengths(
+                run["prompt_tokens"], run["output_tokens"], int(count), **drawn
+            )
+        elif count is not None:
             for key in ("prompt_tokens", "output_tokens"):
                 if isinstance(run[key], int):
                     run[key] = [run[key]] * int(count)
@@ -188,4 +224,11 @@ def load_published(name_or_path: str | Path) -> dict:
     return data
 
 
-__all__ = ["FIT_TARGETS", "PUBLISHED_DIR", "fits", "load_published", "published_names"]
+__all__ = [
+    "FIT_TARGETS",
+    "PUBLISHED_DIR",
+    "fits",
+    "load_published",
+    "published_names",
+    "random_lengths",
+]
