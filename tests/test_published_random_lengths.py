@@ -11,7 +11,13 @@ import pytest
 from simulator.validation.published_replay import closed_loop_parts
 from simulator.validation.published_sets import PUBLISHED_DIR, load_published, random_lengths
 
-SETS = ("aic-silicon-vllm-v1-hopper", "aic-silicon-vllm-v1-b200", "aic-silicon-trtllm-70b")
+SETS = (
+    "aic-silicon-vllm-v1-hopper",
+    "aic-silicon-vllm-v1-b200",
+    "aic-silicon-trtllm-70b",
+    "aic-silicon-vllm-v1-70b-more-tp",
+    "aic-silicon-trtllm-70b-more-tp",
+)
 
 
 def _client_draw(input_len, output_len, count, seed, ratio):

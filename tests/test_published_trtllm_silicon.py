@@ -235,6 +235,9 @@ def test_each_profile_records_the_errors_a_fresh_replay_gives():
     for profile, name, gpu, count in (
         ("trtllm", "aic-silicon-trtllm-70b", "H200-141GB", 9),
         ("vllm-v1", VLLM_B200, "B200-180GB", 60),
+        # InferenceMAX's rows at the other degrees, held out only (2026-12-06)
+        ("trtllm", "aic-silicon-trtllm-70b-more-tp", "H200-141GB", 54),
+        ("vllm-v1", "aic-silicon-vllm-v1-70b-more-tp", "H100-80GB", 30),
     ):
         data = load_published(name)
         data["runs"] = [r for r in data["runs"] if r["gpu"] == gpu and r["split"] == "held_out"]
@@ -286,3 +289,31 @@ def test_the_fitted_fp8_scale_keeps_a_long_prefill_below_the_chips_fp8_peak():
     weights = 80 * (8192 * 10240 + 8192 * 8192 + 3 * 8192 * 28672) / 4
     peak = get_hardware("H200-141GB").fp8_dense_flops
     assert 2 * weights * tokens / linear_s < peak
+
+
+def test_the_other_degrees_are_held_out_only_and_complete_the_sweep():
+    """InferenceMAX's 70B rows at the degrees the TP4 / TP8 sets leave out (2026-12-06): held out
+    only, never fitted with any profile, each (GPU, degree) in exactly one set, each with its own
+    shipped calibration of the stack's kernel tables at that degree."""
+    pairs = {
+        "vllm-v1": ("aic-silicon-vllm-v1-70b-more-tp", (SAME_TABLE_VLLM, VLLM_B200), "vllm"),
+        "trtllm": ("aic-silicon-trtllm-70b-more-tp", ("aic-silicon-trtllm-70b",), "trtllm"),
+    }
+    for profile, (name, others, backend) in pairs.items():
+        data = load_published(name)
+        assert data["held_out_only"] and data["engine_profile"] == profile
+        assert {run["split"] for run in data["runs"]} == {"held_out"}
+        for other in published_names():
+            fitted = [each["name"] for each in fitted_together(load_published(other))][1:]
+            assert name not in fitted  # (the first is the set itself)
+        mine = {(run["gpu"], run["tensor_parallel"]) for run in data["runs"]}
+        theirs = {
+            (run["gpu"], run["tensor_parallel"])
+            for other in others
+            for run in load_published(other)["runs"]
+        }
+        assert mine and not mine & theirs
+        for gpu, degree in mine:
+            calibration = load_shipped(f"llama-3-70b@{gpu}-tp{degree}-aic-{backend}")
+            assert calibration.device.tensor_parallel == degree
+            assert calibration.provenance.backend == backend

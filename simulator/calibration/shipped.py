@@ -46,6 +46,16 @@ AIC_FITTED += tuple(
     for gpu in ("H100-80GB", "H200-141GB", "B200-180GB")
     for model, tp in (("llama-2-7b", 1), ("llama-3-8b", 1), ("llama-3-70b", 4))
 )
+# Llama-3-70B at the other tensor-parallel degrees InferenceMAX served it at (its Llama-3.1-70B fp8 rows
+# in aiconfigurator's silicon table, `aic-silicon-*-70b-more-tp`): vLLM on H100 at TP2, on H200 and
+# B200 at TP1 / TP2; TensorRT-LLM on H200 and B200 at TP1 / TP2 / TP8
+AIC_FITTED += (("llama-3-70b", "H100-80GB", 2, "vllm"),)
+AIC_FITTED += tuple(
+    ("llama-3-70b", gpu, tp, "vllm") for gpu in ("H200-141GB", "B200-180GB") for tp in (1, 2)
+)
+AIC_FITTED += tuple(
+    ("llama-3-70b", gpu, tp, "trtllm") for gpu in ("H200-141GB", "B200-180GB") for tp in (1, 2, 8)
+)
 # Llama-2-70B with TensorRT-LLM's kernels in MLPerf Inference v4.1's FP8 layouts (NVIDIA's
 # configs/llama2-70b: H100 TP2 × 4, H200 TP1 × 8; and H200 at H100's TP2), with the fp8 GEMM terms
 # their weights need (benchmarks/kv_cache_plan.py (b))
