@@ -55,12 +55,21 @@ def test_bad_draw_parameters_are_refused(seed, ratio):
         random_lengths(1024, 1024, 4, seed, ratio)
 
 
-@pytest.mark.parametrize("bad", [{"seed": 0}, {"seed": 0, "range_ratio": 0.8, "x": 1}, [0, 0.8]])
-def test_a_set_with_a_malformed_declaration_is_refused(tmp_path, bad):
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"seed": 0},
+        {"seed": 0, "range_ratio": 0.8, "x": 1},
+        [0, 0.8],
+        {"seed": -1, "range_ratio": 0.8},
+        {"seed": 0, "range_ratio": 1.2},
+    ],
+)
+def test_a_set_with_a_malformed_declaration_is_refused_naming_its_file(tmp_path, bad):
     raw = json.loads((PUBLISHED_DIR / f"{SETS[0]}.json").read_text())
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw | {"random_lengths": bad}))
-    with pytest.raises(ValueError, match="random_lengths"):
+    with pytest.raises(ValueError, match=r"bad\.json: random_lengths"):
         load_published(path)
 
 

@@ -118,6 +118,11 @@ def load_published(name_or_path: str | Path) -> dict:
             f"{path}: random_lengths is {drawn!r}; expected {{'seed': int, 'range_ratio': float}} "
             "(the load generator's --seed and --random-range-ratio)"
         )
+    if drawn is not None:
+        try:  # the draw's own bounds, checked once here so the message names the file
+            random_lengths(1, 1, 0, **drawn)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
     source = data.get("bunched_turns_like")
     if source is not None:
         data["bunched_turns"] = _carried_bunched_turns(path, data, source)
