@@ -9,8 +9,9 @@ from Python set the time. This measures it, for decode steps of the synthetic fo
 - `kernel_ms`, `kernels`: the GPU time of the kernels one forward launches and their count
   (torch.profiler over several forwards, device time summed per forward);
 - `gpu_busy`: kernel time over wall time (near 1: the GPU sets the pace; near 0: the host does);
-- `graph_ms`: the same forward captured once in a CUDA graph and replayed, which launches no
-  kernel from Python: what a CUDA-graph decode path would take, or why capture failed.
+- `graph_ms`: the same step through the engine's decode graphs (`engine/worker/cuda_graphs.py`:
+  the inputs copied into the graph's buffers, one replay), which launches no kernel from Python;
+  `graph_rel_err`: its logits against the eager forward's, ‖graph − eager‖ / ‖eager‖.
 
     python benchmarks/engine_gpu_host.py [--json out.json]      # on a GPU
     python benchmarks/engine_gpu_host.py --smoke                # checks the script on a CPU
@@ -36,8 +37,13 @@ from benchmarks.bench_utils import (  # noqa: E402
     save_json,
 )
 from benchmarks.engine_gpu import build_engine, decode_inputs  # noqa: E402
+from engine.worker.cuda_graphs import DecodeGraphs  # noqa: E402
+from engine.worker.inputs import StepInputs  # noqa: E402
 
-COLUMNS = ["batch", "context", "wall_ms", "kernel_ms", "kernels", "gpu_busy", "graph_ms", "graph"]
+COLUMNS = [
+    "batch", "context", "wall_ms", "kernel_ms", "kernels", "gpu_busy", "graph_ms", "graph",
+    "graph_rel_err",
+]  # fmt: skip
 PROFILED_FORWARDS = 5
 
 
@@ -78,28 +84,23 @@ def kernel_time_per_forward(forward, device: torch.device) -> tuple[float | None
     return total_us * 1e-6 / PROFILED_FORWARDS, len(kernels) / PROFILED_FORWARDS
 
 
-def graph_replay_seconds(forward, device: torch.device) -> tuple[float | None, str]:
-    """The forward captured in one CUDA graph and replayed: (median seconds, 'ok'), or (None, why not)."""
-    if device.type != "cuda":
-        return None, "n/a (CPU)"
-    try:
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-            for _ in range(2):
-                forward()
-        torch.cuda.current_stream(device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            forward()
-    except Exception as error:  # noqa: BLE001 (the reason is the result)
-        torch.cuda.synchronize(device)
-        return None, f"capture failed: {type(error).__name__}: {str(error)[:120]}"
-    return median_seconds(graph.replay, device, rep_ms=200), "ok"
+def engine_graphs(engine) -> DecodeGraphs:
+    """The engine's captured decode graphs; where none were (a CPU) their buffers, run eagerly."""
+    runner = engine.model_runner
+    if runner.decode_graphs is not None:
+        return runner.decode_graphs
+    return DecodeGraphs(
+        runner.model,
+        runner.kv_caches,
+        max_num_seqs=engine.scheduler_config.max_num_seqs,
+        max_blocks_per_seq=-(-engine.scheduler_config.max_model_len // runner.block_size),
+        device=engine.device,
+        capture=False,
+    )
 
 
-def host_row(engine, batch: int, context: int, generator, capture: bool = True) -> dict | None:
-    """One table row; `capture` False after a failed capture (its stream state is not trusted)."""
+def host_row(engine, graphs: DecodeGraphs, batch: int, context: int, generator) -> dict | None:
+    """One table row: the eager forward, and the same step through the engine's decode graphs."""
     inputs = decode_inputs(engine, batch, context, generator)
     if inputs is None:
         return None
@@ -108,12 +109,16 @@ def host_row(engine, batch: int, context: int, generator, capture: bool = True) 
     def forward():
         return runner.model(*inputs[:2], runner.kv_caches, inputs[2])
 
+    step = StepInputs(*inputs, producing_entries=list(range(batch)))
+    eager_logits, graph_logits = forward(), graphs.run(step)
+    rel_err = float((graph_logits - eager_logits).norm() / eager_logits.norm())
     wall_s = median_seconds(forward, engine.device, rep_ms=200)
     kernel_s, kernels = kernel_time_per_forward(forward, engine.device)
-    graph_s, graph = (
-        graph_replay_seconds(forward, engine.device)
-        if capture
-        else (None, "not tried (capture failed above)")
+    graph_s = median_seconds(lambda: graphs.run(step), engine.device, rep_ms=200)
+    graph = (
+        f"replay of size {graphs.size_for(batch)}"
+        if graphs.graphs
+        else "buffers, eager (none captured)"
     )
     return dict(
         batch=batch,
@@ -122,8 +127,9 @@ def host_row(engine, batch: int, context: int, generator, capture: bool = True) 
         kernel_ms=None if kernel_s is None else kernel_s * 1e3,
         kernels=kernels,
         gpu_busy=None if kernel_s is None else kernel_s / wall_s,
-        graph_ms=None if graph_s is None else graph_s * 1e3,
+        graph_ms=graph_s * 1e3,
         graph=graph,
+        graph_rel_err=rel_err,
     )
 
 
@@ -137,9 +143,9 @@ def main() -> None:
     print_header(header)
     generator = torch.Generator().manual_seed(0)
     rows: list[dict] = []
+    graphs = engine_graphs(engine)
     for batch in args.batches:
-        failed = any(row["graph"].startswith("capture failed") for row in rows)
-        row = host_row(engine, batch, args.context, generator, capture=not failed)
+        row = host_row(engine, graphs, batch, args.context, generator)
         if row is not None:
             rows.append(row)
     print_table(

@@ -9,7 +9,8 @@
 #                   (relative error per cell) and against a device copy measured in the same run.
 #   2. engine_gpu   benchmarks/engine_gpu.py: the engine's forward against its rooflines, and
 #                   LLMEngine.step() against the synthetic forward; engine_gpu_host.py: a decode
-#                   forward's wall time against its kernels' GPU time, and replayed as a CUDA graph.
+#                   forward's wall time against its kernels' GPU time, and the same step through the
+#                   engine's CUDA graphs (engine/worker/cuda_graphs.py; their logits against eager).
 #   3. profile      `surgeplan profile` on the GPU: our engine's measured step times, fitted into a
 #                   calibration (the `surgeplan` stack on this GPU).
 #   4. validate_*   `surgeplan validate` on the conversation and code traces: the live engine on the GPU
@@ -25,7 +26,8 @@
 # writes eight).
 # Measured on the H200 lease of 2026-12-04 (README, "Our engine on an H200"): kernels 27 s, engine_gpu
 # ~20 s, profile 53 s, validate 96 requests ~100 s each (160 ran past 115 s on the conversation trace):
-# about 5 minutes of the 10 a call may run, start-up not counted.
+# about 5 minutes of the 10 a call may run, start-up not counted. Since 2026-12-06 the engine replays
+# decode-only steps as CUDA graphs (captured at start: a few seconds more per engine built).
 set -u
 OUT=${OUT:-/tmp/gpu_lease}
 SMOKE=${SMOKE:-0}
@@ -82,7 +84,7 @@ fi
 if [ "$SMOKE" = 0 ]; then
     stage engine_gpu 90 "$PY" benchmarks/engine_gpu.py --json "$OUT/engine_gpu.json"
     stage engine_gpu_host 60 "$PY" benchmarks/engine_gpu_host.py --json "$OUT/engine_gpu_host.json"
-    stage profile 80 "${CLI[@]}" profile --model "$MODEL" --device cuda --out "$OUT/profile.json"
+    stage profile 120 "${CLI[@]}" profile --model "$MODEL" --device cuda --out "$OUT/profile.json"
     VALIDATE=(--model "$MODEL" --num-requests 96 --load-levels 0.5,0.8 --repeats 2)
 fi
 # Stage 3's calibration as given; without it (stage 3 failed), the workload fit alone.

@@ -34,6 +34,11 @@ class EngineConfig(BaseModel):
     dtype: str = Field("auto", description="auto, float32, float16 or bfloat16")
     device: str | None = Field(None, description="cpu or cuda (default: cuda when present)")
     seed: int = 0
+    enforce_eager: bool = Field(
+        False,
+        description="run every step eagerly: no CUDA graphs for decode-only steps (on a CPU "
+        "every step is eager)",
+    )
     block_size: int = setting(CacheConfig, "block_size")
     num_kv_blocks: int | None = setting(CacheConfig, "num_kv_blocks", default=None)
     kv_cache_memory_bytes: int | None = Field(

@@ -34,6 +34,7 @@ class StepStats:
     update_s: float
     total_s: float
     num_preempted: int
+    cuda_graph: bool = False  # the forward was a captured graph's replay
 
 
 class LLMEngine:
@@ -68,6 +69,9 @@ class LLMEngine:
             self.device,
             self.cache_config,
             config.seed,
+            max_num_seqs=self.scheduler_config.max_num_seqs,
+            max_model_len=max_model_len,
+            enforce_eager=config.enforce_eager,
         )
         log.info(self.kv_cache_line())
         self.scheduler = Scheduler(
@@ -202,6 +206,7 @@ class LLMEngine:
             t3 - t2,
             t3 - t0,
             len(out.preempted),
+            result.cuda_graph,
         )
         return outputs
 

@@ -81,7 +81,10 @@ def test_gpu_lease_script_runs_every_stage_at_toy_sizes(tmp_path):
     assert all(" rc=0 " in line for line in stages), stages
     host = json.loads((out / "engine_gpu_host.json").read_text())["decode"]
     assert [row["batch"] for row in host] == [1, 4] and all(row["wall_ms"] > 0 for row in host)
-    assert all(row["graph"] == "n/a (CPU)" and row["kernel_ms"] is None for row in host)
+    assert all(row["kernel_ms"] is None for row in host)
+    # no graphs on a CPU: the graphs' padded buffers run eagerly and give the eager logits
+    assert all(row["graph"] == "buffers, eager (none captured)" for row in host)
+    assert all(row["graph_rel_err"] < 1e-5 for row in host), host
     for trace in ("conv", "code"):
         run = json.loads((out / f"validate_AzureLLMInferenceTrace_{trace}.json").read_text())
         assert run["trace"]["name"] == f"AzureLLMInferenceTrace_{trace}"

@@ -67,6 +67,7 @@ def serve(
     dtype: str = cli_option(EngineConfig, "dtype"),
     device: str | None = cli_option(EngineConfig, "device"),
     seed: int = cli_option(EngineConfig, "seed"),
+    enforce_eager: bool = cli_option(EngineConfig, "enforce_eager"),
     block_size: int = cli_option(EngineConfig, "block_size"),
     num_kv_blocks: int | None = cli_option(EngineConfig, "num_kv_blocks"),
     kv_cache_memory: str | None = typer.Option(
@@ -137,6 +138,7 @@ def serve(
             dtype=dtype,
             device=device,
             seed=seed,
+            enforce_eager=enforce_eager,
             block_size=block_size,
             num_kv_blocks=num_kv_blocks,
             kv_cache_memory_bytes=parse_bytes(kv_cache_memory) if kv_cache_memory else None,

@@ -199,7 +199,15 @@ class Profiler:
             provenance=Provenance(
                 source="surgeplan profile",
                 method="engine.step() wall time on constructed batches",
-                notes=[f"grid: {self.grid.model_dump_json()}"],
+                notes=[
+                    f"grid: {self.grid.model_dump_json()}",
+                    "decode-only steps: "
+                    + (
+                        "CUDA graph replays"
+                        if self.engine.model_runner.decode_graphs is not None
+                        else "eager"
+                    ),
+                ],
             ),
         )
         return fit_calibration(calibration, statistic=statistic) if fit else calibration
