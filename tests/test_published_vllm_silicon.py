@@ -174,3 +174,30 @@ def test_the_fit_finds_planted_fp8_scales_and_keeps_a_gpu_fitted_at_one(tmp_path
         "H200-141GB": pytest.approx(1.0),
     }
     assert fitted.fp8_linear_scale("H200-141GB") == (pytest.approx(1.0), "H200-141GB")
+
+
+def test_the_h100_runs_cache_choice_is_what_their_pool_bound_runs_measure():
+    """InferenceMAX's H100 vLLM runs are replayed with a bf16-sized KV cache (its scripts ask for
+    fp8): where the pool binds, the measured TTFT is queueing, and it is the bf16 pool's at TP2 on
+    H100 while H200's TP1 runs queue as an fp8 pool does (benchmarks/vllm_h100_kv_cache.py)."""
+    import math
+
+    from benchmarks.vllm_h100_kv_cache import replay_both
+
+    data = published_sets.load_published("aic-silicon-vllm-v1-70b-more-tp")
+    runs = {run["id"]: run for run in data["runs"]}
+    for run_id, closer in (
+        ("h100-llama-3-70b-tp2-8192x1024-c32", "bf16"),
+        ("h100-llama-3-70b-tp2-1024x8192-c64", "bf16"),
+        ("h200-llama-3-70b-tp1-8192x1024-c32", "fp8"),
+    ):
+        run = runs[run_id]
+        measured = run["measured"]["ttft_mean_s"]
+        simulated = replay_both(data, run)
+        distance = {
+            cache: abs(math.log(means["ttft_mean_s"] / measured))
+            for cache, means in simulated.items()
+        }
+        assert min(distance, key=distance.get) == closer, (run_id, measured, simulated)
+        declared = (data["engine_settings"] | run["engine_settings"])["kv_cache_dtype"]
+        assert declared == {"bf16": "auto", "fp8": "fp8"}[closer]
