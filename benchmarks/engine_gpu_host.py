@@ -93,7 +93,7 @@ def engine_graphs(engine) -> DecodeGraphs:
         runner.model,
         runner.kv_caches,
         max_num_seqs=engine.scheduler_config.max_num_seqs,
-        max_blocks_per_seq=-(-engine.scheduler_config.max_model_len // runner.block_size),
+        max_model_len=engine.scheduler_config.max_model_len,
         device=engine.device,
         capture=False,
     )

@@ -44,7 +44,7 @@ def _graphs_of(runner) -> DecodeGraphs:
         runner.model,
         runner.kv_caches,
         max_num_seqs=MAX_NUM_SEQS,
-        max_blocks_per_seq=MAX_MODEL_LEN // BLOCK_SIZE,
+        max_model_len=MAX_MODEL_LEN,
         device=runner.device,
         capture=False,
     )
@@ -140,7 +140,7 @@ def test_a_table_wider_than_the_graphs_is_refused(tiny_llama_dir, monkeypatch):
     out = llm.engine.scheduler.schedule(now=0.0)
     inputs = build_inputs(out.scheduled, BLOCK_SIZE, llm.engine.device)
     too_narrow = DecodeGraphs(
-        graphs.model, graphs.kv_caches, max_num_seqs=2, max_blocks_per_seq=1,
+        graphs.model, graphs.kv_caches, max_num_seqs=2, max_model_len=BLOCK_SIZE,
         device=graphs.device, capture=False,
     )  # fmt: skip
     with pytest.raises(ValueError, match="2 blocks wide; the graphs hold 1"):

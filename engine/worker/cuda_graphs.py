@@ -9,7 +9,7 @@ hold during it. vLLM and nano-vllm capture decode steps in CUDA graphs for this 
 - one graph per batch size of `capture_sizes` (1, 2, 4, 8, then every 8 up to max_num_seqs, as
   vLLM's default sizes), captured largest first so the smaller ones share its memory pool;
 - static input buffers sized for the largest: a step of n decodes is copied into the smallest size
-  b ≥ n, rows n..b padded as no-ops (slot -1: no KV write; context 1 over block 0; logits dropped);
+  b ≥ n, rows n..b padded as no-ops (slot -1: no KV write; a one-token context; logits dropped);
 - block tables as wide as max_model_len needs, so every decode step fits a graph; the decode
   kernel's split count is then fixed per size by that width (splits past a context exit at once).
 
@@ -47,12 +47,14 @@ class DecodeGraphs:
         kv_caches: list[PagedKVCache],
         *,
         max_num_seqs: int,
-        max_blocks_per_seq: int,
+        max_model_len: int,
         device: torch.device,
         capture: bool,
     ):
-        if max_blocks_per_seq < 1:
-            raise ValueError(f"max_blocks_per_seq is {max_blocks_per_seq}; expected ≥ 1")
+        if max_model_len < 1:
+            raise ValueError(f"max_model_len is {max_model_len}; expected ≥ 1 token")
+        block_size = kv_caches[0][0].shape[1]  # k_cache: [num_blocks, block_size, Hkv, D]
+        max_blocks_per_seq = -(-max_model_len // block_size)
         self.model, self.kv_caches, self.device = model, kv_caches, device
         self.sizes = capture_sizes(max_num_seqs)
         largest = self.sizes[-1]
@@ -135,10 +137,10 @@ class DecodeGraphs:
         self.slot_mapping[:n].copy_(meta.slot_mapping, non_blocking=True)
         self.context_lens[:n].copy_(meta.decode_context_lens, non_blocking=True)
         self.block_tables[:n, :width].copy_(meta.decode_block_tables, non_blocking=True)
-        # padding rows: no KV write, a one-token context; columns past `width` keep older (valid) ids
+        # padding rows: no KV write, a one-token context; their ids, positions and table columns
+        # past `width` keep older values, which are valid indices (zeros at first)
         self.slot_mapping[n:size].fill_(-1)
         self.context_lens[n:size].fill_(1)
-        self.positions[n:size].fill_(0)
         if size in self.graphs:
             self.graphs[size].replay()
             return self.logits[size][:n]

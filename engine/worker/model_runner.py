@@ -75,7 +75,7 @@ class ModelRunner:
                 self.model,
                 self.kv_caches,
                 max_num_seqs=max_num_seqs,
-                max_blocks_per_seq=-(-max_model_len // self.block_size),
+                max_model_len=max_model_len,
                 device=self.device,
                 capture=True,
             )
