@@ -175,11 +175,11 @@ def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | 
             max_num_seqs=settings.max_num_seqs,
         )
     if blocks < 1:
-        weights_gb = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 1e9
+        weights_gib = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 2**30
         raise ModelDoesNotFit(
             f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
-            f"{weights_gb:.1f} GB of weights per GPU leave no KV block within "
-            f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_bytes / 1e9:.0f} GB; expected a "
+            f"{weights_gib:.1f} GiB of weights per GPU leave no KV block within "
+            f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_gib:.1f} GiB; expected a "
             "larger tensor_parallel, a bigger GPU or a smaller dtype"
         )
     return blocks

@@ -272,7 +272,7 @@ def test_held_out_only_sets_are_never_fitted_on(tmp_path):
 def test_planner_answer_follows_the_engine_profile():
     """The same traffic planned for vLLM V0 and for TensorRT-LLM: the recommendation names the
     profile, predicts the stack's latencies, and the V0 stack (serial host time) never needs fewer
-    replicas."""
+    replicas and pays for its host time in replicas or in time per token."""
     from test_planner_helpers import quick_settings, spike_scenario
 
     from simulator.planner.recommend import plan
@@ -289,5 +289,6 @@ def test_planner_answer_follows_the_engine_profile():
     v0, trt = answers["vllm-v0"], answers["trtllm"]
     assert v0.calibration["engine_profile"] == "vllm-v0"
     assert trt.calibration["engine_profile"] == "trtllm"
-    assert v0.tpot_p99_s > 1.5 * trt.tpot_p99_s
     assert v0.replicas >= trt.replicas
+    # V0's serial host time costs replicas, or at the same count it shows in every token
+    assert v0.replicas > trt.replicas or v0.tpot_p99_s > 1.5 * trt.tpot_p99_s

@@ -1,6 +1,7 @@
 """The hardware catalog: required devices, sane figures, aliases, user overrides, device matching."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -40,9 +41,7 @@ def test_datasheet_relations_hold():
         a100_80.memory_bandwidth_bytes_per_s / a100_40.memory_bandwidth_bytes_per_s
         == pytest.approx(2.039 / 1.555)
     )
-    assert h200.memory_bytes == pytest.approx(
-        141e9
-    ) and h200.memory_bandwidth_bytes_per_s == pytest.approx(4.8e12)
+    assert h200.memory_bandwidth_bytes_per_s == pytest.approx(4.8e12)
     assert h200.bf16_dense_flops == h100.bf16_dense_flops  # same Hopper die, more and faster memory
     assert a100_80.fp8_dense_flops is None and h100.fp8_dense_flops == pytest.approx(
         2 * h100.bf16_dense_flops, rel=1e-3
@@ -52,6 +51,27 @@ def test_datasheet_relations_hold():
         and a100_80.peak_flops("fp8") == a100_80.bf16_dense_flops
     )
     assert a100_80.peak_flops("float32") == a100_80.bf16_dense_flops / 2
+
+
+def test_memory_is_what_the_device_reports_not_the_nameplate_in_decimal_gb():
+    """Serving engines size their pools from the total CUDA reports: an "80GB" HBM part reports
+    ~79.1 GiB (84.9e9 bytes), 6% more than 80e9. Our H200 lease read 139.8 GiB off the device."""
+    measured = json.loads(
+        (Path(__file__).parents[1] / "benchmarks/results/gpu_h200_engine.json").read_text()
+    )["meta"]["memory_gib"]
+    assert get_hardware("H200-141GB").memory_gib == pytest.approx(measured, abs=0.05)
+    reported_gib = {"A100-40GB": 39.39, "A100-80GB": 79.15, "H100-80GB": 79.11}
+    for name, gib in reported_gib.items():
+        spec = get_hardware(name)
+        assert (
+            spec.memory_gib == pytest.approx(gib)
+            and spec.memory_bytes > 1.04 * float(name.split("-")[1].removesuffix("GB")) * 1e9
+        ), name
+    for spec in load_catalog().values():
+        assert spec.memory_source, spec.name
+        nameplate = spec.name.rsplit("-", 1)[-1]
+        if spec.kind == "gpu" and "derived" in spec.memory_source:  # the HBM rule
+            assert spec.memory_gib == pytest.approx(0.989 * float(nameplate.removesuffix("GB")))
 
 
 def test_aliases_and_case_are_accepted():

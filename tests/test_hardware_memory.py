@@ -47,7 +47,8 @@ def test_kv_blocks_on_one_a100_by_hand():
     blocks = kv_blocks_available(
         model, a100, 1, gpu_memory_utilization=0.9, block_size=16, reserved_bytes_per_gpu=0
     )
-    assert blocks == math.floor((80e9 * 0.9 - 2 * LLAMA2_7B_PARAMS) / (524_288 * 16)) == 6976
+    a100_bytes = 79.15 * 2**30  # what CUDA reports on an "80GB" A100, not 80e9
+    assert blocks == math.floor((a100_bytes * 0.9 - 2 * LLAMA2_7B_PARAMS) / (524_288 * 16)) == 7511
 
 
 def test_kv_blocks_with_tensor_parallelism_by_hand():
@@ -56,7 +57,8 @@ def test_kv_blocks_with_tensor_parallelism_by_hand():
     blocks = kv_blocks_available(model, a100, 4, 0.9, 16, reserved_bytes_per_gpu=reserved)
     norms = (2 * 80 + 1) * 8192
     weights_per_gpu = (math.ceil((LLAMA2_70B_PARAMS - norms) / 4) + norms) * 2
-    assert blocks == math.floor((72e9 - weights_per_gpu - reserved) / (327_680 / 4 * 16))
+    budget = 0.9 * 79.15 * 2**30
+    assert blocks == math.floor((budget - weights_per_gpu - reserved) / (327_680 / 4 * 16))
     assert kv_blocks_available(model, a100, 1, 0.9, 16) == 0  # 138 GB of weights cannot fit on one
 
 

@@ -59,3 +59,23 @@ def test_engine_and_simulator_size_the_same_pool(preset, gpu):
         blocks[kv_cache_dtype] = engine
     for kv_cache_dtype in KV_DTYPES[1:]:
         assert blocks[kv_cache_dtype] / blocks["auto"] >= 1.95, (kv_cache_dtype, blocks)
+
+
+@pytest.mark.parametrize(
+    "preset, tensor_parallel, logged_blocks",
+    [("llama-2-7b", 1, 7449), ("llama-2-70b", 4, 31615)],
+)
+def test_the_pool_is_the_one_vllm_logged_on_an_a100(preset, tensor_parallel, logged_blocks):
+    """vLLM's own pools on A100-80GB, logged in vllm-project/vllm#2031 (Dec 2023, fp16, 16-token blocks,
+    gpu_memory_utilization 0.9, torch-only profiling as ours; 4,096 tokens profiled): within 1.5%. With
+    the nameplate read as 80e9 bytes the pools come out 7% and 10% short."""
+    blocks = kv_blocks_available(
+        ModelSpec.from_preset(preset, dtype="float16"),
+        get_hardware("A100-80GB"),
+        tensor_parallel,
+        0.9,
+        16,
+        max_num_batched_tokens=4096,
+        max_num_seqs=256,
+    )
+    assert blocks == pytest.approx(logged_blocks, rel=0.015)

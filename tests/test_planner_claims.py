@@ -114,7 +114,7 @@ def _on_vidur(scenario):
 
 def test_long_context_burst_preempts_on_paged_and_makes_static_clients_give_up():
     # conversation at 1.6 requests/s (60% of a static server's capacity), 32 long requests in 8 s: more
-    # tokens than the pool's 6,889 blocks x 16 hold
+    # tokens than the pool's 7,424 blocks x 16 hold (an A100's 79.15 GiB)
     # (rate and pool sized on the Vidur A100 step model: pinned, since the default is now aiconfigurator's)
     outcomes = {
         (policy, 0): _outcome(_on_vidur(long_context_scenario(policy, seed=0, rate_per_s=1.6)))
@@ -125,9 +125,9 @@ def test_long_context_burst_preempts_on_paged_and_makes_static_clients_give_up()
     assert (
         cont["preemptions"] > 0 and stat["preemptions"] == 0
     )  # only paged KV runs out mid-request
-    # at most half the long requests complete on the static server (exactly half with the default vllm-v1
+    # about half the long requests complete on the static server (17 of 32 with the default vllm-v1
     # serving-stack overhead on top of the A100 calibration), more than 80% on paged KV
-    assert cont["long_completed_share"][0] > 0.8 > 0.5 >= stat["long_completed_share"][0]
+    assert cont["long_completed_share"][0] > 0.8 > 0.6 >= stat["long_completed_share"][0]
     assert cont["short_abandon_rate"][0] < stat["short_abandon_rate"][0]
     assert row["verdict"] == "confirms"
 

@@ -234,8 +234,10 @@ def test_early_stop_never_changes_the_verdict(replicas):
     )
     assert quick.meets == full.meets
     assert set(quick.reasons) <= set(full.reasons)
-    if not full.meets:
-        assert quick.early_stop_s is not None and quick.early_stop_s < full.summary.simulated_s
+    if not full.meets:  # it stops once the miss is certain; a miss within the P99's 2-request
+        # cushion (`SLO.miss_limits`) is certain only at the end, and then both runs are the same run
+        stopped = quick.early_stop_s is not None and quick.early_stop_s < full.summary.simulated_s
+        assert stopped or quick.summary == full.summary
 
 
 def test_pareto_front_keeps_only_undominated_points():

@@ -2,6 +2,7 @@
 `simulate` on the scenarios the plan writes out), bisection finds the least meeting size of any monotone
 predicate, worker processes give the serial path's answer, and results are cached by scenario hash."""
 
+import json
 import random
 from dataclasses import replace
 
@@ -11,7 +12,7 @@ from test_planner_helpers import quick_settings, spike_scenario
 from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.bracket import crossing
 from simulator.planner.cache import OutcomeCache
-from simulator.planner.evaluate import evaluate_job, make_job
+from simulator.planner.evaluate import evaluate_job, job_key, make_job
 from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
 from simulator.planner.search import Answer, Batch, Fleet, bisect, confirm_answer, drive
@@ -211,6 +212,34 @@ def test_outcomes_are_cached_by_scenario_hash(tmp_path):
         make_job(scenario)["scenario"]
         != make_job(spike_scenario(duration_s=60, seed=1))["scenario"]
     )
+
+
+def test_a_changed_catalog_or_calibration_file_is_a_new_key(tmp_path, monkeypatch):
+    """What a scenario resolves to outside its JSON is in the key: a GPU's memory fixed in the
+    catalog (here through the user's overrides) or a calibration file edited in place is never
+    answered from a disk cache written before."""
+    from simulator.planner import cache
+
+    job = make_job(spike_scenario(duration_s=30), share=4)
+    before = job_key(job)
+    overrides = tmp_path / "hardware.json"
+    overrides.write_text(json.dumps({"A100-80GB": {"memory_bytes": 80e9}}))
+    monkeypatch.setenv("SURGEPLAN_HARDWARE_OVERRIDES", str(overrides))
+    cache._shipped_fingerprint.cache_clear()
+    try:
+        assert job_key(job) != before
+    finally:
+        monkeypatch.delenv("SURGEPLAN_HARDWARE_OVERRIDES")
+        cache._shipped_fingerprint.cache_clear()
+    assert job_key(job) == before
+    calibration = tmp_path / "mine.json"
+    calibration.write_text(json.dumps({"version": 1}))
+    scenario = spike_scenario(duration_s=30).model_dump(mode="json")
+    scenario["hardware"]["calibration"] = str(calibration)
+    named = {**job, "scenario": scenario}
+    first = job_key(named)
+    calibration.write_text(json.dumps({"version": 2}))
+    assert job_key(named) != first
 
 
 def test_runner_simulates_a_repeated_job_once():

@@ -1,7 +1,25 @@
 """The built-in catalog: each accelerator people plan for, from the vendors' published dense
-(non-sparse) peaks, with a default price and its source and date, and the common aliases."""
+(non-sparse) peaks, with a default price and its source and date, and the common aliases.
 
-from simulator.hardware.spec import GB, TB_PER_S, TFLOPS, HardwareSpec
+Memory is what the CUDA runtime reports as the device's total (`torch.cuda.mem_get_info`), the figure
+vLLM, SGLang and TensorRT-LLM size their KV pools from, not the nameplate read as decimal GB: NVIDIA
+names its HBM parts by GiB of HBM less what ECC and the driver keep back (~1%), so an "80GB" H100
+reports 79.11 GiB = 84.9e9 bytes, 6% more than 80e9. Each entry says where its figure was seen."""
+
+from simulator.hardware.spec import GB, GIB, TB_PER_S, TFLOPS, HardwareSpec
+
+# Reported GiB per nameplate "GB" on the HBM parts whose report is known (A100-40GB 39.39 / 40 = 0.985,
+# A100-80GB 79.15 / 80 = 0.989, H100 79.11 / 80 = 0.989, H200 139.8 / 141 = 0.991): the median, for the
+# HBM parts not yet seen (B200 and later), labelled derived.
+_HBM_REPORTED_PER_NAMEPLATE = 0.989
+_DERIVED_HBM = (
+    "derived: nameplate x 0.989 GiB, the median ratio of the reported HBM parts (A100, H100, H200); "
+    "replace with the device's own report (`surgeplan profile` records it)"
+)
+_NAMEPLATE_GDDR = (
+    "nameplate in decimal GB: GDDR parts with ECC on report about this (an L40S 44.5 GiB = 47.8e9, an "
+    "L4 22.0 GiB = 23.6e9); not checked against this device's own report"
+)
 
 
 def _gpu(
@@ -18,11 +36,17 @@ def _gpu(
     spec_source,
     max_devices_per_node=8,
     compute_capability=None,
+    reported_gib=None,
+    memory_source=_NAMEPLATE_GDDR,
+    hbm=False,
 ) -> HardwareSpec:
+    if reported_gib is None and hbm:
+        reported_gib, memory_source = memory_gb * _HBM_REPORTED_PER_NAMEPLATE, _DERIVED_HBM
     return HardwareSpec(
         name=name,
         kind="gpu",
-        memory_bytes=memory_gb * GB,
+        memory_bytes=reported_gib * GIB if reported_gib is not None else memory_gb * GB,
+        memory_source=memory_source,
         memory_bandwidth_bytes_per_s=bandwidth_tb_s * TB_PER_S,
         bf16_dense_flops=bf16_tflops * TFLOPS,
         fp8_dense_flops=fp8_tflops * TFLOPS if fp8_tflops else None,
@@ -54,6 +78,8 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)",
         compute_capability="sm_80",
+        reported_gib=39.39,
+        memory_source="PyTorch's out-of-memory message on A100-SXM4-40GB ('39.39 GiB total capacity')",
     ),
     _gpu(
         "A100-80GB",
@@ -68,6 +94,10 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)",
         compute_capability="sm_80",
+        reported_gib=79.15,
+        memory_source="PyTorch's out-of-memory message on A100-SXM4-80GB ('total capacity of 79.15 GiB', "
+        "beside nvidia-smi's 81,920 MiB); vLLM's logged pools need >= 77.8 GiB (vllm-project/vllm#2031: "
+        "Llama-2-7B TP1 7,449 blocks, Llama-2-70B TP4 31,615 before that PR)",
     ),
     _gpu(
         "H100-80GB",
@@ -82,6 +112,8 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2024-10",
         "NVIDIA H100 Tensor Core GPU datasheet (SXM5)",
         compute_capability="sm_90",
+        reported_gib=79.11,
+        memory_source="PyTorch's out-of-memory message on H100 / H800 SXM ('total capacity of 79.11 GiB')",
     ),
     _gpu(
         "H200-141GB",
@@ -96,6 +128,9 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2025-01",
         "NVIDIA H200 Tensor Core GPU datasheet (SXM)",
         compute_capability="sm_90",
+        reported_gib=139.8,
+        memory_source="measured: torch.cuda.get_device_properties on our H200 lease, 2026-12-04 "
+        "(benchmarks/results/gpu_h200_engine.json)",
     ),
     _gpu(
         "L40S",
@@ -173,6 +208,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA HGX B200 datasheet (8 GPUs: 1.44 TB HBM3e, 62 TB/s, 18 PFLOPS dense FP8)",
         compute_capability="sm_100",
+        hbm=True,
     ),
     _gpu(
         "B300-288GB",
@@ -187,6 +223,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA HGX B300 datasheet (8 GPUs: 2.3 TB HBM3e, 62 TB/s total)",
         compute_capability="sm_103",
+        hbm=True,
     ),
     _gpu(
         "GB200-186GB",
@@ -202,6 +239,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA GB200 NVL72 datasheet (per GPU: 186 GB HBM3e, 8 TB/s, 2.5 PFLOPS dense FP16)",
         max_devices_per_node=4,
         compute_capability="sm_100",
+        hbm=True,
     ),
     _gpu(
         "GB300-288GB",
@@ -218,6 +256,7 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA GB300 NVL72 datasheet (per GPU: 288 GB HBM3e, 8 TB/s)",
         max_devices_per_node=4,
         compute_capability="sm_103",
+        hbm=True,
     ),
     _gpu(
         "RTX-PRO-6000-96GB",

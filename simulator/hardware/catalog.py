@@ -24,6 +24,7 @@ def local_cpu() -> HardwareSpec:
         name="local-cpu",
         kind="cpu",
         memory_bytes=_physical_memory_bytes(),
+        memory_source="/proc/meminfo (physical pages x page size)",
         max_devices_per_node=1,
         memory_bandwidth_bytes_per_s=cores * _CPU_BANDWIDTH_PER_CORE_BYTES_PER_S,
         bf16_dense_flops=cores * _CPU_FLOPS_PER_CORE,

@@ -16,7 +16,15 @@ class HardwareSpec(BaseModel):
 
     name: str
     kind: str = Field(description="'gpu' or 'cpu'")
-    memory_bytes: float = Field(gt=0)
+    memory_bytes: float = Field(
+        gt=0,
+        description="what the CUDA runtime reports as the device's total (torch.cuda.mem_get_info), "
+        "the figure serving engines size their KV pools from; not the nameplate read as decimal GB",
+    )
+    memory_source: str = Field(
+        default="as given (not checked against a device's report)",
+        description="where memory_bytes was seen: a device report, a published log, or a rule",
+    )
     memory_bandwidth_bytes_per_s: float = Field(gt=0)
     bf16_dense_flops: float = Field(gt=0, description="dense bf16/fp16 tensor peak, FLOP/s")
     fp8_dense_flops: float | None = Field(

@@ -1,16 +1,56 @@
 """Outcomes cached by job hash: in memory for one plan, and on disk when the user names a folder, so
 re-planning after a change re-simulates only the scenarios that changed.
 
-The key is the sha256 of the job's canonical JSON (scenario, share, step scale, goodput, early stop)
-and the outcome format's version (`outcome.OUTCOME_VERSION`); one JSON file per outcome on disk.
+The key is the sha256 of the job's canonical JSON (scenario, share, step scale, goodput, early stop),
+the outcome format's version (`outcome.OUTCOME_VERSION`) and `inputs_fingerprint`: what the scenario
+resolves to outside its own JSON (the hardware catalog with the user's overrides, the shipped
+calibrations and engine profiles, files it names by path), so a catalog fix or a refit is a new key
+rather than a stale answer. One JSON file per outcome on disk.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from pathlib import Path
 
 from simulator.planner.outcome import Outcome
+
+
+@functools.cache
+def _shipped_fingerprint() -> str:
+    from simulator.calibration.engine_profile import PROFILES_DIR
+    from simulator.calibration.schema import SHIPPED_DIR
+    from simulator.hardware.catalog import load_catalog
+
+    digest = hashlib.sha256()
+    for spec in sorted(load_catalog().values(), key=lambda spec: spec.name):
+        digest.update(spec.model_dump_json().encode())
+    for folder in (SHIPPED_DIR, PROFILES_DIR):
+        for path in sorted(folder.glob("*.json")):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def inputs_fingerprint(scenario: dict) -> str:
+    """sha256 of the shipped data (`_shipped_fingerprint`, once a process) and of every JSON file the
+    scenario names as a calibration or engine profile."""
+    digest = hashlib.sha256(_shipped_fingerprint().encode())
+    stack = [scenario]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("calibration", "engine_profile") and isinstance(value, str):
+                    path = Path(value)
+                    if path.suffix == ".json" and path.is_file():
+                        digest.update(value.encode() + path.read_bytes())
+                else:
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return digest.hexdigest()
 
 
 class OutcomeCache:

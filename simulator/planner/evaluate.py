@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from simulator.errors import ModelDoesNotFit, PoolTooSmall
+from simulator.planner.cache import inputs_fingerprint
 from simulator.planner.outcome import OUTCOME_VERSION, FleetPart, Outcome, OutcomeSummary
 from simulator.scenario import Scenario
 from simulator.slo import SLO, ratio
@@ -87,9 +88,13 @@ def make_job(
 
 
 def job_key(job: dict) -> str:
-    """sha256 of the job's canonical JSON (and the outcome format's version)."""
+    """sha256 of the job's canonical JSON, the outcome format's version and the data the scenario
+    resolves to outside its JSON (`inputs_fingerprint`: catalog, calibrations, profiles), so that a
+    disk cache never answers from before a change to any of them."""
     text = json.dumps(
-        {"job": job, "version": OUTCOME_VERSION}, sort_keys=True, separators=(",", ":")
+        {"job": job, "version": OUTCOME_VERSION, "inputs": inputs_fingerprint(job["scenario"])},
+        sort_keys=True,
+        separators=(",", ":"),
     )
     return hashlib.sha256(text.encode()).hexdigest()
 
