@@ -45,6 +45,7 @@ class Profiler:
         device: str | None = None,
         dtype: str = "auto",
         seed: int = 0,
+        enforce_eager: bool = False,
     ):
         self.model, self.grid, self.load_format = model, grid, load_format
         from engine.llm import LLM  # torch loads here, not when the CLI imports this module
@@ -56,6 +57,7 @@ class Profiler:
             dtype=dtype,
             device=device,
             seed=seed,
+            enforce_eager=enforce_eager,
             num_kv_blocks=grid.num_kv_blocks(),
             **settings.model_dump(exclude={"load_format"}),
         )
@@ -283,12 +285,23 @@ def profile(
     grid: ProfileGrid | None = None,
     threads: int | None = None,
     statistic: str = "median",
+    enforce_eager: bool = False,
 ) -> Calibration:
     """Profile `model` and return (and save to `out`) its measured, fitted calibration.
     `statistic` summarises each point's repeats for the fit: median or min wall time, or `cpu`
-    (process CPU time: immune to neighbours on a shared host; use with threads=1 on a CPU)."""
+    (process CPU time: immune to neighbours on a shared host; use with threads=1 on a CPU).
+    `enforce_eager` times every step eagerly, as `serve --enforce-eager` runs (on a GPU decode-only
+    steps otherwise replay CUDA graphs; the calibration's provenance says which ran)."""
     grid = grid or (ProfileGrid.quick() if quick else ProfileGrid.full())
-    profiler = Profiler(model, grid, load_format=load_format, device=device, dtype=dtype, seed=seed)
+    profiler = Profiler(
+        model,
+        grid,
+        load_format=load_format,
+        device=device,
+        dtype=dtype,
+        seed=seed,
+        enforce_eager=enforce_eager,
+    )
     calibration = profiler.calibration(
         profiler.run(progress=progress, threads=threads), statistic=statistic
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from engine.config import EngineConfig, cli_option
 from simulator.calibration.profile import profile
 from simulator.calibration.profile_grid import ProfileGrid
 
@@ -28,6 +29,7 @@ def profile_command(
     passes: int = typer.Option(
         None, help="grid sweeps (default: 3 quick, 1 full); more resist noisy hosts"
     ),
+    enforce_eager: bool = cli_option(EngineConfig, "enforce_eager"),
     from_steps: Path = typer.Option(
         None,
         "--from-steps",
@@ -72,6 +74,7 @@ def profile_command(
         grid=grid,
         threads=threads,
         statistic=statistic,
+        enforce_eager=enforce_eager,
     )
     error = calibration.cost_model.fit_errors[0]
     typer.echo(f"{len(calibration.points)} points on {calibration.device.name} -> {out}")
