@@ -69,9 +69,13 @@ def test_memory_is_what_the_device_reports_not_the_nameplate_in_decimal_gb():
         ), name
     for spec in load_catalog().values():
         assert spec.memory_source, spec.name
-        nameplate = spec.name.rsplit("-", 1)[-1]
-        if spec.kind == "gpu" and "derived" in spec.memory_source:  # the HBM rule
-            assert spec.memory_gib == pytest.approx(0.989 * float(nameplate.removesuffix("GB")))
+        if spec.kind == "gpu" and "nameplate x 0.989" in spec.memory_source:  # the HBM rule
+            nameplate = float(spec.name.rsplit("-", 1)[-1].removesuffix("GB"))
+            assert spec.memory_gib == pytest.approx(0.989 * nameplate)
+    # the rule against a public CUDA query on a B200 (182,631 MiB); the B300's "288 GB" is decimal
+    assert get_hardware("B200-180GB").memory_gib == pytest.approx(182631 / 1024, rel=0.003)
+    assert get_hardware("B300-288GB").memory_gib == pytest.approx((275040 - 728) / 1024)
+    assert get_hardware("L40S").memory_gib == pytest.approx(44.5, abs=0.05)  # matched below too
 
 
 def test_aliases_and_case_are_accepted():

@@ -10,16 +10,32 @@ from simulator.hardware.spec import GB, GIB, TB_PER_S, TFLOPS, HardwareSpec
 
 # Reported GiB per nameplate "GB" on the HBM parts whose report is known (A100-40GB 39.39 / 40 = 0.985,
 # A100-80GB 79.15 / 80 = 0.989, H100 79.11 / 80 = 0.989, H200 139.8 / 141 = 0.991): the median, for the
-# HBM parts not yet seen (B200 and later), labelled derived.
+# HBM parts not yet seen (B200, GB200), labelled derived. Not every nameplate is in GiB: the B300's
+# "288 GB" reports 268.6 GiB in nvidia-smi, so it is derived from that instead.
 _HBM_REPORTED_PER_NAMEPLATE = 0.989
 _DERIVED_HBM = (
     "derived: nameplate x 0.989 GiB, the median ratio of the reported HBM parts (A100, H100, H200); "
+    "on a B200 a public cudaGetDeviceProperties query reads 182,631 MiB = 178.35 GiB, 0.2% more; "
     "replace with the device's own report (`surgeplan profile` records it)"
 )
-_NAMEPLATE_GDDR = (
-    "nameplate in decimal GB: GDDR parts with ECC on report about this (an L40S 44.5 GiB = 47.8e9, an "
-    "L4 22.0 GiB = 23.6e9); not checked against this device's own report"
-)
+# A public GPU probe's nvidia-smi totals (driver 580.95.05; read through the code search, file 71609078484,
+# whose repository the search does not name), MiB: what NVML reports; CUDA keeps a few hundred MiB more
+# back (B200: 183,359 NVML vs 182,631 MiB in a public cudaGetDeviceProperties query; L4: 23,034 vs
+# 22.03 GiB in PyTorch's message on it).
+_PROBE = "a public GPU probe's nvidia-smi total (driver 580.95.05)"
+_NVML_GAP_MIB = {
+    "Ampere GDDR": 23028 - 22.06 * 1024,
+    "Ada": 23034 - 22.03 * 1024,
+    "Blackwell": 183359 - 182631,
+}
+
+
+def _from_nvml(nvml_mib: float, sibling: str) -> float:
+    """GiB CUDA reports, from NVML's total less what CUDA keeps back on a sibling part."""
+    return (nvml_mib - _NVML_GAP_MIB[sibling]) / 1024
+
+
+_NAMEPLATE_GDDR = "nameplate in decimal GB: not checked against this device's own report"
 
 
 def _gpu(
@@ -146,6 +162,8 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA L40S datasheet",
         max_devices_per_node=8,
         compute_capability="sm_89",
+        reported_gib=_from_nvml(46068, "Ada"),
+        memory_source=f"derived: {_PROBE}, 46,068 MiB, less the 475 MiB CUDA keeps back on an L4",
     ),
     _gpu(
         "L4",
@@ -161,6 +179,9 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA L4 Tensor Core GPU datasheet",
         max_devices_per_node=8,
         compute_capability="sm_89",
+        reported_gib=22.03,
+        memory_source="PyTorch's out-of-memory message on an L4 ('total capacity of 22.03 GiB'; "
+        f"{_PROBE}: 23,034 MiB)",
     ),
     _gpu(
         "A10G",
@@ -177,6 +198,9 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "dense fp16 tensor figure)",
         max_devices_per_node=8,
         compute_capability="sm_86",
+        reported_gib=22.06,
+        memory_source="PyTorch's out-of-memory message on an A10 / A10G ('total capacity of 22.06 "
+        f"GiB'; {_PROBE}: 23,028 MiB)",
     ),
     _gpu(
         "A40",
@@ -192,6 +216,9 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA A40 datasheet",
         max_devices_per_node=8,
         compute_capability="sm_86",
+        reported_gib=_from_nvml(46068, "Ampere GDDR"),
+        memory_source="derived: nvidia-smi's 46,068 MiB on A40s (thamada/nvidia-smi, nvsim/A40x10_smi.py) "
+        "less the 439 MiB CUDA keeps back on an A10",
     ),
     # GPUs whose step models come from aiconfigurator's measured kernel tables (issue 21). Datasheet
     # figures cross-checked against aiconfigurator's systems/*.yaml; dense (non-sparse) peaks.
@@ -223,7 +250,9 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA HGX B300 datasheet (8 GPUs: 2.3 TB HBM3e, 62 TB/s total)",
         compute_capability="sm_103",
-        hbm=True,
+        reported_gib=_from_nvml(275040, "Blackwell"),
+        memory_source=f"derived: {_PROBE}, 275,040 MiB ('NVIDIA B300 SXM6 AC': the 288 GB "
+        "nameplate is decimal here, 268.6 GiB), less the 728 MiB CUDA keeps back on a B200",
     ),
     _gpu(
         "GB200-186GB",
@@ -256,7 +285,8 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "NVIDIA GB300 NVL72 datasheet (per GPU: 288 GB HBM3e, 8 TB/s)",
         max_devices_per_node=4,
         compute_capability="sm_103",
-        hbm=True,
+        reported_gib=_from_nvml(275040, "Blackwell"),
+        memory_source="derived: the B300's figure (the same 288 GB of HBM3e a GPU)",
     ),
     _gpu(
         "RTX-PRO-6000-96GB",
@@ -271,6 +301,8 @@ BUILTIN: tuple[HardwareSpec, ...] = (
         "2026-03",
         "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet (96 GB GDDR7, 1597 GB/s)",
         compute_capability="sm_120",
+        reported_gib=_from_nvml(97887, "Blackwell"),
+        memory_source=f"derived: {_PROBE}, 97,887 MiB, less the 728 MiB CUDA keeps back on a B200",
     ),
     _gpu(
         "Arc-Pro-B60-24GB",
