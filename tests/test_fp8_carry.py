@@ -1,9 +1,13 @@
 """A fitted fp8 small-batch scale carried to another GPU of the same kernel build target
 (`EngineProfile.fp8_linear_scale`, `fp8_small_batch.with_carried_fp8`): which GPUs it reaches, and
 that it reads the carried GPU's fp8 weights at the share of its HBM peak the fitted GPU's served
-steps read at, not the fitted GPU's ratio of times (fresh random scales and steps each run)."""
+steps read at, not the fitted GPU's ratio of times; and carried from the model and TP degree it was
+fitted at to another (`carried_fp8_shape`): the same seconds off per layer, never a served read
+above the HBM peak, and on the published held-out rows closer than the ratio (fresh random scales
+and steps each run)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -11,13 +15,15 @@ from sim_helpers import fp8_linear_s
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import load_profile
+from simulator.calibration.engine_profile import EngineProfile, Fp8Reference, load_profile
 from simulator.calibration.fp8_small_batch import CARRY_SHAPE, fp8_read_s, with_carried_fp8
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.hardware.catalog import get_hardware
+from simulator.validation.published_report import replay
+from simulator.validation.published_sets import load_published
 
 
 def _fp8(name: str):
@@ -67,7 +73,10 @@ def test_a_carried_scale_reads_at_the_fitted_gpus_share_of_the_hbm_peak(model):
     rng = np.random.default_rng()
     scale = float(rng.uniform(0.4, 0.95))
     tp = 4 if model == "llama-3-70b" else 1
-    profile = load_profile("trtllm").model_copy(update={"fp8_linear_scales": {"H200-141GB": scale}})
+    # fitted at this very shape: only the GPU carry (the shape carry is the next test's)
+    profile = load_profile("trtllm").model_copy(
+        update={"fp8_linear_scales": {"H200-141GB": scale}, "fp8_linear_reference": {}}
+    )
     h200 = _fp8(f"{model}@H200-141GB-tp{tp}-aic-trtllm")
     h100 = _fp8(f"{model}@H100-80GB-tp{tp}-aic-trtllm")
     fitted = _served_share(h200, profile)
@@ -96,3 +105,89 @@ def test_a_carried_scale_reads_at_the_fitted_gpus_share_of_the_hbm_peak(model):
         with_carried_fp8(profile, load_shipped(f"{model}@H100-80GB-tp{tp}-aic-trtllm")) is profile
     )
     assert with_carried_fp8(profile, h200) is profile
+
+
+@pytest.mark.parametrize("gpu", ["B200-180GB", "H200-141GB"])
+def test_a_scale_fitted_at_one_degree_takes_off_the_same_seconds_per_layer_at_another(gpu):
+    rng = np.random.default_rng()
+    scale = float(rng.uniform(0.55, 0.95))  # above the floor (the next test's) at every degree
+    at_tp4 = {gpu: Fp8Reference(model="llama-3-70b", tensor_parallel=4)}
+    profile = load_profile("trtllm").model_copy(
+        update={"fp8_linear_scales": {gpu: scale}, "fp8_linear_reference": at_tp4}
+    )
+    reference = _fp8(f"llama-3-70b@{gpu}-tp4-aic-trtllm")
+    per_layer_s = (1 - scale) * fp8_read_s(reference) / reference.model.num_layers
+    assert with_carried_fp8(profile, reference) is profile  # the fitted shape: as fitted
+    shares = {}
+    for name in (
+        "llama-3-70b@{}-tp1",
+        "llama-3-70b@{}-tp2",
+        "llama-3-70b@{}-tp8",
+        "llama-3-8b@{}-tp1",
+    ):
+        target = _fp8(name.format(gpu) + "-aic-trtllm")
+        carried = with_carried_fp8(profile, target).fp8_linear_scales[gpu]
+        layers = target.model.num_layers
+        # the same seconds off per layer (the profile keeps four decimals)
+        assert carried == pytest.approx(1 - per_layer_s * layers / fp8_read_s(target), abs=1e-4)
+        # what a replica takes off a random step below the knee is (1 - carried) of the tables'
+        plain = profile.model_copy(update={"fp8_linear_scales": {}})
+        batch = int(rng.integers(1, int(target.cost_model.knee_tokens) + 1))
+        shape = StepShape(decode_context_lens=tuple(int(c) for c in rng.integers(16, 4096, batch)))
+        with_scale, without = (
+            ProfiledCostModel.of_calibration(target, p) for p in (profile, plain)
+        )
+        assert with_scale.step_time(shape) == pytest.approx(
+            without.step_time(shape)
+            - (1 - carried) * fp8_linear_s(CostModel.from_calibration(target), shape),
+            rel=1e-3,
+        )
+        shares[name] = _served_share(target, profile)
+    # the tables' fixed cost per GEMM weighs more as the GEMMs shrink: a lower served share at TP8
+    assert (
+        shares["llama-3-70b@{}-tp1"] > shares["llama-3-70b@{}-tp2"] > shares["llama-3-70b@{}-tp8"]
+    )
+    # without a reference the ratio holds at every shape, as before the shape carry
+    ratio = profile.model_copy(update={"fp8_linear_reference": {}})
+    assert with_carried_fp8(ratio, _fp8(f"llama-3-70b@{gpu}-tp1-aic-trtllm")) is ratio
+
+
+def test_a_carried_scale_never_reads_the_weights_faster_than_the_hbm_peak():
+    """A scale taking off more than the small GEMMs' whole time per layer stops at the peak."""
+    profile = load_profile("trtllm").model_copy(
+        update={
+            "fp8_linear_scales": {"B200-180GB": 0.05},
+            "fp8_linear_reference": {
+                "B200-180GB": Fp8Reference(model="llama-3-70b", tensor_parallel=4)
+            },
+        }
+    )
+    tp8 = _fp8("llama-3-70b@B200-180GB-tp8-aic-trtllm")
+    assert _served_share(tp8, profile) == pytest.approx(1.0, rel=1e-3)
+    assert _served_share(_fp8("llama-3-70b@B200-180GB-tp1-aic-trtllm"), profile) < 1.0
+
+
+def test_carried_by_seconds_per_layer_the_held_out_single_gpu_rows_are_closer_than_by_ratio():
+    """InferenceMAX's TensorRT-LLM Llama-3.1-70B fp8 rows at TP1 on the B200 (held out; the scale
+    is fitted at TP4): the TP4 ratio put them 28-30% fast at 4-16 in flight."""
+    data = load_published("aic-silicon-trtllm-70b-more-tp")
+    data["runs"] = [
+        run
+        for run in data["runs"]
+        if run["id"] in ("b200-llama-3-70b-tp1-1024x1024-c4", "b200-llama-3-70b-tp1-1024x1024-c16")
+    ]
+    assert len(data["runs"]) == 2
+    profile = load_profile("trtllm")
+    assert "B200-180GB" in profile.fp8_linear_reference
+    ratio = profile.model_copy(update={"fp8_linear_reference": {}})
+    by_layer, by_ratio = (replay(data, p) for p in (profile, ratio))
+    for carried, plain in zip(by_layer, by_ratio, strict=True):
+        assert plain.ratio < 0.8  # the ratio's: 28-30% fast
+        assert abs(math.log(carried.ratio)) < 0.5 * abs(math.log(plain.ratio))
+
+
+def test_a_reference_shape_needs_a_scale_of_its_gpu():
+    stored = load_profile("trtllm").model_dump()
+    orphan = stored | {"fp8_linear_scales": {"H200-141GB": 0.6}}  # B200's reference kept
+    with pytest.raises(ValueError, match=r"fp8_linear_reference for \['B200-180GB'\]"):
+        EngineProfile.model_validate(orphan)

@@ -26,6 +26,7 @@ from simulator.validation.fit_coordinates import (
     FIT_TERMS,
     FP8_TERM,
     fp8_coordinates,
+    fp8_references,
     scoring_sets,
 )
 from simulator.validation.profile_fit import fitted_together
@@ -112,9 +113,19 @@ def test_the_8b_set_is_held_out_and_the_70b_set_split_by_rule_fits_only_the_fp8_
         "fp8_linear:B200-180GB": "B200-180GB",
         "fp8_linear:H200-141GB": "H200-141GB",
     }
+    # the shape each GPU's scale is fitted at (the profile records it; other shapes carry by it)
+    assert fp8_references(fit_half) == {
+        "B200-180GB": ("llama-3-70b", 4),
+        "H200-141GB": ("llama-3-70b", 4),
+    }
+    assert {
+        gpu: (at.model, at.tensor_parallel)
+        for gpu, at in load_profile("trtllm").fp8_linear_reference.items()
+    } == fp8_references(fit_half)
     # a set not naming the term, or bf16 runs, add none
     assert fp8_coordinates([{**h100, "fit_terms": [FP8_TERM]}]) == {}
     assert fp8_coordinates([{**data, "fit_terms": ["wake"]}]) == {}
+    assert fp8_references([{**data, "fit_terms": ["wake"]}]) == {}
 
 
 def test_each_set_scores_only_the_terms_it_names_in_the_trtllm_fit():

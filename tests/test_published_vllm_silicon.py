@@ -130,7 +130,11 @@ def test_a_profile_with_scales_over_its_own_tables_must_name_its_backend():
     stored = load_profile("vllm-v1").model_dump()
     scale = float(_rng().uniform(0.3, 1.2))
     for field in ("kernel_era_scales", "older_era_scales", "fp8_linear_scales"):
-        unnamed = stored | {"kernel_backend": None, field: {"H100-80GB": scale}}
+        unnamed = stored | {
+            "kernel_backend": None,
+            field: {"H100-80GB": scale},
+            "fp8_linear_reference": {},
+        }
         with pytest.raises(ValueError, match=f"{field}.*no kernel_backend"):
             EngineProfile.model_validate(unnamed)
         named = EngineProfile.model_validate(unnamed | {"kernel_backend": "vllm"})

@@ -73,10 +73,26 @@ def print_profile(
     if profile.fp8_linear_scales:
         table.add_row(
             "fp8 linear layers up to the knee vs its own backend's fp8 GEMM tables",
-            ", ".join(f"{name} x{v:.2f}" for name, v in profile.fp8_linear_scales.items()),
+            ", ".join(
+                f"{name} x{v:.2f}"
+                + (
+                    f" at {at.model} TP{at.tensor_parallel}"
+                    if (at := profile.fp8_linear_reference.get(name))
+                    else ""
+                )
+                for name, v in profile.fp8_linear_scales.items()
+            ),
             "fitted",
             profile.fp8_linear_source,
         )
+        if profile.fp8_linear_reference:
+            table.add_row(
+                "the same at another model or TP degree",
+                "the same seconds off per layer of a small decode step",
+                "derived",
+                "the tables' fixed cost per GEMM, which served steps do not pay "
+                "(fp8_small_batch.carried_fp8_shape)",
+            )
         carried = {
             name: profile.fp8_linear_scale(name)
             for name in load_catalog()

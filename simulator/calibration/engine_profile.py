@@ -71,6 +71,13 @@ class SourceEra(_Strict):
     source: str
 
 
+class Fp8Reference(_Strict):
+    """The model and TP degree an fp8 linear-layer scale was fitted at (`fp8_linear_reference`)."""
+
+    model: str
+    tensor_parallel: int = Field(ge=1)
+
+
 class EngineProfile(_Strict):
     name: str
     engine: str = Field(description="the serving stack, e.g. 'vLLM'")
@@ -123,6 +130,13 @@ class EngineProfile(_Strict):
         "fp8 weights, 1 where absent",
     )
     fp8_linear_source: str = "none: the tables' fp8 linear-layer time as it is"
+    fp8_linear_reference: dict[str, Fp8Reference] = Field(
+        {},
+        description="per GPU of `fp8_linear_scales`: the model and TP degree its scale was fitted "
+        "at; at another model or degree the scale takes off the same seconds per layer of a small "
+        "decode step (`fp8_small_batch.carried_fp8_shape`: the tables' fixed cost per GEMM, which "
+        "the served steps do not pay); absent, the same ratio of times at every shape",
+    )
     source_eras: dict[str, SourceEra] = Field(
         {},
         description="per published set: the GPUs on which its stack ran the tables' GEMMs, not "
@@ -147,6 +161,13 @@ class EngineProfile(_Strict):
                     "kernel_backend; expected the backend whose kernel tables they are over "
                     "('vllm', 'sglang' or 'trtllm'): without it they never apply"
                 )
+        unscaled = sorted(set(self.fp8_linear_reference) - set(self.fp8_linear_scales))
+        if unscaled:
+            raise ValueError(
+                f"profile {self.name!r} has fp8_linear_reference for {unscaled} but no "
+                f"fp8_linear_scales entry for them; expected references only for GPUs among "
+                f"{sorted(self.fp8_linear_scales)}"
+            )
         return self
 
     def for_source(self, name: str, like: str | None = None) -> EngineProfile:

@@ -14,7 +14,16 @@ interface as `CostModel`, the wrapped model's per-step path unchanged. A scale f
 carried to another of the same kernel build target (`EngineProfile.fp8_linear_scale`) keeps the
 served weight read at the same share of each GPU's HBM peak (`with_carried_fp8`), not the same ratio
 of times: the two GPUs' tables read at different shares (TensorRT-LLM's H100 fp8 tables at 49%, the
-H200's at 42%), and the time ratio would put the H100's served read at 99% of its peak."""
+H200's at 42%), and the time ratio would put the H100's served read at 99% of its peak.
+
+A scale fitted at one model and TP degree (`EngineProfile.fp8_linear_reference`) and applied at
+another takes off the same seconds per layer (`carried_fp8_shape`), not the same ratio. Why: over TP
+1 / 2 / 4 / 8 of Llama-3-70B, TensorRT-LLM's B200 fp8 tables time a small decode step's linear
+layers as ~5.0 ms plus the weight read at ~75% of the HBM peak, so their share of the peak falls
+from 55% at TP1 to 18% at TP8: a fixed cost per GEMM (the H200's: ~4.3 ms) that the served steps,
+replayed in graphs, do not pay. The TP4 ratio (x0.46) carried as a ratio put TP1's served read at
+119% of the B200's peak, and its held-out TPOT 20-30% fast; the same seconds per layer put it at
+74%, and give Llama-3-8B at TP1 x0.47 where a ratio gives x0.46."""
 
 from __future__ import annotations
 
@@ -113,36 +122,74 @@ def carried_fp8_scale(scale: float, source: Calibration, target: Calibration) ->
     return scale * fp8_read_s(source) * peak_source / (fp8_read_s(target) * peak_target)
 
 
+def carried_fp8_shape(scale: float, reference: Calibration, target: Calibration) -> float:
+    """`scale`, fitted at `reference`'s model and TP degree, for `target`'s on the same GPU: the
+    same seconds taken off per layer at `CARRY_SHAPE`, never a served weight read above the HBM
+    peak (the floor: the tables' own share of it)."""
+    saved_per_layer_s = (1.0 - scale) * fp8_read_s(reference) / reference.model.num_layers
+    target_s = fp8_read_s(target)
+    carried = 1.0 - saved_per_layer_s * target.model.num_layers / target_s
+    weights_per_gpu_bytes = (
+        target.model.num_layers
+        * target.model.linear_params_per_layer
+        / target.device.tensor_parallel  # fp8: one byte a weight
+    )
+    peak = get_hardware(target.device.hardware).memory_bandwidth_bytes_per_s
+    return max(carried, weights_per_gpu_bytes / (peak * target_s))
+
+
 def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> EngineProfile:
-    """`profile` with the fp8 scale it carries to `calibration`'s GPU (fitted on another GPU of the
-    same kernel build target) made that GPU's own entry by `carried_fp8_scale`; `profile` itself
-    where it carries none, `calibration` has no fp8 linear layers, or the source GPU has no shipped
-    fp8 tables of the same backend for this model (then the time ratio carries, as before)."""
+    """`profile` with the fp8 scale it carries to `calibration` made its GPU's own entry: from the
+    GPU it was fitted on to another of the same kernel build target by `carried_fp8_scale` (at the
+    reference model and degree), then from the reference model and degree to `calibration`'s by
+    `carried_fp8_shape`. `profile` itself where it carries none or `calibration` has no fp8 linear
+    layers; a step is skipped (the ratio carries as fitted) where a GPU has no shipped fp8 tables
+    of the same backend at the reference shape."""
     from simulator.calibration.shipped import calibration_for  # the catalog of shipped fits
 
     gpu = calibration.device.hardware or calibration.device.name
     scale, source_gpu = profile.fp8_linear_scale(gpu)
     if (
-        source_gpu in (None, gpu)
+        source_gpu is None
         or calibration.cost_model is None
         or not has_fp8_linear(calibration.cost_model)
     ):
         return profile
     backend = calibration.provenance.backend
-    source = calibration_for(
-        calibration.model.name,
-        source_gpu,
-        calibration.device.tensor_parallel,
-        backend=backend or "vllm",
-        weight_dtype="fp8",
+    reference = profile.fp8_linear_reference.get(source_gpu)
+    model, degree = (
+        (reference.model, reference.tensor_parallel)
+        if reference is not None
+        else (calibration.model.name, calibration.device.tensor_parallel)
     )
-    if (
-        source.provenance.backend != backend
-        or source.model.name != calibration.model.name
-        or not supports_weight_dtype(source, "fp8")
-    ):
+
+    def tables(on_gpu: str) -> Calibration | None:
+        """The backend's fp8 calibration of the reference model and degree on `on_gpu`."""
+        if on_gpu == gpu and (model, degree) == (
+            calibration.model.name,
+            calibration.device.tensor_parallel,
+        ):
+            return calibration
+        found = calibration_for(
+            model, on_gpu, degree, backend=backend or "vllm", weight_dtype="fp8"
+        )
+        same = (found.provenance.backend, found.model.name, found.device.tensor_parallel) == (
+            backend,
+            model,
+            degree,
+        )
+        return found if same and supports_weight_dtype(found, "fp8") else None
+
+    carried, here = scale, tables(gpu)
+    if source_gpu != gpu:
+        source = tables(source_gpu)
+        if source is None or here is None:
+            return profile
+        carried = carried_fp8_scale(scale, source, here)
+    if here is not None and here is not calibration:
+        carried = carried_fp8_shape(carried, here, calibration)
+    if carried == scale:
         return profile
-    carried = carried_fp8_scale(scale, source, calibration)
     return profile.model_copy(
         update={"fp8_linear_scales": {**profile.fp8_linear_scales, gpu: round(carried, 4)}}
     )
@@ -152,6 +199,7 @@ __all__ = [
     "CARRY_SHAPE",
     "SmallBatchFp8",
     "carried_fp8_scale",
+    "carried_fp8_shape",
     "fp8_read_s",
     "has_fp8_linear",
     "with_carried_fp8",

@@ -6,6 +6,7 @@ to fine) are on one screen and testable without replaying anything."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,6 +47,24 @@ def fp8_coordinates(fit_sets: list[dict]) -> dict[str, str]:
         if run.get("weight_dtype") == "fp8"
     }
     return {f"{FP8_TERM}:{gpu}": gpu for gpu in sorted(gpus)}
+
+
+def fp8_references(fit_sets: list[dict]) -> dict[str, tuple[str, int]]:
+    """GPU -> (model, TP degree) its fp8 scale is fitted at (`EngineProfile.fp8_linear_reference`):
+    the most frequent among the fp8-weight fit runs on it of the sets naming `FP8_TERM`, the lower
+    degree on a tie; the scale reaches the other shapes by `fp8_small_batch.carried_fp8_shape`."""
+    counts: dict[str, Counter] = {}
+    for each in fit_sets:
+        if FP8_TERM not in each.get("fit_terms", ()):
+            continue
+        for run in each["runs"]:
+            if run.get("weight_dtype") == "fp8":
+                shape = (run["model"], int(run.get("tensor_parallel", 1)))
+                counts.setdefault(run["gpu"], Counter())[shape] += 1
+    return {
+        gpu: min(shapes, key=lambda shape: (-shapes[shape], shape[1], shape[0]))
+        for gpu, shapes in sorted(counts.items())
+    }
 
 
 def scoring_sets(

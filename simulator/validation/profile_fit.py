@@ -11,7 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration.engine_profile import PROFILES_DIR, EngineProfile, load_profile
+from simulator.calibration.engine_profile import (
+    PROFILES_DIR,
+    EngineProfile,
+    Fp8Reference,
+    load_profile,
+)
 from simulator.calibration.profile_errors import ProfileError
 from simulator.validation.fit_coordinates import (
     DEFAULT_TERMS,
@@ -22,6 +27,7 @@ from simulator.validation.fit_coordinates import (
     SCALE_KEYS,
     SCALE_RANGE,
     fp8_coordinates,
+    fp8_references,
     objective,
     scale_trials,
     scoring_sets,
@@ -111,6 +117,11 @@ def fit_profile(
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
     fp8 = fp8_coordinates(fit_sets) if FP8_TERM in chosen else {}
+    fp8_reference = {
+        gpu: Fp8Reference(model=model, tensor_parallel=degree)
+        for gpu, (model, degree) in fp8_references(fit_sets).items()
+        if gpu in fp8.values()
+    }
     for key, gpu in fp8.items():
         grids[key] = [FP8_RANGE[0], FP8_RANGE[1]]  # searched coarse to fine (`scale_trials`)
         values[key] = base.fp8_linear_scales.get(gpu, 1.0)
@@ -168,6 +179,7 @@ def fit_profile(
                 update={
                     "fp8_linear_scales": scales,
                     "fp8_linear_source": f"{source(*fp8)} (their fp8 runs' rows)",
+                    "fp8_linear_reference": dict(base.fp8_linear_reference) | fp8_reference,
                 }
             )
         older_gpus = {name: [] for name, _ in older.values()}
