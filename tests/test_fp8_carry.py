@@ -191,3 +191,23 @@ def test_a_reference_shape_needs_a_scale_of_its_gpu():
     orphan = stored | {"fp8_linear_scales": {"H200-141GB": 0.6}}  # B200's reference kept
     with pytest.raises(ValueError, match=r"fp8_linear_reference for \['B200-180GB'\]"):
         EngineProfile.model_validate(orphan)
+
+
+def test_show_names_the_reference_and_the_scale_a_calibration_takes():
+    """`calibrations show` on TensorRT-LLM's B200 TP1 tables: the fitted shape, and the scale the TP4
+    one becomes at TP1 (what the replay applies), not the one fitted at TP4."""
+    from typer.testing import CliRunner
+
+    from simulator.calibration.cli import app
+
+    name = "llama-3-70b@B200-180GB-tp1-aic-trtllm"
+    result = CliRunner().invoke(
+        app, ["show", name, "--engine-profile", "trtllm"], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 0, result.output
+    profile = load_profile("trtllm")
+    carried = with_carried_fp8(profile, _fp8(name)).fp8_linear_scales["B200-180GB"]
+    assert carried > profile.fp8_linear_scales["B200-180GB"] + 0.1
+    fitted = profile.fp8_linear_scales["B200-180GB"]
+    assert f"B200-180GB x{fitted:.2f} at llama-3-70b TP4" in result.output
+    assert f"llama-3-70b TP1 on B200-180GB with fp8 weights: x{carried:.2f}" in result.output

@@ -155,7 +155,7 @@ def show(
         profile = load_profile(engine_profile or default_profile_name(loaded))
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    print_profile(profile, loaded.device.hardware, loaded.device.tensor_parallel)
+    print_profile(profile, loaded.device.hardware, loaded.device.tensor_parallel, loaded)
     total = ProfiledCostModel.of_calibration(loaded, profile, gpu=model)
     variants = {
         weight_dtype: CostModel.from_calibration(weight_dtype_calibration(loaded, weight_dtype))

@@ -8,12 +8,14 @@ from rich.table import Table
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import feature_value
 from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
+from simulator.calibration.fp8_small_batch import with_carried_fp8
 from simulator.calibration.plausibility import (
     kv_read_rates,
     linear_peak_shares,
     prefill_attention_shares,
 )
 from simulator.calibration.schema import Calibration
+from simulator.calibration.weight_dtype import supports_weight_dtype, weight_dtype_calibration
 from simulator.hardware.catalog import load_catalog
 
 
@@ -26,9 +28,32 @@ def percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+def _fp8_scale_here(profile: EngineProfile, calibration: Calibration | None) -> str:
+    """'; here with fp8 weights: xS' for a calibration of the profile's own backend's fp8 tables."""
+    if (
+        calibration is None
+        or calibration.cost_model is None
+        or profile.scales_kernels_of(calibration.provenance.backend)
+        or not supports_weight_dtype(calibration, "fp8")
+    ):
+        return ""
+    fp8 = weight_dtype_calibration(calibration, "fp8")
+    gpu = fp8.device.hardware or fp8.device.name
+    scale, source = with_carried_fp8(profile, fp8).fp8_linear_scale(gpu)
+    if source is None:
+        return ""
+    return (
+        f"; {fp8.model.name} TP{fp8.device.tensor_parallel} on {gpu} with fp8 weights: x{scale:.2f}"
+    )
+
+
 def print_profile(
-    profile: EngineProfile, gpu: str | None = None, tensor_parallel: int | None = None
+    profile: EngineProfile,
+    gpu: str | None = None,
+    tensor_parallel: int | None = None,
+    calibration: Calibration | None = None,
 ) -> None:
+    """`calibration`: the one shown, for the fp8 scale the profile takes on it."""
     console_print(
         f"[bold]engine profile {profile.name}[/bold]: {profile.engine} {profile.versions}. {profile.description}"
     )
@@ -88,7 +113,8 @@ def print_profile(
         if profile.fp8_linear_reference:
             table.add_row(
                 "the same at another model or TP degree",
-                "the same seconds off per layer of a small decode step",
+                "the same seconds off per layer of a small decode step"
+                + _fp8_scale_here(profile, calibration),
                 "derived",
                 "the tables' fixed cost per GEMM, which served steps do not pay "
                 "(fp8_small_batch.carried_fp8_shape)",
