@@ -15,8 +15,13 @@ from sim_helpers import fp8_linear_s
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.engine_profile import EngineProfile, Fp8Reference, load_profile
-from simulator.calibration.fp8_small_batch import CARRY_SHAPE, fp8_read_s, with_carried_fp8
+from simulator.calibration.engine_profile import EngineProfile, load_profile
+from simulator.calibration.fp8_small_batch import (
+    CARRY_SHAPE,
+    Fp8Reference,
+    fp8_read_s,
+    with_carried_fp8,
+)
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
@@ -191,6 +196,12 @@ def test_a_reference_shape_needs_a_scale_of_its_gpu():
     orphan = stored | {"fp8_linear_scales": {"H200-141GB": 0.6}}  # B200's reference kept
     with pytest.raises(ValueError, match=r"fp8_linear_reference for \['B200-180GB'\]"):
         EngineProfile.model_validate(orphan)
+    # a model surgeplan does not know would never find its tables: refused by name
+    typo = stored | {
+        "fp8_linear_reference": {"B200-180GB": {"model": "llama-3-70B", "tensor_parallel": 4}}
+    }
+    with pytest.raises(ValueError, match="model 'llama-3-70B' is unknown; expected one of"):
+        EngineProfile.model_validate(typo)
 
 
 def test_show_names_the_reference_and_the_scale_a_calibration_takes():

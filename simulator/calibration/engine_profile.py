@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.fp8_small_batch import Fp8Reference
 from simulator.calibration.profile_errors import ProfileError, held_out
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
@@ -69,13 +70,6 @@ class SourceEra(_Strict):
     tables_gpus: list[str] = []
     older_gpus: list[str] = []
     source: str
-
-
-class Fp8Reference(_Strict):
-    """The model and TP degree an fp8 linear-layer scale was fitted at (`fp8_linear_reference`)."""
-
-    model: str
-    tensor_parallel: int = Field(ge=1)
 
 
 class EngineProfile(_Strict):

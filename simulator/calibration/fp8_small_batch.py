@@ -29,7 +29,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from engine.core.step_shape import StepShape
+from engine.model.presets import preset_names
 from simulator.calibration.cost_model import FEATURE_UNITS, CostModel
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX, linear_s
 from simulator.calibration.schema import Calibration
@@ -42,6 +45,25 @@ if TYPE_CHECKING:
 # the decode step a carried scale compares two GPUs' fp8 tables at: below every knee, so the weights
 # are read once and the step pays what the scale covers
 CARRY_SHAPE = StepShape((), (512,) * 8)
+
+
+class Fp8Reference(BaseModel):
+    """The model and TP degree an fp8 linear-layer scale was fitted at
+    (`EngineProfile.fp8_linear_reference`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    tensor_parallel: int = Field(ge=1)
+
+    @field_validator("model")
+    @classmethod
+    def _a_known_model(cls, model: str) -> str:
+        if model not in preset_names():
+            raise ValueError(
+                f"fp8_linear_reference model {model!r} is unknown; expected one of {preset_names()}"
+            )
+        return model
 
 
 def has_fp8_linear(fit) -> bool:
@@ -197,6 +219,7 @@ def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> Engine
 
 __all__ = [
     "CARRY_SHAPE",
+    "Fp8Reference",
     "SmallBatchFp8",
     "carried_fp8_scale",
     "carried_fp8_shape",

@@ -11,12 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration.engine_profile import (
-    PROFILES_DIR,
-    EngineProfile,
-    Fp8Reference,
-    load_profile,
-)
+from simulator.calibration.engine_profile import PROFILES_DIR, EngineProfile, load_profile
+from simulator.calibration.fp8_small_batch import Fp8Reference
 from simulator.calibration.profile_errors import ProfileError
 from simulator.validation.fit_coordinates import (
     DEFAULT_TERMS,
