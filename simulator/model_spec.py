@@ -124,6 +124,10 @@ class ModelSpec(BaseModel):
     def linear_params_per_layer(self) -> int:
         return self.attention_params_per_layer + self.mlp_params_per_layer
 
+    def linear_weight_bytes_per_gpu(self, tensor_parallel: int, bytes_per_weight: float) -> float:
+        """Bytes of one GPU's share of the linear layers' weights (what a decode step reads)."""
+        return self.num_layers * self.linear_params_per_layer * bytes_per_weight / tensor_parallel
+
     @property
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size

@@ -151,13 +151,9 @@ def carried_fp8_shape(scale: float, reference: Calibration, target: Calibration)
     saved_per_layer_s = (1.0 - scale) * fp8_read_s(reference) / reference.model.num_layers
     target_s = fp8_read_s(target)
     carried = 1.0 - saved_per_layer_s * target.model.num_layers / target_s
-    weights_per_gpu_bytes = (
-        target.model.num_layers
-        * target.model.linear_params_per_layer
-        / target.device.tensor_parallel  # fp8: one byte a weight
-    )
+    weights_bytes = target.model.linear_weight_bytes_per_gpu(target.device.tensor_parallel, 1)
     peak = get_hardware(target.device.hardware).memory_bandwidth_bytes_per_s
-    return max(carried, weights_per_gpu_bytes / (peak * target_s))
+    return max(carried, weights_bytes / (peak * target_s))
 
 
 def with_carried_fp8(profile: EngineProfile, calibration: Calibration) -> EngineProfile:

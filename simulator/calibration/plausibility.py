@@ -51,10 +51,10 @@ def linear_peak_shares(calibration: Calibration) -> tuple[float, float]:
     hardware = get_hardware(calibration.device.hardware)
     cost = CostModel.from_calibration(calibration)
 
-    weight_bytes = model.num_layers * model.linear_params_per_layer * model.dtype_bytes
+    weight_bytes = model.linear_weight_bytes_per_gpu(tensor_parallel, model.dtype_bytes)
     decode_s = linear_s(cost, StepShape((), (512,)), fp8=False)
     prefill_s = linear_s(cost, StepShape(((PREFILL_TOKENS, 0),), ()), fp8=False)
-    read = weight_bytes / tensor_parallel / hardware.memory_bandwidth_bytes_per_s / decode_s
+    read = weight_bytes / hardware.memory_bandwidth_bytes_per_s / decode_s
     flops = model.linear_flops_per_token * PREFILL_TOKENS / tensor_parallel
     return read, flops / hardware.peak_flops(model.dtype) / prefill_s
 

@@ -39,14 +39,7 @@ def objective(rows: list[Row]) -> float:
 def fp8_coordinates(fit_sets: list[dict]) -> dict[str, str]:
     """`fp8_linear:<GPU>` -> GPU for every GPU of the fp8-weight fit runs of the sets naming
     `FP8_TERM` in their `fit_terms`."""
-    gpus = {
-        run["gpu"]
-        for each in fit_sets
-        if FP8_TERM in each.get("fit_terms", ())
-        for run in each["runs"]
-        if run.get("weight_dtype") == "fp8"
-    }
-    return {f"{FP8_TERM}:{gpu}": gpu for gpu in sorted(gpus)}
+    return {f"{FP8_TERM}:{gpu}": gpu for gpu in fp8_references(fit_sets)}
 
 
 def fp8_references(fit_sets: list[dict]) -> dict[str, tuple[str, int]]:

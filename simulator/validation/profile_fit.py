@@ -113,10 +113,9 @@ def fit_profile(
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
     fp8 = fp8_coordinates(fit_sets) if FP8_TERM in chosen else {}
-    fp8_reference = {
+    fp8_reference = {  # the shape each fitted scale is at (read only where `fp8` has coordinates)
         gpu: Fp8Reference(model=model, tensor_parallel=degree)
         for gpu, (model, degree) in fp8_references(fit_sets).items()
-        if gpu in fp8.values()
     }
     for key, gpu in fp8.items():
         grids[key] = [FP8_RANGE[0], FP8_RANGE[1]]  # searched coarse to fine (`scale_trials`)
