@@ -1,7 +1,7 @@
 """aiconfigurator's measured vLLM V1 silicon rows as the `vllm-v1` profile's fit set: their fit half
-fits, of the profile, only the fp8 linear layers per GPU (over vLLM's own fp8 GEMM tables: the profile
-names vLLM's kernels, so the scale touches vLLM-table calibrations with fp8 weights and nothing
-else), and the sets sharing their load generator read its bunched turns from them at load
+fits, of the profile, only the fp8 linear layers per GPU, below the knee and beyond it (over vLLM's
+own fp8 GEMM tables: the profile names vLLM's kernels, so the scales touch vLLM-table calibrations
+with fp8 weights and nothing else), and the sets sharing their load generator read its bunched turns from them at load
 (`bunched_turns_like`), never a stale copy."""
 
 import json
@@ -78,7 +78,8 @@ def test_a_carried_bunched_turns_follows_its_source_and_refuses_what_it_cannot_c
 
 def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_on_its_own_rows():
     data = load_published(HOPPER)
-    assert data["fits"] == ["bunched_turns", "profile"] and data["fit_terms"] == ["fp8_linear"]
+    assert data["fits"] == ["bunched_turns", "profile"]
+    assert data["fit_terms"] == ["fp8_linear", "fp8_large_batch"]
     together = fitted_together(data)
     assert [each["name"] for each in together] == [HOPPER]  # held-out-only checks never fit it
     fit_sets = [{**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}]
@@ -129,12 +130,22 @@ def test_a_profile_with_scales_over_its_own_tables_must_name_its_backend():
     refused as it loads."""
     stored = load_profile("vllm-v1").model_dump()
     scale = float(_rng().uniform(0.3, 1.2))
-    for field in ("kernel_era_scales", "older_era_scales", "fp8_linear_scales"):
-        unnamed = stored | {
-            "kernel_backend": None,
-            field: {"H100-80GB": scale},
-            "fp8_linear_reference": {},
-        }
+    fields = (
+        "kernel_era_scales",
+        "older_era_scales",
+        "fp8_linear_scales",
+        "fp8_large_batch_scales",
+    )
+    for field in fields:
+        unnamed = (
+            stored
+            | dict.fromkeys(fields, {})
+            | {
+                "kernel_backend": None,
+                field: {"H100-80GB": scale},
+                "fp8_linear_reference": {},
+            }
+        )
         with pytest.raises(ValueError, match=f"{field}.*no kernel_backend"):
             EngineProfile.model_validate(unnamed)
         named = EngineProfile.model_validate(unnamed | {"kernel_backend": "vllm"})
@@ -154,13 +165,18 @@ def test_a_gpu_fitted_at_one_keeps_its_own_scale_where_absent_it_would_carry_ano
 
 def test_the_fit_finds_planted_fp8_scales_and_keeps_a_gpu_fitted_at_one(tmp_path):
     """Two short runs (one per Hopper GPU) measured as the simulator's own means with the H100's fp8
-    scale planted (a fresh draw) and the H200's at 1.0: the fit finds both, and the H200 keeps its
-    own 1.0 entry (dropped, it would carry the H100's scale through the same-target rule)."""
+    scales planted (fresh draws: below the knee and beyond it) and the H200's at 1.0: the fit finds
+    all four, and the H200 keeps its own 1.0 entry (dropped, it would carry the H100's small-batch
+    scale through the same-target rule)."""
     planted = float(_rng().choice([0.5, 0.6, 0.7, 0.8, 0.9]))
+    large = float(_rng().choice([0.8, 0.9, 1.1, 1.2, 1.3]))
     raw = json.loads((PUBLISHED_DIR / f"{HOPPER}.json").read_text())
     data = load_published(HOPPER)
     truth = load_profile("vllm-v1").model_copy(
-        update={"fp8_linear_scales": {"H100-80GB": planted, "H200-141GB": 1.0}}
+        update={
+            "fp8_linear_scales": {"H100-80GB": planted, "H200-141GB": 1.0},
+            "fp8_large_batch_scales": {"H100-80GB": large, "H200-141GB": 1.0},
+        }
     )
     runs = []
     for gpu in ("h100", "h200"):
@@ -172,9 +188,13 @@ def test_the_fit_finds_planted_fp8_scales_and_keeps_a_gpu_fitted_at_one(tmp_path
         runs.append(stored | {"split": "fit", "measured": measured})
     path = tmp_path / "small.json"
     path.write_text(json.dumps(raw | {"runs": runs}))
-    fitted, _rows = fit_profile(path, steps=1, write=False)
+    fitted, _rows = fit_profile(path, steps=2, write=False)
     assert fitted.fp8_linear_scales == {
         "H100-80GB": pytest.approx(planted),
+        "H200-141GB": pytest.approx(1.0),
+    }
+    assert fitted.fp8_large_batch_scales == {
+        "H100-80GB": pytest.approx(large),
         "H200-141GB": pytest.approx(1.0),
     }
     assert fitted.fp8_linear_scale("H200-141GB") == (pytest.approx(1.0), "H200-141GB")

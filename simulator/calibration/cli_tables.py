@@ -134,6 +134,14 @@ def print_profile(
                 "each calibration takes the scale that reads its fp8 weights at the share of its "
                 "HBM peak the fitted GPU's served steps read at (fp8_small_batch.with_carried_fp8)",
             )
+    if profile.fp8_large_batch_scales:
+        table.add_row(
+            "fp8 linear layers, each token beyond the knee (prefill), vs the same tables",
+            ", ".join(f"{name} x{v:.2f}" for name, v in profile.fp8_large_batch_scales.items())
+            + "; that GPU's own only, the same ratio at every model and TP degree",
+            "fitted",
+            profile.fp8_large_batch_source,
+        )
     for name, era in profile.source_eras.items():
         ran = [
             f"the kernel tables' own GEMMs (era scale x1) on {', '.join(era.tables_gpus)}"

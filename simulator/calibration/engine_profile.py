@@ -124,6 +124,14 @@ class EngineProfile(_Strict):
         "fp8 weights, 1 where absent",
     )
     fp8_linear_source: str = "none: the tables' fp8 linear-layer time as it is"
+    fp8_large_batch_scales: dict[str, float] = Field(
+        {},
+        description="per GPU: this stack's fp8 linear-layer time per token beyond the knee (prefill "
+        "chunks, large batches) over its own backend's fp8 GEMM tables (`SmallBatchFp8`); fitted "
+        "on published fp8 runs with first-token times, this GPU's own only (never carried to "
+        "another GPU), applied like `fp8_linear_scales`, 1 where absent",
+    )
+    fp8_large_batch_source: str = "none: the tables' fp8 time beyond the knee as it is"
     fp8_linear_reference: dict[str, Fp8Reference] = Field(
         {},
         description="per GPU of `fp8_linear_scales`: the model and TP degree its scale was fitted "
@@ -148,7 +156,12 @@ class EngineProfile(_Strict):
     def _scales_over_own_tables_name_them(self) -> EngineProfile:
         """Era and fp8 scales are over the stack's own backend's tables: without `kernel_backend`
         they would never apply (every calibration would count as another backend's)."""
-        for field in ("kernel_era_scales", "older_era_scales", "fp8_linear_scales"):
+        for field in (
+            "kernel_era_scales",
+            "older_era_scales",
+            "fp8_linear_scales",
+            "fp8_large_batch_scales",
+        ):
             if getattr(self, field) and self.kernel_backend is None:
                 raise ValueError(
                     f"profile {self.name!r} has {field} {getattr(self, field)} but no "

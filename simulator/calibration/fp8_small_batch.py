@@ -8,6 +8,13 @@ make an 8,192-token prefill faster than the chip. So the scale covers f(min(toke
 a step pays whatever its batch below the knee, and nothing beyond it:
 
     f'(tokens) = f(tokens) - (1 - scale) * f(min(tokens, knee))
+                 + (large - 1) * (f(tokens) - f(min(tokens, knee)))
+
+where `large` (1 unless fitted: `EngineProfile.fp8_large_batch_scales`) is the served stack's time
+per token beyond the knee over the tables'. Fitted per GPU on published first-token times (vLLM V1
+on H200: the tables' fp8 prefill GEMMs are faster than its served 1,024-8,192-token prefills), never
+carried to another GPU: on H100 and H200, the same sm_90 kernels, the served runs fit it on opposite
+sides of 1, so it holds what differs between those two deployments, not the GEMMs alone.
 
 Built once per replica by `ProfiledCostModel` (`EngineProfile.fp8_linear_scales`); the same
 interface as `CostModel`, the wrapped model's per-step path unchanged. A scale fitted on one GPU and
@@ -73,12 +80,13 @@ def has_fp8_linear(fit) -> bool:
 
 class SmallBatchFp8:
     """`gpu` (a `CostModel` with fp8 linear-layer terms) with those terms' time up to the knee
-    `scale` times as long."""
+    `scale` times as long, and beyond it `large` times as long."""
 
-    def __init__(self, gpu, scale: float):
-        if not scale > 0:
-            raise ValueError(f"fp8 small-batch scale {scale!r}; expected a positive number")
-        self.gpu, self.scale, self.fit = gpu, scale, gpu.fit
+    def __init__(self, gpu, scale: float, large: float = 1.0):
+        for name, value in (("small-batch", scale), ("large-batch", large)):
+            if not value > 0:
+                raise ValueError(f"fp8 {name} scale {value!r}; expected a positive number")
+        self.gpu, self.scale, self.large, self.fit = gpu, scale, large, gpu.fit
         # (units, seconds per unit) of each fp8 linear-layer term, the knee they share
         self._terms = tuple(
             (FEATURE_UNITS[term.feature], term.seconds_per_unit)
@@ -93,22 +101,29 @@ class SmallBatchFp8:
         self._knee = int(gpu.fit.knee_tokens)
 
     def __reduce__(self):
-        return (SmallBatchFp8, (self.gpu, self.scale))
+        return (SmallBatchFp8, (self.gpu, self.scale, self.large))
 
     @property
     def knee_tokens(self) -> float:
         return self.gpu.knee_tokens
 
     def saved_s(self, shape: StepShape) -> float:
-        """Seconds the scale takes off this step: (1 - scale) x its fp8 linear layers' time at
-        min(tokens, knee)."""
-        tokens = min(shape.num_batched_tokens, self._knee)
-        if tokens <= 0:
+        """Seconds the scales take off this step: (1 - scale) x its fp8 linear layers' time at
+        min(tokens, knee), less (large - 1) x their time for the tokens beyond the knee."""
+        tokens = shape.num_batched_tokens
+        below = min(tokens, self._knee)
+        if below <= 0:
             return 0.0
-        seconds = 0.0
+        up_to_knee = 0.0
         for units, seconds_per_unit in self._terms:
-            seconds += seconds_per_unit * units(shape, self.fit, tokens)
-        return (1.0 - self.scale) * seconds
+            up_to_knee += seconds_per_unit * units(shape, self.fit, below)
+        saved = (1.0 - self.scale) * up_to_knee
+        if tokens > below and self.large != 1.0:
+            beyond = -up_to_knee
+            for units, seconds_per_unit in self._terms:
+                beyond += seconds_per_unit * units(shape, self.fit, tokens)
+            saved -= (self.large - 1.0) * beyond
+        return saved
 
     def step_time(self, shape: StepShape) -> float:
         if shape.is_empty:
@@ -122,7 +137,7 @@ class SmallBatchFp8:
 
     def explain(self, shape: StepShape) -> dict[str, float]:
         parts = dict(self.gpu.explain(shape))
-        parts["fp8 linear layers below the knee (stack over tables)"] = -self.saved_s(shape)
+        parts["fp8 linear layers, served stack over tables"] = -self.saved_s(shape)
         return parts
 
     def fit_error(self, target_prefix: str = ""):

@@ -89,13 +89,14 @@ class ProfiledCostModel:
             if version is not None and era != 1.0 and hasattr(gpu, "fit"):
                 gpu = type(gpu)(scale_linear_layers(gpu.fit, era))
             fp8, _ = profile.fp8_linear_scale(gpu_name or "")
+            large = profile.fp8_large_batch_scales.get(gpu_name or "", 1.0)  # its own GPU's only
             if (
                 version is not None
-                and fp8 != 1.0
+                and (fp8, large) != (1.0, 1.0)
                 and hasattr(gpu, "fit")
                 and has_fp8_linear(gpu.fit)
             ):
-                gpu = SmallBatchFp8(gpu, fp8)  # last: over the era-scaled model
+                gpu = SmallBatchFp8(gpu, fp8, large)  # last: over the era-scaled model
         elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
             gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu

@@ -24,8 +24,13 @@ DEFAULT_TERMS = ("step", "sequence", "prefill_token", "kernel_scale")
 # kernel scale, on a range reaching well below it (the tables' small-batch fp8 GEMMs run at half
 # the bandwidth the served steps imply)
 FP8_TERM, FP8_RANGE = "fp8_linear", (0.30, 1.20)
+# a set naming it fits, per GPU of its fp8 fit runs, the fp8 linear-layer time per token beyond the
+# knee over the tables (`EngineProfile.fp8_large_batch_scales`): only a set with first-token rows
+# pins it (decode steps below the knee never reach it); its range keeps the served prefill GEMMs
+# below ~80% of the fp8 dense peak (aiconfigurator's large-batch fp8 tables run at 55-64% of it)
+FP8_LARGE_TERM, FP8_LARGE_RANGE = "fp8_large_batch", (0.70, 1.40)
 # every figure a set may name in `fit_terms`: host terms, kernel scales, the fp8 linear layers
-FIT_TERMS = ("step", "sequence", "prefill_token", "wake", *SCALE_KEYS, FP8_TERM)
+FIT_TERMS = ("step", "sequence", "prefill_token", "wake", *SCALE_KEYS, FP8_TERM, FP8_LARGE_TERM)
 # kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
 # 0.08 of the best (18 trials where the fine grid alone takes 41: each trial replays every fit run)
 SCALE_COARSE_STEP, SCALE_FINE_STEP = 0.1, 0.02
@@ -36,10 +41,20 @@ def objective(rows: list[Row]) -> float:
     return float(np.mean([math.log(row.ratio) ** 2 for row in rows]))
 
 
-def fp8_coordinates(fit_sets: list[dict]) -> dict[str, str]:
-    """`fp8_linear:<GPU>` -> GPU for every GPU of the fp8-weight fit runs of the sets naming
-    `FP8_TERM` in their `fit_terms`."""
-    return {f"{FP8_TERM}:{gpu}": gpu for gpu in fp8_references(fit_sets)}
+def fp8_coordinates(fit_sets: list[dict], terms: tuple[str, ...] = (FP8_TERM,)) -> dict[str, str]:
+    """`<term>:<GPU>` -> GPU for each of `terms` (`FP8_TERM`, `FP8_LARGE_TERM`) and every GPU of the
+    fp8-weight fit runs of the sets naming `FP8_TERM` and that term in their `fit_terms`."""
+    gpus = fp8_references(fit_sets)
+    return {
+        f"{term}:{gpu}": gpu
+        for term in terms
+        for gpu in gpus
+        if any(
+            {FP8_TERM, term} <= set(each.get("fit_terms", ()))
+            and any(run["gpu"] == gpu and run.get("weight_dtype") == "fp8" for run in each["runs"])
+            for each in fit_sets
+        )
+    }
 
 
 def fp8_references(fit_sets: list[dict]) -> dict[str, tuple[str, int]]:
@@ -72,7 +87,7 @@ def scoring_sets(
     `FP8_TERM`. So a set fitting one figure cannot pull the terms the other sets fit."""
     if feature in older:
         return [each for each in fit_sets if each["name"] == older[feature][0]]
-    named = FP8_TERM if feature in fp8 else feature
+    named = feature.split(":")[0] if feature in fp8 else feature
     return [each for each in fit_sets if named in each.get("fit_terms", DEFAULT_TERMS)]
 
 
@@ -92,6 +107,8 @@ def scale_trials(
 
 __all__ = [
     "DEFAULT_TERMS",
+    "FP8_LARGE_RANGE",
+    "FP8_LARGE_TERM",
     "FP8_RANGE",
     "FIT_TERMS",
     "FP8_TERM",

@@ -17,6 +17,8 @@ from simulator.calibration.profile_errors import ProfileError
 from simulator.validation.fit_coordinates import (
     DEFAULT_TERMS,
     FIT_TERMS,
+    FP8_LARGE_RANGE,
+    FP8_LARGE_TERM,
     FP8_RANGE,
     FP8_TERM,
     SCALE_FINE_STEP,
@@ -55,7 +57,8 @@ def fit_profile(
     """Fit the set's profile on the `fit` runs of this set and of every other set fitted for the same
     profile (`fitted_together`): per-step, per-sequence and per-prefill-token host terms and the
     stack's kernel scale (its kernels' time over the calibration's: TensorRT-LLM's kernels are not
-    vLLM's), overall or per memory- / compute-bound term, and per GPU the fp8 linear layers, by
+    vLLM's), overall or per memory- / compute-bound term, and per GPU the fp8 linear layers (up to the
+    knee, and beyond it where a set names `fp8_large_batch`), by
     coordinate search on grids, least squares on log(simulated / measured), each term over the fit
     rows of the sets that name it (`fit_coordinates.scoring_sets`). The terms searched are those the
     sets name (`fit_terms`, default step, sequence, prefill token and kernel scale). Per output token
@@ -97,7 +100,8 @@ def fit_profile(
         "memory_scale": scales,
         "compute_scale": scales,
     }
-    assert set(grids) == set(FIT_TERMS) - {FP8_TERM}  # every name a set may give has a grid
+    # every name a set may give has a grid (the fp8 ones per GPU, below)
+    assert set(grids) == set(FIT_TERMS) - {FP8_TERM, FP8_LARGE_TERM}
     # few fit rows: a set names fewer terms; fitted together, the terms any of the sets names
     chosen = {key for each in sets for key in each.get("fit_terms", DEFAULT_TERMS)}
     grids = {key: grid for key, grid in grids.items() if key in chosen}
@@ -112,14 +116,24 @@ def fit_profile(
         grids[key] = [0.0, 1.0]
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
-    fp8 = fp8_coordinates(fit_sets) if FP8_TERM in chosen else {}
+    fp8 = (
+        fp8_coordinates(
+            fit_sets, tuple(term for term in (FP8_TERM, FP8_LARGE_TERM) if term in chosen)
+        )
+        if FP8_TERM in chosen
+        else {}
+    )
+    fp8_bounds = {
+        key: FP8_LARGE_RANGE if key.startswith(FP8_LARGE_TERM) else FP8_RANGE for key in fp8
+    }
+    fitted = {FP8_TERM: base.fp8_linear_scales, FP8_LARGE_TERM: base.fp8_large_batch_scales}
     fp8_reference = {  # the shape each fitted scale is at (read only where `fp8` has coordinates)
         gpu: Fp8Reference(model=model, tensor_parallel=degree)
         for gpu, (model, degree) in fp8_references(fit_sets).items()
     }
     for key, gpu in fp8.items():
-        grids[key] = [FP8_RANGE[0], FP8_RANGE[1]]  # searched coarse to fine (`scale_trials`)
-        values[key] = base.fp8_linear_scales.get(gpu, 1.0)
+        grids[key] = list(fp8_bounds[key])  # searched coarse to fine (`scale_trials`)
+        values[key] = fitted[key.split(":")[0]].get(gpu, 1.0)
 
     def source(*features: str) -> str:
         """Where the fitted `features` come from: the sets whose fit rows score them."""
@@ -165,18 +179,30 @@ def fit_profile(
             }
         )
         if fp8:
+            small, large = (
+                {key: gpu for key, gpu in fp8.items() if key.startswith(term + ":")}
+                for term in (FP8_TERM, FP8_LARGE_TERM)
+            )
             scales = dict(base.fp8_linear_scales) | {
-                gpu: candidate[key] for key, gpu in fp8.items()
+                gpu: candidate[key] for key, gpu in small.items()
             }
             # a GPU fitted at 1.0 keeps its entry: without one it would take the scale of a GPU
             # of the same kernel build target (`EngineProfile.fp8_linear_scale`), not its fit
             built = built.model_copy(
                 update={
                     "fp8_linear_scales": scales,
-                    "fp8_linear_source": f"{source(*fp8)} (their fp8 runs' rows)",
+                    "fp8_linear_source": f"{source(*small)} (their fp8 runs' rows)",
                     "fp8_linear_reference": dict(base.fp8_linear_reference) | fp8_reference,
                 }
             )
+            if large:
+                built = built.model_copy(
+                    update={
+                        "fp8_large_batch_scales": dict(base.fp8_large_batch_scales)
+                        | {gpu: candidate[key] for key, gpu in large.items()},
+                        "fp8_large_batch_source": f"{source(*large)} (their fp8 runs' rows)",
+                    }
+                )
         older_gpus = {name: [] for name, _ in older.values()}
         for key, (name, gpu) in older.items():
             if candidate[key]:
@@ -196,7 +222,7 @@ def fit_profile(
                 best = trial(start, scoring)
                 # a kernel scale: coarse, then fine around the best of the coarse pass
                 swept = feature in scale_keys or feature in fp8
-                bounds = FP8_RANGE if feature in fp8 else SCALE_RANGE
+                bounds = fp8_bounds.get(feature, SCALE_RANGE)
                 for sweep in [0, 1] if swept else [None]:
                     trials = grid if sweep is None else scale_trials(start[feature], bounds)[sweep]
                     for value in trials:
