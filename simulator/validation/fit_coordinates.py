@@ -30,6 +30,10 @@ FP8_TERM, FP8_RANGE = "fp8_linear", (0.30, 1.20)
 # served fp8 GEMMs stay under ~90% of the dense fp8 peak (vLLM's tables: 47-63% of it), and the
 # fitted scales are checked under 80% (`tests/test_fp8_large_batch.py`)
 FP8_LARGE_TERM, FP8_LARGE_RANGE = "fp8_large_batch", (0.70, 1.40)
+FP8_RANGES = {
+    FP8_TERM: FP8_RANGE,
+    FP8_LARGE_TERM: FP8_LARGE_RANGE,
+}  # per fp8 term: its search range
 # every figure a set may name in `fit_terms`: host terms, kernel scales, the fp8 linear layers
 FIT_TERMS = ("step", "sequence", "prefill_token", "wake", *SCALE_KEYS, FP8_TERM, FP8_LARGE_TERM)
 # kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
@@ -43,18 +47,12 @@ def objective(rows: list[Row]) -> float:
 
 
 def fp8_coordinates(fit_sets: list[dict], terms: tuple[str, ...] = (FP8_TERM,)) -> dict[str, str]:
-    """`<term>:<GPU>` -> GPU for each of `terms` (`FP8_TERM`, `FP8_LARGE_TERM`) and every GPU of the
+    """`<term>:<GPU>` -> GPU for each of `terms` (keys of `FP8_RANGES`) and every GPU of the
     fp8-weight fit runs of the sets naming `FP8_TERM` and that term in their `fit_terms`."""
-    gpus = fp8_references(fit_sets)
     return {
         f"{term}:{gpu}": gpu
         for term in terms
-        for gpu in gpus
-        if any(
-            {FP8_TERM, term} <= set(each.get("fit_terms", ()))
-            and any(run["gpu"] == gpu and run.get("weight_dtype") == "fp8" for run in each["runs"])
-            for each in fit_sets
-        )
+        for gpu in fp8_references([e for e in fit_sets if term in e.get("fit_terms", ())])
     }
 
 
@@ -111,6 +109,7 @@ __all__ = [
     "FP8_LARGE_RANGE",
     "FP8_LARGE_TERM",
     "FP8_RANGE",
+    "FP8_RANGES",
     "FIT_TERMS",
     "FP8_TERM",
     "SCALE_FINE_STEP",

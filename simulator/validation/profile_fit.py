@@ -17,9 +17,8 @@ from simulator.calibration.profile_errors import ProfileError
 from simulator.validation.fit_coordinates import (
     DEFAULT_TERMS,
     FIT_TERMS,
-    FP8_LARGE_RANGE,
     FP8_LARGE_TERM,
-    FP8_RANGE,
+    FP8_RANGES,
     FP8_TERM,
     SCALE_FINE_STEP,
     SCALE_KEYS,
@@ -117,22 +116,17 @@ def fit_profile(
         kept = base.source_eras.get(name)
         values[key] = float(kept is not None and gpu in kept.older_gpus)
     fp8 = (
-        fp8_coordinates(
-            fit_sets, tuple(term for term in (FP8_TERM, FP8_LARGE_TERM) if term in chosen)
-        )
+        fp8_coordinates(fit_sets, tuple(term for term in FP8_RANGES if term in chosen))
         if FP8_TERM in chosen
         else {}
     )
-    fp8_bounds = {
-        key: FP8_LARGE_RANGE if key.startswith(FP8_LARGE_TERM) else FP8_RANGE for key in fp8
-    }
     fitted = {FP8_TERM: base.fp8_linear_scales, FP8_LARGE_TERM: base.fp8_large_batch_scales}
     fp8_reference = {  # the shape each fitted scale is at (read only where `fp8` has coordinates)
         gpu: Fp8Reference(model=model, tensor_parallel=degree)
         for gpu, (model, degree) in fp8_references(fit_sets).items()
     }
     for key, gpu in fp8.items():
-        grids[key] = list(fp8_bounds[key])  # searched coarse to fine (`scale_trials`)
+        grids[key] = list(FP8_RANGES[key.split(":")[0]])  # searched coarse to fine
         values[key] = fitted[key.split(":")[0]].get(gpu, 1.0)
 
     def source(*features: str) -> str:
@@ -222,7 +216,7 @@ def fit_profile(
                 best = trial(start, scoring)
                 # a kernel scale: coarse, then fine around the best of the coarse pass
                 swept = feature in scale_keys or feature in fp8
-                bounds = fp8_bounds.get(feature, SCALE_RANGE)
+                bounds = FP8_RANGES[feature.split(":")[0]] if feature in fp8 else SCALE_RANGE
                 for sweep in [0, 1] if swept else [None]:
                     trials = grid if sweep is None else scale_trials(start[feature], bounds)[sweep]
                     for value in trials:
