@@ -171,6 +171,16 @@ class HardwareChoice(_Strict):
         description="calibration name or file (default: the best shipped "
         "one for this model, GPU and TP degree)",
     )
+    fused_all_reduce_mb: float | None = Field(
+        None,
+        gt=0,
+        le=4096,
+        description="tensor-parallel all-reduces of up to this many MiB of activations per GPU run "
+        "TensorRT-LLM's fused one-shot kernel, timed by its aiconfigurator table of the same GPU, "
+        "model and degree (vLLM's enable_fi_allreduce_fusion with "
+        "VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB; InferenceMAX's B200 runs: 32 at TP 2 / 4, "
+        "8 at TP 8); default: every all-reduce as the calibration times it",
+    )
 
 
 class RouterSpec(_Strict):
@@ -423,6 +433,18 @@ class Scenario(_Strict):
     horizon_s: float | None = Field(
         None, gt=0, description="stop the clock here (default: when all is done)"
     )
+
+    @model_validator(mode="after")
+    def _fused_all_reduce_not_split(self) -> Scenario:
+        if (
+            self.hardware.fused_all_reduce_mb is not None
+            and self.cluster.disaggregation is not None
+        ):
+            raise ValueError(
+                "hardware.fused_all_reduce_mb is set with cluster.disaggregation, whose pools read "
+                "their own calibrations; expected fused_all_reduce_mb unset for a disaggregated fleet"
+            )
+        return self
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:

@@ -31,6 +31,7 @@ from simulator.calibration.engine_profile import (
     kernel_backend,
     load_profile,
 )
+from simulator.calibration.fused_all_reduce import fused_all_reduce_calibration
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import Calibration, resolve_calibration
 from simulator.calibration.shipped import calibration_for
@@ -126,9 +127,13 @@ def resolve_calibration_for(
 
 
 def scenario_calibration(scenario: Scenario, calibration: Calibration) -> Calibration:
-    """`calibration` for the scenario's weight and KV cache dtypes (`precision_calibration`)."""
-    return precision_calibration(
-        calibration, scenario.model.weight_dtype, scenario.scheduler.kv_cache_dtype
+    """`calibration` for the scenario's weight and KV cache dtypes (`precision_calibration`) and
+    its deployment's fused all-reduce (`fused_all_reduce_calibration`)."""
+    return fused_all_reduce_calibration(
+        precision_calibration(
+            calibration, scenario.model.weight_dtype, scenario.scheduler.kv_cache_dtype
+        ),
+        scenario.hardware.fused_all_reduce_mb,
     )
 
 

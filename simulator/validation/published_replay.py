@@ -65,7 +65,11 @@ def replay_inputs(
                 "dtype": run.get("dtype", "float16"),
                 "weight_dtype": run.get("weight_dtype", "auto"),
             },
-            "hardware": {"gpu": run["gpu"], "tensor_parallel": run.get("tensor_parallel", 1)},
+            "hardware": {
+                "gpu": run["gpu"],
+                "tensor_parallel": run.get("tensor_parallel", 1),
+                "fused_all_reduce_mb": run.get("fused_all_reduce_mb"),
+            },
             "engine_profile": profile if isinstance(profile, str) else None,
             "scheduler": settings,
             "traffic": {"max_concurrency": run.get("max_concurrency")},

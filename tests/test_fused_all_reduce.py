@@ -1,0 +1,88 @@
+"""A deployment's fused all-reduce (`hardware.fused_all_reduce_mb`): up to the threshold a step's
+all-reduces take TensorRT-LLM's measured times (vLLM's FlashInfer fusion runs its ported kernel),
+beyond it the calibration's own; InferenceMAX's B200 vLLM runs name it, and their decode steps at
+16 in flight lose the B200 vLLM table's non-monotone 16-32-token all-reduce."""
+
+import numpy as np
+import pytest
+
+from simulator.calibration.all_reduce_curve import AllReduceCurve
+from simulator.calibration.fused_all_reduce import (
+    fused_all_reduce_calibration,
+    with_fused_below,
+)
+from simulator.calibration.shipped import calibration_for
+from simulator.scenario import Scenario
+from simulator.validation.published_replay import replay_run
+from simulator.validation.published_sets import load_published
+
+
+def _rng():
+    return np.random.default_rng(int(np.random.SeedSequence().entropy % 2**32))
+
+
+def _curve(rng, tokens) -> AllReduceCurve:
+    seconds = np.cumsum(rng.uniform(1e-6, 1e-4, size=len(tokens)))
+    return AllReduceCurve(tokens=list(tokens), seconds=seconds.tolist())
+
+
+def test_the_fused_times_hold_up_to_the_limit_and_the_own_beyond():
+    rng = _rng()
+    for _ in range(20):
+        own = _curve(rng, np.cumprod(rng.uniform(1.5, 3.0, size=int(rng.integers(4, 10)))))
+        fused = _curve(rng, np.cumprod(rng.uniform(1.5, 3.0, size=int(rng.integers(4, 10)))))
+        limit = float(rng.uniform(1.0, max(own.tokens)))
+        merged = with_fused_below(own, fused, limit)
+        assert sorted(set(own.tokens) | set(fused.tokens)) == merged.tokens
+        for tokens, seconds in zip(merged.tokens, merged.seconds):
+            expected = fused.seconds_at(tokens) if tokens <= limit else own.seconds_at(tokens)
+            assert seconds == pytest.approx(expected)
+    with pytest.raises(ValueError, match="expected > 0"):
+        with_fused_below(own, fused, 0.0)
+
+
+def test_a_b200_tp8_vllm_calibration_reads_tensorrt_llms_table_up_to_8_mib():
+    vllm = calibration_for("llama-3-70b", "B200-180GB", 8, backend="vllm", weight_dtype="fp8")
+    trt = calibration_for("llama-3-70b", "B200-180GB", 8, backend="trtllm", weight_dtype="fp8")
+    assert (vllm.provenance.backend, trt.provenance.backend) == ("vllm", "trtllm")
+    fused = fused_all_reduce_calibration(vllm, 8).cost_model.all_reduce_curve
+    own, theirs = vllm.cost_model.all_reduce_curve, trt.cost_model.all_reduce_curve
+    # 8 MiB of bf16 activations of hidden 8,192: 512 tokens
+    for tokens in (1, 4, 16, 32, 512):
+        assert fused.seconds_at(tokens) == pytest.approx(theirs.seconds_at(tokens))
+    for tokens in (1024, 8192):
+        assert fused.seconds_at(tokens) == pytest.approx(own.seconds_at(tokens))
+    # the vLLM table's 16-token step is slower than its 64-token one; the fused curve is not
+    assert own.seconds_at(16) > own.seconds_at(64)
+    assert fused.seconds_at(16) < fused.seconds_at(64)
+    assert fused_all_reduce_calibration(vllm, None) is vllm
+    one_gpu = calibration_for("llama-3-70b", "B200-180GB", 1, backend="vllm", weight_dtype="fp8")
+    assert fused_all_reduce_calibration(one_gpu, 8) is one_gpu  # no all-reduce to fuse
+
+
+def test_a_degree_without_a_tensorrt_llm_table_is_refused_by_name():
+    h100_tp8 = calibration_for("llama-3-70b", "H100-80GB", 8, backend="vllm", weight_dtype="fp8")
+    with pytest.raises(
+        ValueError, match="fused_all_reduce_mb is 8.*H100-80GB at tensor_parallel=8"
+    ):
+        fused_all_reduce_calibration(h100_tp8, 8)
+    with pytest.raises(ValueError, match="fused_all_reduce_mb unset for a disaggregated fleet"):
+        Scenario.model_validate(
+            {
+                "hardware": {"fused_all_reduce_mb": 8},
+                "cluster": {"disaggregation": {}},
+            }
+        )
+
+
+def test_infermax_b200_decode_at_16_in_flight_is_faster_with_the_fused_all_reduce():
+    data = load_published("aic-silicon-vllm-v1-b200")
+    run = next(r for r in data["runs"] if r["id"] == "b200-llama-3-70b-tp8-1024x1024-c16")
+    assert run["fused_all_reduce_mb"] == 8  # InferenceMAX's threshold at TP8
+    unfused = {key: value for key, value in run.items() if key != "fused_all_reduce_mb"}
+    fused_tpot = replay_run(data, run)["tpot_mean_s"]
+    unfused_tpot = replay_run(data, unfused)["tpot_mean_s"]
+    measured = run["measured"]["tpot_mean_s"]
+    # 80 layers x 2 all-reduces at 16 tokens: 4.1 ms a step (vLLM's table) against 1.3 ms
+    assert fused_tpot < 0.85 * unfused_tpot
+    assert abs(fused_tpot / measured - 1) < abs(unfused_tpot / measured - 1)
