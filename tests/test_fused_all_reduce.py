@@ -86,3 +86,18 @@ def test_infermax_b200_decode_at_16_in_flight_is_faster_with_the_fused_all_reduc
     # 80 layers x 2 all-reduces at 16 tokens: 4.1 ms a step (vLLM's table) against 1.3 ms
     assert fused_tpot < 0.85 * unfused_tpot
     assert abs(fused_tpot / measured - 1) < abs(unfused_tpot / measured - 1)
+
+
+def test_the_planner_keeps_the_threshold_for_the_scenarios_own_gpu_and_degree_only():
+    from simulator.planner.search import Batch, fleet_scenario
+
+    base = Scenario.model_validate(
+        {
+            "model": {"name": "llama-3-70b", "dtype": "bfloat16", "weight_dtype": "fp8"},
+            "hardware": {"gpu": "B200-180GB", "tensor_parallel": 8, "fused_all_reduce_mb": 8},
+        }
+    )
+    batch = Batch(64, 8192)
+    assert fleet_scenario(base, "B200-180GB", 8, 2, batch).hardware.fused_all_reduce_mb == 8
+    assert fleet_scenario(base, "B200-180GB", 4, 2, batch).hardware.fused_all_reduce_mb is None
+    assert fleet_scenario(base, "H200-141GB", 8, 2, batch).hardware.fused_all_reduce_mb is None
