@@ -8,6 +8,7 @@ import pytest
 
 from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.fused_all_reduce import (
+    absorbed_norms_s,
     fused_all_reduce_calibration,
     with_fused_below,
 )
@@ -32,13 +33,18 @@ def test_the_fused_times_hold_up_to_the_limit_and_the_own_beyond():
         own = _curve(rng, np.cumprod(rng.uniform(1.5, 3.0, size=int(rng.integers(4, 10)))))
         fused = _curve(rng, np.cumprod(rng.uniform(1.5, 3.0, size=int(rng.integers(4, 10)))))
         limit = float(rng.uniform(1.0, max(own.tokens)))
-        merged = with_fused_below(own, fused, limit)
+        absorbed = float(rng.uniform(0.0, 0.9)) * min(fused.seconds)
+        merged = with_fused_below(own, fused, limit, absorbed)
         assert sorted(set(own.tokens) | set(fused.tokens)) == merged.tokens
         for tokens, seconds in zip(merged.tokens, merged.seconds):
-            expected = fused.seconds_at(tokens) if tokens <= limit else own.seconds_at(tokens)
+            expected = (
+                fused.seconds_at(tokens) - absorbed if tokens <= limit else own.seconds_at(tokens)
+            )
             assert seconds == pytest.approx(expected)
     with pytest.raises(ValueError, match="expected > 0"):
         with_fused_below(own, fused, 0.0)
+    with pytest.raises(ValueError, match="slower than the norms it absorbs"):
+        with_fused_below(own, fused, max(own.tokens), min(fused.seconds))
 
 
 def test_a_b200_tp8_vllm_calibration_reads_tensorrt_llms_table_up_to_8_mib():
@@ -47,9 +53,14 @@ def test_a_b200_tp8_vllm_calibration_reads_tensorrt_llms_table_up_to_8_mib():
     assert (vllm.provenance.backend, trt.provenance.backend) == ("vllm", "trtllm")
     fused = fused_all_reduce_calibration(vllm, 8).cost_model.all_reduce_curve
     own, theirs = vllm.cost_model.all_reduce_curve, trt.cost_model.all_reduce_curve
+    # the two add + RMSNorm launches a layer of the derived elementwise term: 80 x 2 x 3 us
+    absorbed = absorbed_norms_s(vllm.cost_model)
+    assert absorbed == pytest.approx(80 * 2 * 3e-6)
+    apart = [term for term in vllm.cost_model.terms if not term.name.startswith("elementwise")]
+    assert absorbed_norms_s(vllm.cost_model.model_copy(update={"terms": apart})) == 0.0
     # 8 MiB of bf16 activations of hidden 8,192: 512 tokens
     for tokens in (1, 4, 16, 32, 512):
-        assert fused.seconds_at(tokens) == pytest.approx(theirs.seconds_at(tokens))
+        assert fused.seconds_at(tokens) == pytest.approx(theirs.seconds_at(tokens) - absorbed)
     for tokens in (1024, 8192):
         assert fused.seconds_at(tokens) == pytest.approx(own.seconds_at(tokens))
     # the vLLM table's 16-token step is slower than its 64-token one; the fused curve is not
