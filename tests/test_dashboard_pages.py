@@ -105,6 +105,15 @@ def test_whatif_engine_profile_shows_its_default_and_takes_a_pick():
     assert any("the **vllm-v0** serving stack" in c.value for c in at.caption)
 
 
+def test_whatif_fused_all_reduce_is_refused_by_name_where_no_table_times_it():
+    at = _page("whatif")
+    at.session_state["whatif_duration"] = 120.0
+    at.session_state["whatif_fused_all_reduce"] = 8.0  # Llama-2-7B on 2 A100s: a roofline's term
+    at.session_state["whatif_tp"] = 2
+    _clean(at.run())
+    assert at.error and "fused_all_reduce_mb" in at.error[0].value
+
+
 def test_whatif_model_that_does_not_fit_is_an_error():
     at = _page("whatif")
     at.session_state["whatif_model"] = "llama-2-70b"

@@ -77,6 +77,10 @@ def test_a_degree_without_a_tensorrt_llm_table_is_refused_by_name():
         ValueError, match="fused_all_reduce_mb is 8.*H100-80GB at tensor_parallel=8"
     ):
         fused_all_reduce_calibration(h100_tp8, 8)
+    roofline = calibration_for("llama-2-7b", "A100-80GB", 2)  # its all-reduce a fitted term
+    assert roofline.cost_model.all_reduce_curve is None
+    with pytest.raises(ValueError, match="fitted term, not a measured curve"):
+        fused_all_reduce_calibration(roofline, 8)
     with pytest.raises(ValueError, match="fused_all_reduce_mb unset for a disaggregated fleet"):
         Scenario.model_validate(
             {

@@ -263,6 +263,16 @@ def _fleet(side, base: dict) -> None:
         "GPUs per replica",
         where=right,
     )
+    hardware["fused_all_reduce_mb"] = w.number(
+        HardwareChoice,
+        "fused_all_reduce_mb",
+        hardware.get("fused_all_reduce_mb"),
+        KEY + "fused_all_reduce",
+        "fused all-reduce up to (MiB)",
+        where=side,
+        fmt="%.0f",
+        placeholder="off",
+    )
     scaler["enabled"] = w.toggle(
         AutoscalerSpec,
         "enabled",

@@ -30,16 +30,24 @@ NORMS_PER_LAYER = 2  # the fused add + RMSNorm after each of a layer's two all-r
 def fused_all_reduce_calibration(calibration: Calibration, limit_mb: float | None) -> Calibration:
     """`calibration` whose all-reduces of up to `limit_mb` MiB of activations (per GPU) take
     TensorRT-LLM's measured times (`with_fused_below`); itself where `limit_mb` is None or it has
-    no all-reduce (one GPU)."""
+    no all-reduce (one GPU). A calibration whose all-reduce is a fitted term rather than a measured
+    curve (Vidur's, a roofline) is refused: its fused part cannot be swapped."""
     fit = calibration.cost_model
-    if limit_mb is None or fit is None or fit.all_reduce_curve is None:
-        return calibration
-    from simulator.calibration.shipped import _any_model_spec, calibration_for
-
     gpu, tp = (
         calibration.device.hardware or calibration.device.name,
         calibration.device.tensor_parallel,
     )
+    if limit_mb is None or tp == 1:
+        return calibration
+    if fit is None or fit.all_reduce_curve is None:
+        raise ValueError(
+            f"hardware.fused_all_reduce_mb is {limit_mb}, but calibration {calibration.name} times "
+            "its all-reduce by a fitted term, not a measured curve; expected an aiconfigurator "
+            "calibration of this GPU, model and degree (`surgeplan calibrations list`), or "
+            "fused_all_reduce_mb unset"
+        )
+    from simulator.calibration.shipped import _any_model_spec, calibration_for
+
     fused = calibration_for(calibration.model.name, gpu, tp, backend="trtllm")
     if (
         fused.provenance.backend != "trtllm"
