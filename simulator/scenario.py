@@ -177,10 +177,11 @@ class HardwareChoice(_Strict):
         le=4096,
         description="tensor-parallel all-reduces of up to this many MiB of activations per GPU run "
         "TensorRT-LLM's fused one-shot kernel, timed by its aiconfigurator table of the same GPU, "
-        "model and degree, less the add + RMSNorm launches it absorbs (vLLM's enable_fi_allreduce_fusion with "
-        "VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB; InferenceMAX's B200 runs: 32 at TP 2 / 4, "
-        "8 at TP 8); default: every all-reduce as the calibration times it. The planner keeps it for "
-        "this GPU and degree only (a threshold is per degree)",
+        "model and degree, less the add + RMSNorm launches it absorbs (vLLM's "
+        "enable_fi_allreduce_fusion with VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB; "
+        "InferenceMAX's B200 runs: 32 at TP 2 / 4, 8 at TP 8); default: every all-reduce as the "
+        "calibration times it. The planner keeps it for this GPU and degree only (a threshold is "
+        "per degree)",
     )
 
 
