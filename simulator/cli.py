@@ -149,7 +149,8 @@ def simulate_command(
     calibration = result.facts["calibration"]
     typer.echo(
         f"{scenario.name}: {result.facts['model']} on {result.facts['gpu']} x{result.facts['tensor_parallel']}, "
-        f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
+        + _fused_note(result.facts.get("fused_all_reduce_mb"))
+        + f"{result.facts['kv_blocks_per_replica']} KV blocks per replica; calibration {calibration['name']} "
         f"({calibration['label']}, fit error {_format('', calibration['fit_error'])}); engine profile "
         f"{calibration['engine_profile']} (held-out error {_format('', calibration['held_out_error'])}"
         f"{', ' + calibration['held_out_rows'] if calibration.get('held_out_error') else ''})"
@@ -160,6 +161,13 @@ def simulate_command(
         typer.echo(f"  {key:<{width}}  {_format(key, value)}")
     if out is not None:
         typer.echo(f"wrote {out}/requests.csv, timeseries.csv, timeseries.json, timeline.html")
+
+
+def _fused_note(limit_mb: float | None) -> str:
+    """The summary's word on a fused all-reduce (`hardware.fused_all_reduce_mb`), where one is set."""
+    if limit_mb is None:
+        return ""
+    return f"all-reduces up to {limit_mb:g} MiB as TensorRT-LLM's fused kernel, "
 
 
 def _progress_bar():

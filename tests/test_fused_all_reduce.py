@@ -3,6 +3,8 @@ all-reduces take TensorRT-LLM's measured times (vLLM's FlashInfer fusion runs it
 beyond it the calibration's own; InferenceMAX's B200 vLLM runs name it, and their decode steps at
 16 in flight lose the B200 vLLM table's non-monotone 16-32-token all-reduce."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,24 @@ def test_the_planner_keeps_the_threshold_for_the_scenarios_own_gpu_and_degree_on
     assert fleet_scenario(base, "B200-180GB", 8, 2, batch).hardware.fused_all_reduce_mb == 8
     assert fleet_scenario(base, "B200-180GB", 4, 2, batch).hardware.fused_all_reduce_mb is None
     assert fleet_scenario(base, "H200-141GB", 8, 2, batch).hardware.fused_all_reduce_mb is None
+
+
+def test_simulate_says_the_all_reduces_it_fused(tmp_path):
+    from typer.testing import CliRunner
+
+    from surgeplan_cli import app
+
+    scenario = Scenario.model_validate(
+        {
+            "name": "b200-fused",
+            "model": {"name": "llama-3-70b", "dtype": "bfloat16", "weight_dtype": "fp8"},
+            "hardware": {"gpu": "B200-180GB", "tensor_parallel": 8, "fused_all_reduce_mb": 8},
+            "traffic": {"duration_s": 10, "too_long": "clip"},
+        }
+    )
+    path = scenario.save(tmp_path / "b200.yaml")
+    out = CliRunner().invoke(app, ["simulate", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "x8, all-reduces up to 8 MiB as TensorRT-LLM's fused kernel" in out.output
+    printed = CliRunner().invoke(app, ["simulate", str(path), "--json"])
+    assert json.loads(printed.output)["facts"]["fused_all_reduce_mb"] == 8
