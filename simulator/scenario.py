@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -163,6 +163,9 @@ class ModelChoice(_Strict):
         return ModelSpec.from_preset(self.name, dtype=self.dtype, weight_dtype=self.weight_dtype)
 
 
+FUSED_MIB_BOUNDS = {"gt": 0, "le": 4096}  # one fused all-reduce threshold, in MiB
+
+
 class HardwareChoice(_Strict):
     gpu: str = Field("A100-80GB", description="GPU from the hardware catalog")
     tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per replica")
@@ -171,17 +174,28 @@ class HardwareChoice(_Strict):
         description="calibration name or file (default: the best shipped "
         "one for this model, GPU and TP degree)",
     )
-    fused_all_reduce_mb: float | None = Field(
+    fused_all_reduce_mb: dict[
+        Annotated[int, Field(ge=1, le=64)], Annotated[float, Field(**FUSED_MIB_BOUNDS)]
+    ] = Field(
+        default_factory=dict,
+        description="per tensor-parallel degree, all-reduces of up to this many MiB of activations "
+        "per GPU run TensorRT-LLM's fused one-shot kernel, timed by its aiconfigurator table of "
+        "the same GPU, model and degree, less the add + RMSNorm launches it absorbs (vLLM's "
+        "enable_fi_allreduce_fusion with VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB, the same "
+        "map; InferenceMAX's B200 runs: {2: 32, 4: 32, 8: 8}); a degree not in it: every "
+        "all-reduce as the calibration times it. The planner keeps the map for this GPU only",
+    )
+
+
+class FusedAllReduce(_Strict):
+    """One degree's fused all-reduce threshold (`HardwareChoice.fused_all_reduce_mb`'s values): the
+    what-if page's widget reads its bounds and help here."""
+
+    mib: float | None = Field(
         None,
-        gt=0,
-        le=4096,
-        description="tensor-parallel all-reduces of up to this many MiB of activations per GPU run "
-        "TensorRT-LLM's fused one-shot kernel, timed by its aiconfigurator table of the same GPU, "
-        "model and degree, less the add + RMSNorm launches it absorbs (vLLM's "
-        "enable_fi_allreduce_fusion with VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB; "
-        "InferenceMAX's B200 runs: 32 at TP 2 / 4, 8 at TP 8); default: every all-reduce as the "
-        "calibration times it. The planner keeps it for this GPU and degree only (a threshold is "
-        "per degree)",
+        **FUSED_MIB_BOUNDS,
+        description="all-reduces of up to this many MiB of activations per GPU at this degree run "
+        "TensorRT-LLM's fused kernel (vLLM's enable_fi_allreduce_fusion); empty: none",
     )
 
 
@@ -438,10 +452,7 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _fused_all_reduce_not_split(self) -> Scenario:
-        if (
-            self.hardware.fused_all_reduce_mb is not None
-            and self.cluster.disaggregation is not None
-        ):
+        if self.hardware.fused_all_reduce_mb and self.cluster.disaggregation is not None:
             raise ValueError(
                 "hardware.fused_all_reduce_mb is set with cluster.disaggregation, whose pools read "
                 "their own calibrations; expected fused_all_reduce_mb unset for a disaggregated fleet"

@@ -362,7 +362,9 @@ def build_cluster(
         "gpu": gpu.name,
         "tensor_parallel": scenario.hardware.tensor_parallel,
         # all-reduces up to this size timed as TensorRT-LLM's fused kernel (`fused_all_reduce`)
-        "fused_all_reduce_mb": scenario.hardware.fused_all_reduce_mb,
+        "fused_all_reduce_mb": scenario.hardware.fused_all_reduce_mb.get(
+            scenario.hardware.tensor_parallel
+        ),
         "kv_blocks_per_replica": num_blocks,
         "kv_cache_dtype": settings.kv_cache_dtype,
         "weight_dtype": model.weight_dtype,

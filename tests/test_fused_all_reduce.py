@@ -53,7 +53,7 @@ def test_a_b200_tp8_vllm_calibration_reads_tensorrt_llms_table_up_to_8_mib():
     vllm = calibration_for("llama-3-70b", "B200-180GB", 8, backend="vllm", weight_dtype="fp8")
     trt = calibration_for("llama-3-70b", "B200-180GB", 8, backend="trtllm", weight_dtype="fp8")
     assert (vllm.provenance.backend, trt.provenance.backend) == ("vllm", "trtllm")
-    fused = fused_all_reduce_calibration(vllm, 8).cost_model.all_reduce_curve
+    fused = fused_all_reduce_calibration(vllm, {8: 8}).cost_model.all_reduce_curve
     own, theirs = vllm.cost_model.all_reduce_curve, trt.cost_model.all_reduce_curve
     # the two add + RMSNorm launches a layer of the derived elementwise term: 80 x 2 x 3 us
     absorbed = absorbed_norms_s(vllm.cost_model)
@@ -68,25 +68,26 @@ def test_a_b200_tp8_vllm_calibration_reads_tensorrt_llms_table_up_to_8_mib():
     # the vLLM table's 16-token step is slower than its 64-token one; the fused curve is not
     assert own.seconds_at(16) > own.seconds_at(64)
     assert fused.seconds_at(16) < fused.seconds_at(64)
-    assert fused_all_reduce_calibration(vllm, None) is vllm
+    assert fused_all_reduce_calibration(vllm, {}) is vllm
+    assert fused_all_reduce_calibration(vllm, {4: 32}) is vllm  # no threshold at its degree
     one_gpu = calibration_for("llama-3-70b", "B200-180GB", 1, backend="vllm", weight_dtype="fp8")
-    assert fused_all_reduce_calibration(one_gpu, 8) is one_gpu  # no all-reduce to fuse
+    assert fused_all_reduce_calibration(one_gpu, {1: 8}) is one_gpu  # no all-reduce to fuse
 
 
 def test_a_degree_without_a_tensorrt_llm_table_is_refused_by_name():
     h100_tp8 = calibration_for("llama-3-70b", "H100-80GB", 8, backend="vllm", weight_dtype="fp8")
     with pytest.raises(
-        ValueError, match="fused_all_reduce_mb is 8.*H100-80GB at tensor_parallel=8"
+        ValueError, match="fused_all_reduce_mb is 8 MiB at tensor_parallel=8.*H100-80GB"
     ):
-        fused_all_reduce_calibration(h100_tp8, 8)
+        fused_all_reduce_calibration(h100_tp8, {8: 8})
     roofline = calibration_for("llama-2-7b", "A100-80GB", 2)  # its all-reduce a fitted term
     assert roofline.cost_model.all_reduce_curve is None
     with pytest.raises(ValueError, match="fitted term, not a measured curve"):
-        fused_all_reduce_calibration(roofline, 8)
+        fused_all_reduce_calibration(roofline, {2: 8})
     with pytest.raises(ValueError, match="fused_all_reduce_mb unset for a disaggregated fleet"):
         Scenario.model_validate(
             {
-                "hardware": {"fused_all_reduce_mb": 8},
+                "hardware": {"fused_all_reduce_mb": {2: 8}},
                 "cluster": {"disaggregation": {}},
             }
         )
@@ -95,7 +96,7 @@ def test_a_degree_without_a_tensorrt_llm_table_is_refused_by_name():
 def test_infermax_b200_decode_at_16_in_flight_is_faster_with_the_fused_all_reduce():
     data = load_published("aic-silicon-vllm-v1-b200")
     run = next(r for r in data["runs"] if r["id"] == "b200-llama-3-70b-tp8-1024x1024-c16")
-    assert run["fused_all_reduce_mb"] == 8  # InferenceMAX's threshold at TP8
+    assert run["fused_all_reduce_mb"] == {"2": 32, "4": 32, "8": 8}  # InferenceMAX's map
     unfused = {key: value for key, value in run.items() if key != "fused_all_reduce_mb"}
     fused_tpot = replay_run(data, run)["tpot_mean_s"]
     unfused_tpot = replay_run(data, unfused)["tpot_mean_s"]
@@ -105,19 +106,26 @@ def test_infermax_b200_decode_at_16_in_flight_is_faster_with_the_fused_all_reduc
     assert abs(fused_tpot / measured - 1) < abs(unfused_tpot / measured - 1)
 
 
-def test_the_planner_keeps_the_threshold_for_the_scenarios_own_gpu_and_degree_only():
+def test_the_planner_keeps_the_thresholds_on_the_scenarios_own_gpu_only():
     from simulator.planner.search import Batch, fleet_scenario
 
+    thresholds = {2: 32.0, 4: 32.0, 8: 8.0}  # InferenceMAX's B200 map
     base = Scenario.model_validate(
         {
             "model": {"name": "llama-3-70b", "dtype": "bfloat16", "weight_dtype": "fp8"},
-            "hardware": {"gpu": "B200-180GB", "tensor_parallel": 8, "fused_all_reduce_mb": 8},
+            "hardware": {
+                "gpu": "B200-180GB",
+                "tensor_parallel": 8,
+                "fused_all_reduce_mb": thresholds,
+            },
         }
     )
     batch = Batch(64, 8192)
-    assert fleet_scenario(base, "B200-180GB", 8, 2, batch).hardware.fused_all_reduce_mb == 8
-    assert fleet_scenario(base, "B200-180GB", 4, 2, batch).hardware.fused_all_reduce_mb is None
-    assert fleet_scenario(base, "H200-141GB", 8, 2, batch).hardware.fused_all_reduce_mb is None
+    for tp in (2, 4, 8):  # every degree of its own GPU reads its own threshold
+        assert fleet_scenario(base, "B200-180GB", tp, 2, batch).hardware.fused_all_reduce_mb == (
+            thresholds
+        )
+    assert fleet_scenario(base, "H200-141GB", 8, 2, batch).hardware.fused_all_reduce_mb == {}
 
 
 def test_simulate_says_the_all_reduces_it_fused(tmp_path):
@@ -129,7 +137,11 @@ def test_simulate_says_the_all_reduces_it_fused(tmp_path):
         {
             "name": "b200-fused",
             "model": {"name": "llama-3-70b", "dtype": "bfloat16", "weight_dtype": "fp8"},
-            "hardware": {"gpu": "B200-180GB", "tensor_parallel": 8, "fused_all_reduce_mb": 8},
+            "hardware": {
+                "gpu": "B200-180GB",
+                "tensor_parallel": 8,
+                "fused_all_reduce_mb": {4: 32, 8: 8},
+            },
             "traffic": {"duration_s": 10, "too_long": "clip"},
         }
     )

@@ -17,6 +17,7 @@ from simulator.scenario import (
     ClientSpec,
     ClusterSpec,
     ColdStart,
+    FusedAllReduce,
     HardwareChoice,
     ModelChoice,
     Prices,
@@ -263,16 +264,18 @@ def _fleet(side, base: dict) -> None:
         "GPUs per replica",
         where=right,
     )
-    hardware["fused_all_reduce_mb"] = w.number(
-        HardwareChoice,
-        "fused_all_reduce_mb",
-        hardware.get("fused_all_reduce_mb"),
+    tp = hardware["tensor_parallel"]
+    fused_mib = w.number(
+        FusedAllReduce,
+        "mib",
+        (hardware.get("fused_all_reduce_mb") or {}).get(tp),
         KEY + "fused_all_reduce",
         "fused all-reduce up to (MiB)",
         where=side,
         fmt="%.0f",
         placeholder="off",
     )
+    hardware["fused_all_reduce_mb"] = {} if fused_mib is None else {tp: fused_mib}
     scaler["enabled"] = w.toggle(
         AutoscalerSpec,
         "enabled",

@@ -9,7 +9,7 @@ InferenceMAX's B200 vLLM runs set 32 / 32 / 8 MB at TP 2 / 4 / 8); larger ones k
 all-reduce. aiconfigurator's vLLM tables time vLLM's own custom all-reduce, whose B200 table is
 slower at decode sizes (TP8: 1.38 ms a step of 80 layers at 4 tokens against TensorRT-LLM's 0.96)
 and not monotone (16-32 tokens 4.1 ms, 64 tokens 2.7 ms). So a scenario that names the threshold
-(`hardware.fused_all_reduce_mb`) reads, up to it, aiconfigurator's TensorRT-LLM all-reduce table
+(`hardware.fused_all_reduce_mb`, a map by degree as vLLM's) reads, up to it, aiconfigurator's TensorRT-LLM all-reduce table
 of the same GPU, model and degree, and the calibration's own beyond. The two fused add + RMSNorm
 kernels a layer no longer launches (one after each of its two all-reduces) come off those sizes at the
 calibration's own derived figure for them (`aic_terms.elementwise_terms`: 2 of its 5 kernels a layer,
@@ -17,6 +17,8 @@ their launch latency; their bytes stay, the fused kernel still moves the residua
 quantisation is in no term, so nothing comes off for it."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from simulator.calibration.aic_terms import ELEMENTWISE_KERNELS_PER_LAYER
 from simulator.calibration.all_reduce_curve import AllReduceCurve
@@ -27,24 +29,29 @@ ELEMENTWISE_NAME = "elementwise kernels (norms, RoPE, activation, KV store)"
 NORMS_PER_LAYER = 2  # the fused add + RMSNorm after each of a layer's two all-reduces
 
 
-def fused_all_reduce_calibration(calibration: Calibration, limit_mb: float | None) -> Calibration:
-    """`calibration` whose all-reduces of up to `limit_mb` MiB of activations (per GPU) take
-    TensorRT-LLM's measured times (`with_fused_below`); itself where `limit_mb` is None or it has
-    no all-reduce (one GPU). A calibration whose all-reduce is a fitted term rather than a measured
-    curve (Vidur's, a roofline) is refused: its fused part cannot be swapped."""
+def fused_all_reduce_calibration(
+    calibration: Calibration, thresholds_mb: Mapping[int, float]
+) -> Calibration:
+    """`calibration` whose all-reduces of up to its degree's threshold in `thresholds_mb` (MiB of
+    activations per GPU, by tensor-parallel degree, as vLLM's own map) take TensorRT-LLM's measured
+    times (`with_fused_below`); itself where its degree has none or it has no all-reduce (one GPU).
+    A calibration whose all-reduce is a fitted term rather than a measured curve (Vidur's, a
+    roofline) is refused: its fused part cannot be swapped."""
     fit = calibration.cost_model
     gpu, tp = (
         calibration.device.hardware or calibration.device.name,
         calibration.device.tensor_parallel,
     )
+    limit_mb = thresholds_mb.get(tp)
     if limit_mb is None or tp == 1:
         return calibration
     if fit is None or fit.all_reduce_curve is None:
         raise ValueError(
-            f"hardware.fused_all_reduce_mb is {limit_mb}, but calibration {calibration.name} times "
+            f"hardware.fused_all_reduce_mb is {limit_mb:g} MiB at tensor_parallel={tp}, but "
+            f"calibration {calibration.name} times "
             "its all-reduce by a fitted term, not a measured curve; expected an aiconfigurator "
-            "calibration of this GPU, model and degree (`surgeplan calibrations list`), or "
-            "fused_all_reduce_mb unset"
+            "calibration of this GPU, model and degree (`surgeplan calibrations list`), or no "
+            "threshold at this degree"
         )
     from simulator.calibration.shipped import _any_model_spec, calibration_for
 
@@ -55,10 +62,11 @@ def fused_all_reduce_calibration(calibration: Calibration, limit_mb: float | Non
         or fused.cost_model.all_reduce_curve is None
     ):
         raise ValueError(
-            f"hardware.fused_all_reduce_mb is {limit_mb}, but no TensorRT-LLM kernel table times the "
+            f"hardware.fused_all_reduce_mb is {limit_mb:g} MiB at tensor_parallel={tp}, but no "
+            "TensorRT-LLM kernel table times the "
             f"all-reduce of {calibration.model.name} on {gpu} at tensor_parallel={tp} (best found: "
             f"{fused.name}); expected a GPU, model and degree with an aiconfigurator TensorRT-LLM "
-            "calibration (`surgeplan calibrations list`), or fused_all_reduce_mb unset"
+            "calibration (`surgeplan calibrations list`), or no threshold at this degree"
         )
     hidden = _any_model_spec(calibration.model.name).hidden_size
     limit_tokens = limit_mb * 2**20 / (hidden * ACTIVATION_BYTES)

@@ -247,7 +247,7 @@ def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, led
                     ),
                 )
                 resolve_pool(probe, model)
-                if model.weight_dtype != "auto" or probe.hardware.fused_all_reduce_mb:
+                if model.weight_dtype != "auto" or tp in probe.hardware.fused_all_reduce_mb:
                     # only where its GEMMs (and its fused all-reduce) were measured
                     scenario_calibration(probe, resolve_calibration_for(probe))
             except ValueError as error:

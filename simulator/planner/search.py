@@ -217,8 +217,10 @@ def fleet_scenario(
         "gpu": gpu,
         "tensor_parallel": tensor_parallel,
         "calibration": base.hardware.calibration if same_hardware else None,
-        # a deployment's fusion threshold is per degree (vLLM's own differs by TP): its own only
-        "fused_all_reduce_mb": base.hardware.fused_all_reduce_mb if same_hardware else None,
+        # a deployment's fusion thresholds (a map by degree): on its own GPU only
+        "fused_all_reduce_mb": base.hardware.fused_all_reduce_mb
+        if base.hardware.gpu == gpu
+        else {},
     }
     if autoscaler is None:
         data["cluster"]["autoscaler"]["enabled"] = False

@@ -68,7 +68,7 @@ def replay_inputs(
             "hardware": {
                 "gpu": run["gpu"],
                 "tensor_parallel": run.get("tensor_parallel", 1),
-                "fused_all_reduce_mb": run.get("fused_all_reduce_mb"),
+                "fused_all_reduce_mb": run.get("fused_all_reduce_mb", {}),
             },
             "engine_profile": profile if isinstance(profile, str) else None,
             "scheduler": settings,
