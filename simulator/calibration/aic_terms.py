@@ -17,6 +17,7 @@ from simulator.model_spec import ModelSpec
 ELEMENTWISE_KERNELS_PER_LAYER = 5
 ELEMENTWISE_KERNEL_S = 3e-6
 ELEMENTWISE_BANDWIDTH = 0.8
+ELEMENTWISE_TERM_NAME = "elementwise kernels (norms, RoPE, activation, KV store)"
 
 
 def cost_term(
@@ -178,7 +179,7 @@ def elementwise_terms(model: ModelSpec, gpu_name: str, tensor_parallel: int) -> 
     )
     return [
         cost_term(
-            "elementwise kernels (norms, RoPE, activation, KV store)",
+            ELEMENTWISE_TERM_NAME,
             "step",
             "latency",
             layers * ELEMENTWISE_KERNELS_PER_LAYER * ELEMENTWISE_KERNEL_S,
@@ -186,7 +187,7 @@ def elementwise_terms(model: ModelSpec, gpu_name: str, tensor_parallel: int) -> 
             "derived",
         ),
         cost_term(
-            "elementwise kernels (norms, RoPE, activation, KV store)",
+            ELEMENTWISE_TERM_NAME,
             "token",
             "memory",
             layers

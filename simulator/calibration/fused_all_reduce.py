@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from simulator.calibration.aic_terms import ELEMENTWISE_KERNELS_PER_LAYER
+from simulator.calibration.aic_terms import ELEMENTWISE_KERNELS_PER_LAYER, ELEMENTWISE_TERM_NAME
 from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.schema import Calibration, CostModelFit
 
 ACTIVATION_BYTES = 2  # the all-reduced activations are bf16 / fp16 (fp8 weights too)
-ELEMENTWISE_NAME = "elementwise kernels (norms, RoPE, activation, KV store)"
 NORMS_PER_LAYER = 2  # the fused add + RMSNorm after each of a layer's two all-reduces
 
 
@@ -88,7 +87,7 @@ def absorbed_norms_s(fit: CostModelFit) -> float:
     latency = [
         term.seconds_per_unit
         for term in fit.terms
-        if term.name == ELEMENTWISE_NAME and term.feature == "step" and term.label == "derived"
+        if term.name == ELEMENTWISE_TERM_NAME and term.feature == "step" and term.label == "derived"
     ]
     return sum(latency) * NORMS_PER_LAYER / ELEMENTWISE_KERNELS_PER_LAYER
 
