@@ -32,7 +32,7 @@ ENGINE_PROFILE_OPTION = _engine_profile_option()
 
 def _staleness_option():
     from engine.config import cli_option
-    from simulator.scenario import RouterSpec
+    from simulator.fleet_spec import RouterSpec
 
     return cli_option(RouterSpec, "staleness_s", default=None, flag="--router-staleness-s")
 

@@ -2,11 +2,11 @@
 
 Resolution is where bad scenarios are caught, one clear error each: an unknown GPU, a model that does
 not fit the GPU at that tensor-parallel degree, a calibration made for another model, a request
-longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The KV pool per replica
-comes from the simulator's memory math (`kv_blocks_available`: weights, an activation estimate and
-KV per token within `gpu_memory_utilization`); the live engine sizes its own pool from the device
-it runs on (`engine.worker.resources.resolve_num_kv_blocks`), so the two agree in method, not yet
-to the block.
+longer than `max_model_len` (typed: `ModelDoesNotFit`, `PoolTooSmall`). The calibration, the engine
+profile and the KV pool per replica are resolved in `simulator.resolve`; the pool from the
+memory formula the live engine sizes its own pool with (`engine.core.memory`, through
+`kv_blocks_available`: weights, an activation estimate and KV per token within
+`gpu_memory_utilization`), block for block (`tests/test_memory_formula.py`).
 The engine configs come from the scenario's settings through `engine_configs`, as the live engine's
 do. Prefix caching acts when the trace names its prompt blocks (hash ids, as Mooncake traces do):
 prompts are then made of `traces`' hash-consistent tokens; without hash ids no two prompts share a
@@ -27,25 +27,24 @@ from engine.core.config import engine_configs
 from simulator.calibration.cost_model import CostModel
 from simulator.calibration.engine_profile import (
     EngineProfile,
-    default_profile_name,
-    kernel_backend,
-    load_profile,
 )
-from simulator.calibration.fused_all_reduce import fused_all_reduce_calibration
 from simulator.calibration.profiled_cost_model import ProfiledCostModel
-from simulator.calibration.schema import Calibration, resolve_calibration
-from simulator.calibration.shipped import calibration_for
-from simulator.calibration.weight_dtype import precision_calibration
+from simulator.calibration.schema import Calibration
 from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.collector import collector_paused
 from simulator.cluster.parallel import ParallelCluster, parallel_eligible
 from simulator.cluster.replica import SIM_TOKEN_ID
 from simulator.cluster.shards import ShardSpec
-from simulator.errors import ModelDoesNotFit, PoolTooSmall
+from simulator.errors import PoolTooSmall
 from simulator.hardware.catalog import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
-from simulator.model_spec import ModelSpec, kv_blocks_available
+from simulator.resolve import (
+    resolve_calibration_for,
+    resolve_pool,
+    resolve_profile,
+    scenario_calibration,
+)
 from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
 from traces import Trace, load_trace, synthesize
@@ -91,103 +90,6 @@ def load_traffic(scenario: Scenario) -> Trace:
             name=trace.name,
         )
     return trace
-
-
-def kernel_backend_of(scenario: Scenario, profile: EngineProfile | None = None) -> str:
-    """Whose kernels the scenario's serving stack runs (its engine profile's `kernel_backend`):
-    the calibration to prefer when several measured this GPU; vLLM's by default."""
-    if profile is None and scenario.engine_profile:
-        try:
-            profile = load_profile(scenario.engine_profile)
-        except ValueError:
-            return "vllm"  # `resolve_profile` reports the unknown name
-    return kernel_backend(profile)
-
-
-def resolve_calibration_for(
-    scenario: Scenario, profile: EngineProfile | None = None
-) -> Calibration:
-    hardware = scenario.hardware
-    if hardware.calibration is None:
-        return calibration_for(
-            scenario.model.name,
-            hardware.gpu,
-            hardware.tensor_parallel,
-            backend=kernel_backend_of(scenario, profile),
-            weight_dtype=scenario.model.weight_dtype,
-        )
-    calibration = resolve_calibration(hardware.calibration)
-    if calibration.model.name != scenario.model.name:
-        raise ValueError(
-            f"hardware.calibration {hardware.calibration!r} was made for model "
-            f"{calibration.model.name!r}, not {scenario.model.name!r}; expected a calibration of the "
-            "scenario's model"
-        )
-    return calibration
-
-
-def scenario_calibration(scenario: Scenario, calibration: Calibration) -> Calibration:
-    """`calibration` for the scenario's weight and KV cache dtypes (`precision_calibration`) and
-    its deployment's fused all-reduce (`fused_all_reduce_calibration`)."""
-    return fused_all_reduce_calibration(
-        precision_calibration(
-            calibration, scenario.model.weight_dtype, scenario.scheduler.kv_cache_dtype
-        ),
-        scenario.hardware.fused_all_reduce_mb,
-    )
-
-
-def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfile:
-    """The scenario's engine profile, or the default for its calibration."""
-    try:
-        return load_profile(scenario.engine_profile or default_profile_name(calibration))
-    except ValueError as error:
-        raise ValueError(f"engine_profile: {error}") from None
-
-
-def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | None = None) -> int:
-    """KV blocks per replica: the engine's memory formula, or the serving stack's own rule where
-    its profile (`profile`, else the scenario's named one) has one (`EngineProfile.kv_memory`)."""
-    settings, hardware = scenario.scheduler, scenario.hardware
-    if settings.num_kv_blocks is not None:
-        return settings.num_kv_blocks
-    gpu = get_hardware(hardware.gpu)
-    if profile is None and scenario.engine_profile:
-        try:
-            profile = load_profile(scenario.engine_profile)
-        except ValueError:
-            profile = None  # `resolve_profile` reports the unknown name
-    if profile is not None and profile.kv_memory is not None:
-        tp = hardware.tensor_parallel
-        blocks = profile.kv_memory.kv_blocks(
-            gpu.memory_bytes,
-            settings.gpu_memory_utilization,
-            model.weight_bytes_per_gpu(tp),
-            model.vocab_size * model.hidden_size * model.dtype_bytes,
-            model.hidden_size,
-            tp,
-            model.kv_block_bytes_per_gpu(tp, settings.block_size, settings.kv_cache_dtype),
-        )
-    else:
-        blocks = kv_blocks_available(
-            model,
-            gpu,
-            hardware.tensor_parallel,
-            settings.gpu_memory_utilization,
-            settings.block_size,
-            kv_cache_dtype=settings.kv_cache_dtype,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            max_num_seqs=settings.max_num_seqs,
-        )
-    if blocks < 1:
-        weights_gib = model.weight_bytes_per_gpu(hardware.tensor_parallel) / 2**30
-        raise ModelDoesNotFit(
-            f"{model.name} does not fit {gpu.name} at tensor_parallel={hardware.tensor_parallel}: "
-            f"{weights_gib:.1f} GiB of weights per GPU leave no KV block within "
-            f"{settings.gpu_memory_utilization:.0%} of {gpu.memory_gib:.1f} GiB; expected a "
-            "larger tensor_parallel, a bigger GPU or a smaller dtype"
-        )
-    return blocks
 
 
 @collector_paused()  # it makes a record per request and no cyclic garbage, as the run (collector.py)

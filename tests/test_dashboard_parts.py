@@ -22,14 +22,16 @@ from dashboard.cli import streamlit_command
 from dashboard.data import catalogs, scenarios
 from dashboard.data.scenarios import LoadPoint
 from engine.core.config import bounds
-from simulator.scenario import ClusterSpec, SchedulerSettings
+from simulator.fleet_spec import ClusterSpec
+from simulator.scenario import SchedulerSettings
 from simulator.summary import SimSummary
 
 
 def test_widgets_take_bounds_help_and_choices_from_the_fields():
     def script() -> None:
         from dashboard import widgets as w
-        from simulator.scenario import ClusterSpec, SchedulerSettings
+        from simulator.fleet_spec import ClusterSpec
+        from simulator.scenario import SchedulerSettings
 
         w.number(ClusterSpec, "replicas", 3, "replicas", "replicas")
         w.number(SchedulerSettings, "max_num_seqs", 256, "seqs", "seqs")

@@ -11,7 +11,7 @@ from engine.worker.resources import gpu_kv_pool_blocks
 from simulator import Scenario
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec, kv_blocks_available
-from simulator.simulation import resolve_pool
+from simulator.resolve import resolve_pool
 
 KV_DTYPES = ["auto", "fp8", "fp8_e5m2", "int8"]
 

@@ -9,7 +9,8 @@ from test_planner_helpers import spike_scenario
 
 from simulator.planner.evaluate import _Watch, evaluate_job, make_job
 from simulator.planner.search import Batch, fleet_scenario
-from simulator.simulation import build_cluster, load_traffic, resolve_calibration_for
+from simulator.resolve import resolve_calibration_for
+from simulator.simulation import build_cluster, load_traffic
 
 
 def _fleet(replicas: int):

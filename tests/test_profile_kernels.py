@@ -107,7 +107,7 @@ def test_trtllm_sizes_its_kv_cache_from_the_memory_left_free():
     without a rule keeps the engine's formula, and the scenario field picks the rule."""
     from simulator.hardware.catalog import get_hardware
     from simulator.model_spec import ModelSpec
-    from simulator.simulation import resolve_pool
+    from simulator.resolve import resolve_pool
 
     rule = load_profile("trtllm").kv_memory
     assert rule is not None and "aiconfigurator" in rule.source

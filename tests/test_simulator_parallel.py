@@ -42,7 +42,7 @@ def answer(result) -> str:
 
 def test_staleness_reads_its_bounds_from_the_engine_metrics_interval():
     from engine.core.config import MetricsConfig, bounds
-    from simulator.scenario import RouterSpec
+    from simulator.fleet_spec import RouterSpec
 
     assert MetricsConfig().metrics_interval_s == 0.05  # llm-d's endpoint picker
     assert RouterSpec().staleness_s == 0.0  # default: the exact sequential simulation

@@ -24,8 +24,9 @@ from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.cli import with_weight_dtype
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
+from simulator.resolve import resolve_calibration_for, resolve_pool
 from simulator.scenario import ModelChoice
-from simulator.simulation import build_cluster, resolve_calibration_for, resolve_pool
+from simulator.simulation import build_cluster
 
 SMALL_FP8 = "llama-2-7b@H100-80GB-tp1-aic-trtllm"
 H100_FP8 = "llama-2-70b@H100-80GB-tp2-aic-trtllm"  # MLPerf v4.1's H100 layout

@@ -7,7 +7,7 @@ import streamlit as st
 
 from dashboard.charts.timeline import split_lines
 from dashboard.data import scenarios
-from simulator.scenario import DisaggregationSpec
+from simulator.fleet_spec import DisaggregationSpec
 
 
 def _metrics(column, name: str, result) -> None:

@@ -11,12 +11,10 @@ import streamlit as st
 from dashboard import handoff, views
 from dashboard import widgets as w
 from dashboard.data import catalogs, trace_files
+from simulator.fleet_spec import AutoscalerSpec, ClusterSpec, ColdStart
 from simulator.scenario import (
     SLO,
-    AutoscalerSpec,
     ClientSpec,
-    ClusterSpec,
-    ColdStart,
     FusedAllReduce,
     HardwareChoice,
     ModelChoice,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.scenario import AutoscalerSpec
+from simulator.fleet_spec import AutoscalerSpec
 
 if TYPE_CHECKING:
     from simulator.cluster.cluster import Cluster

@@ -26,7 +26,7 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
     """The most requests per second one replica of `scenario` could serve (optimistic: see above), its
     steps `step_scale` times as long."""
     from simulator.calibration.profiled_cost_model import ProfiledCostModel
-    from simulator.simulation import (
+    from simulator.resolve import (
         resolve_calibration_for,
         resolve_pool,
         resolve_profile,

@@ -24,8 +24,8 @@ import statistics
 
 from simulator.planner.claims_base import all_at_once, base, interval, job
 from simulator.planner.outcome import TENANT_KEYS, Outcome, OutcomeSummary
+from simulator.resolve import resolve_pool
 from simulator.scenario import Scenario
-from simulator.simulation import resolve_pool
 
 CONVERSATION, LONG = "conversation", "long-context"
 QUIET, NOISY = "quiet", "noisy"

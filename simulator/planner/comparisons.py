@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simulator.fleet_spec import AutoscalerSpec
 from simulator.planner.search import Ahead, Answer, Batch, Fleet, bisect, fewest_replicas
-from simulator.scenario import AutoscalerSpec
 
 
 def one_fewer(fleet: Fleet, answer: Answer):

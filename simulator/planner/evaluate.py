@@ -111,8 +111,9 @@ def evaluate_job(job: dict) -> Outcome:
     `Runner` runs them side by side: `simulator.planner.parts`); a part (`part: True`) keeps its
     requests and replicas for that merge."""
     from simulator.calibration.schema import Calibration
+    from simulator.resolve import resolve_calibration_for
     from simulator.result import summarize
-    from simulator.simulation import build_cluster, load_traffic, resolve_calibration_for
+    from simulator.simulation import build_cluster, load_traffic
 
     started = time.process_time()
     scenario = Scenario.model_validate(job["scenario"])

@@ -42,13 +42,9 @@ from simulator.planner.search import (
 )
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import error_of
+from simulator.resolve import resolve_calibration_for, resolve_pool, scenario_calibration
 from simulator.scenario import Scenario
-from simulator.simulation import (
-    load_traffic,
-    resolve_calibration_for,
-    resolve_pool,
-    scenario_calibration,
-)
+from simulator.simulation import load_traffic
 from simulator.slo import SLO
 
 TP_DEGREES = (1, 2, 4, 8)

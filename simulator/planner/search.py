@@ -50,12 +50,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from simulator.fleet_spec import AutoscalerSpec
 from simulator.planner.bracket import Ahead, Pair, bisect, crossing
 from simulator.planner.ceiling import replica_floor
 from simulator.planner.evaluate import make_job
 from simulator.planner.outcome import Outcome
 from simulator.planner.parts import parts_refusal
-from simulator.scenario import AutoscalerSpec, Scenario
+from simulator.scenario import Scenario
 
 Search = Generator[list[Pair], list[dict], Any]
 

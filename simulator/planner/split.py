@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import product
 
+from simulator.fleet_spec import AutoscalerSpec, DisaggregationSpec, PoolSettings
 from simulator.planner.split_answer import SplitAnswer, answer
-from simulator.scenario import AutoscalerSpec, DisaggregationSpec, PoolSettings, Scenario
+from simulator.scenario import Scenario
 from simulator.simulation import simulate
 
 
