@@ -28,8 +28,8 @@ if not __package__:  # run as a script: the repo root first on the path
 from benchmarks.machine import describe_machine  # noqa: E402
 from benchmarks.planner import ANSWER_ONLY, DASHBOARD, article_scenario  # noqa: E402
 from simulator.planner.evaluate import evaluate_job, make_job  # noqa: E402
+from simulator.planner.fleet import Batch, fleet_scenario  # noqa: E402
 from simulator.planner.recommend import plan  # noqa: E402
-from simulator.planner.search import Batch, fleet_scenario  # noqa: E402
 from simulator.planner.spec import PlanSettings, load_plan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

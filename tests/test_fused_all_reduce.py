@@ -107,7 +107,7 @@ def test_infermax_b200_decode_at_16_in_flight_is_faster_with_the_fused_all_reduc
 
 
 def test_the_planner_keeps_the_thresholds_on_the_scenarios_own_gpu_only():
-    from simulator.planner.search import Batch, fleet_scenario
+    from simulator.planner.fleet import Batch, fleet_scenario
 
     thresholds = {2: 32.0, 4: 32.0, 8: 8.0}  # InferenceMAX's B200 map
     base = Scenario.model_validate(

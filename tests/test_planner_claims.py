@@ -18,7 +18,8 @@ from simulator.planner.claims_scenarios import (
     quota_scenario,
 )
 from simulator.planner.evaluate import evaluate_job, make_job
-from simulator.planner.search import Batch, Fleet, checked_by
+from simulator.planner.fleet import Batch, Fleet
+from simulator.planner.search import checked_by
 from simulator.scenario import Scenario
 from simulator.simulation import load_traffic, simulate
 from traces.replay_summary import flat_summary

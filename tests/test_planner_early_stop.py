@@ -8,7 +8,7 @@ import pytest
 from test_planner_helpers import spike_scenario
 
 from simulator.planner.evaluate import _Watch, evaluate_job, make_job
-from simulator.planner.search import Batch, fleet_scenario
+from simulator.planner.fleet import Batch, fleet_scenario
 from simulator.resolve import resolve_calibration_for
 from simulator.simulation import build_cluster, load_traffic
 

@@ -17,10 +17,10 @@ from simulator.calibration.cost_model import CostModel, scaled_calibration
 from simulator.calibration.shipped import calibration_for
 from simulator.planner.claims_base import interval, reason, verdict
 from simulator.planner.evaluate import evaluate_job, make_job
+from simulator.planner.fleet import Batch, fleet_scenario
 from simulator.planner.ledger import COLUMNS
 from simulator.planner.pareto import pareto_front
 from simulator.planner.report import GpuRow, PlanReport, Recommendation
-from simulator.planner.search import Batch, fleet_scenario
 from simulator.planner.uncertainty import error_of
 from surgeplan_cli import app
 

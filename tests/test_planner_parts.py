@@ -144,7 +144,8 @@ class _Verdicts:
 
 @pytest.mark.parametrize("whole_least", [200, 236, 241])
 def test_a_sampled_answer_is_confirmed_on_the_whole_fleet_and_steps_up_while_it_misses(whole_least):
-    from simulator.planner.search import Answer, Batch, Fleet, confirm_answer, drive
+    from simulator.planner.fleet import Answer, Batch, Fleet
+    from simulator.planner.search import confirm_answer, drive
 
     base = _fleet(4, 0, 4.0)
     fleet = Fleet(base, "A100-80GB", 1, 1, 400, sample_replicas=8, estimate_replicas=2)
@@ -187,7 +188,7 @@ def test_the_planner_confirms_a_sampled_answer_on_the_whole_fleet(monkeypatch):
 
     from simulator.planner import recommend
     from simulator.planner.cli import format_plan
-    from simulator.planner.search import Batch, Fleet, fleet_scenario
+    from simulator.planner.fleet import Batch, Fleet, fleet_scenario
 
     monkeypatch.setattr(
         recommend, "Fleet", partial(Fleet, sample_replicas=2, estimate_replicas=None)

@@ -13,9 +13,10 @@ from simulator.planner.backends import LocalBackend, Runner
 from simulator.planner.bracket import crossing
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import evaluate_job, job_key, make_job
+from simulator.planner.fleet import Answer, Batch, Fleet
 from simulator.planner.outcome import Outcome
 from simulator.planner.recommend import plan
-from simulator.planner.search import Answer, Batch, Fleet, bisect, confirm_answer, drive
+from simulator.planner.search import bisect, confirm_answer, drive
 from simulator.scenario import Scenario
 from simulator.simulation import simulate
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulator.kv_quality import measured_quality
+from simulator.planner.fleet import Answer, Fleet
 from simulator.planner.outcome import Outcome
 from simulator.planner.report import (
     Autoscaled,
@@ -28,7 +29,7 @@ from simulator.planner.report import (
     Uncertainty,
     Verdict,
 )
-from simulator.planner.search import Answer, Fleet, checked_by, drive, simulated_replicas
+from simulator.planner.search import checked_by, drive, simulated_replicas
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import describe_recheck, error_of
 from simulator.scenario import Scenario

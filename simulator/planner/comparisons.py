@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulator.fleet_spec import AutoscalerSpec
-from simulator.planner.search import Ahead, Answer, Batch, Fleet, bisect, fewest_replicas
+from simulator.planner.fleet import Answer, Batch, Fleet
+from simulator.planner.search import Ahead, bisect, fewest_replicas
 
 
 def one_fewer(fleet: Fleet, answer: Answer):

@@ -25,19 +25,16 @@ from simulator.planner import comparisons
 from simulator.planner.assemble import assemble, explain_failure
 from simulator.planner.backends import Runner, make_backend
 from simulator.planner.cache import OutcomeCache
+from simulator.planner.fleet import Answer, Batch, Fleet, fleet_scenario
 from simulator.planner.ledger import Ledger
 from simulator.planner.outcome import Outcome
 from simulator.planner.report import GpuRow, PlanReport, Simulations, TrafficFacts
 from simulator.planner.search import (
     Ahead,
-    Answer,
-    Batch,
-    Fleet,
     checked_by,
     confirm_answer,
     drive,
     fewest_replicas,
-    fleet_scenario,
     simulated_replicas,
 )
 from simulator.planner.spec import PlanError, PlanSettings
