@@ -186,12 +186,12 @@ def test_the_planner_confirms_a_sampled_answer_on_the_whole_fleet(monkeypatch):
 
     from test_planner_helpers import quick_settings, spike_scenario
 
-    from simulator.planner import recommend
+    from simulator.planner import candidates, recommend
     from simulator.planner.cli import format_plan
     from simulator.planner.fleet import Batch, Fleet, fleet_scenario
 
     monkeypatch.setattr(
-        recommend, "Fleet", partial(Fleet, sample_replicas=2, estimate_replicas=None)
+        candidates, "Fleet", partial(Fleet, sample_replicas=2, estimate_replicas=None)
     )
     scenario = spike_scenario(rate_per_s=6.0, cluster={"router": {"policy": "round_robin"}})
     result = recommend.plan(scenario, quick_settings(max_replicas=16), workers=1, progress=False)

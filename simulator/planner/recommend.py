@@ -3,8 +3,9 @@ batch settings that hold the SLO, per GPU type and overall, with cost per hour, 
 1M output tokens, the binding constraint, headroom, error bars and the baselines it beats.
 
 Each candidate GPU gets the tensor-parallel degree asked for, or the smallest of 1, 2, 4, 8 at which
-the model's weights leave room for KV (the simulator's own memory math). All searches run through
-one `Runner` (cache, backend, ledger); the answer is the same on every backend for the same seed.
+the model's weights leave room for KV (the simulator's own memory math; `simulator.planner.candidates`).
+All searches run through one `Runner` (cache, backend, ledger); the answer is the same on every
+backend for the same seed.
 Fleets of more than 256 replicas (the article's 10,000 requests/s needs ~1,500 A100s) are confirmed on
 a representative sample of 256 of their replicas with those replicas' share of the traffic, as the
 search module's docstring argues and measures; each answer says what checked it (`checked_by`).
@@ -15,17 +16,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from itertools import product
 from pathlib import Path
 
 import numpy as np
 
-from simulator.hardware.catalog import get_hardware
 from simulator.planner import comparisons
 from simulator.planner.assemble import assemble, explain_failure
 from simulator.planner.backends import Runner, make_backend
 from simulator.planner.cache import OutcomeCache
-from simulator.planner.fleet import Answer, Batch, Fleet, fleet_scenario
+from simulator.planner.candidates import batch_grid, candidate_fleets
+from simulator.planner.fleet import Answer, Batch, Fleet
 from simulator.planner.ledger import Ledger
 from simulator.planner.outcome import Outcome
 from simulator.planner.report import GpuRow, PlanReport, Simulations, TrafficFacts
@@ -39,12 +39,9 @@ from simulator.planner.search import (
 )
 from simulator.planner.spec import PlanError, PlanSettings
 from simulator.planner.uncertainty import error_of
-from simulator.resolve import resolve_calibration_for, resolve_pool, scenario_calibration
 from simulator.scenario import Scenario
 from simulator.simulation import load_traffic
 from simulator.slo import SLO
-
-TP_DEGREES = (1, 2, 4, 8)
 
 
 @dataclass
@@ -86,8 +83,8 @@ def plan(
     low, high = settings.replica_range(scenario)
     traffic = _traffic_facts(scenario)
     ledger = Ledger()
-    fleets, unfit = _fleets(scenario, settings, low, high, ledger)
-    grid = _grid(settings)
+    fleets, unfit = candidate_fleets(scenario, settings, low, high, ledger)
+    grid = batch_grid(settings)
     runner = Runner(
         make_backend(backend, workers, ray_address), cache or OutcomeCache(cache_dir), progress
     )
@@ -198,91 +195,6 @@ def _traffic_facts(scenario: Scenario) -> TrafficFacts:
         peak_rate_per_s=float(counts.max()) / window_s,
         peak_window_s=window_s,
     )
-
-
-def _grid(settings: PlanSettings) -> list[Batch]:
-    """The largest setting first (it anchors the share pass), then the rest of the grid."""
-    seqs, tokens = (
-        sorted(settings.batch.max_num_seqs, reverse=True),
-        sorted(settings.batch.max_num_batched_tokens, reverse=True),
-    )
-    return [
-        Batch(s, t, kv_cache_dtype=kv)
-        for s, t, kv in product(
-            dict.fromkeys(seqs), dict.fromkeys(tokens), dict.fromkeys(settings.batch.kv_cache_dtype)
-        )
-    ]
-
-
-def _fleets(scenario: Scenario, settings: PlanSettings, low: int, high: int, ledger: Ledger):
-    """A `Fleet` per candidate that fits; ledger rows (and per-GPU rows) for those that do not."""
-    try:
-        model = scenario.model.spec()
-    except (ValueError, KeyError) as error:
-        raise PlanError(f"model.name: {error}") from None
-    fleets, unfit = {}, []
-    for index, candidate in enumerate(settings.candidate_list(scenario)):
-        try:
-            gpu = get_hardware(candidate.gpu).name
-        except ValueError as error:
-            raise PlanError(f"plan.candidates[{index}].gpu: {error}") from None
-        degrees = [candidate.tensor_parallel] if candidate.tensor_parallel else list(TP_DEGREES)
-        reasons = []
-        for tp in degrees:
-            try:
-                probe = fleet_scenario(
-                    scenario,
-                    gpu,
-                    tp,
-                    1,
-                    Batch(
-                        scenario.scheduler.max_num_seqs, scenario.scheduler.max_num_batched_tokens
-                    ),
-                )
-                resolve_pool(probe, model)
-                if model.weight_dtype != "auto" or tp in probe.hardware.fused_all_reduce_mb:
-                    # only where its GEMMs (and its fused all-reduce) were measured
-                    scenario_calibration(probe, resolve_calibration_for(probe))
-            except ValueError as error:
-                reasons.append(str(error))
-                continue
-            fleets[f"{gpu} TP{tp}"] = Fleet(
-                scenario,
-                gpu,
-                tp,
-                low,
-                high,
-                settings.goodput_share,
-                settings.early_stop,
-                whole_fleet=settings.whole_fleet,
-            )
-            break
-        else:
-            message = reasons[-1] if reasons else "no tensor-parallel degree tried"
-            outcome = Outcome(
-                key="",
-                share=None,
-                share_replicas=1,
-                step_scale=1.0,
-                status="invalid",
-                meets=False,
-                reasons=["does_not_fit"],
-                binding="does_not_fit",
-                error=message,
-            )
-            ledger.add(
-                {"phase": "fit check", "gpu": gpu, "tensor_parallel": degrees[-1]}, None, outcome
-            )
-            unfit.append(
-                GpuRow(
-                    gpu=gpu,
-                    tensor_parallel=degrees[-1],
-                    status="does_not_fit",
-                    replicas=None,
-                    reason=message,
-                )
-            )
-    return fleets, unfit
 
 
 def _row(rows: list[GpuRow], name: str) -> GpuRow:
