@@ -1,6 +1,7 @@
-"""The What-if page's sidebar: traffic (a synthetic spike or a trace file), the fleet, the engine's
-scheduler settings and the SLO, each widget bound to its `Scenario` field (the scheduler's listed by
-name and drawn from their own definitions), preset from what other pages handed over."""
+"""The What-if page's sidebar: traffic (a synthetic spike or a trace file), the fleet
+(`whatif_fleet`), the engine's scheduler settings and the SLO, each widget bound to its `Scenario`
+field (the scheduler's listed by name and drawn from their own definitions), preset from what other
+pages handed over."""
 
 from __future__ import annotations
 
@@ -8,18 +9,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import handoff, views
+from dashboard import handoff
 from dashboard import widgets as w
 from dashboard.data import catalogs, trace_files
-from simulator.fleet_spec import AutoscalerSpec, ClusterSpec, ColdStart
+from dashboard.views.whatif_fleet import fleet_inputs
 from simulator.scenario import (
     SLO,
     ClientSpec,
-    FusedAllReduce,
-    HardwareChoice,
-    ModelChoice,
     Prices,
-    Scenario,
     SchedulerSettings,
     TrafficSpec,
 )
@@ -185,128 +182,6 @@ def _traffic(side, traffic: dict) -> None:
     )
 
 
-def _fleet(side, base: dict) -> None:
-    cluster, scaler, hardware = base["cluster"], base["cluster"]["autoscaler"], base["hardware"]
-    side.subheader("Fleet")
-    catalog = catalogs.gpus()
-    hardware["gpu"] = w.select(
-        HardwareChoice,
-        "gpu",
-        hardware["gpu"],
-        KEY + "gpu",
-        "GPU",
-        where=side,
-        options=list(catalog),
-        format_func=lambda n: f"{n}  (${catalog[n].price_usd_per_hour:.2f}/h)",
-    )
-    base["model"]["name"] = w.select(
-        ModelChoice,
-        "name",
-        base["model"]["name"],
-        KEY + "model",
-        "model",
-        where=side,
-        options=catalogs.model_names(),
-    )
-    base["model"]["weight_dtype"] = w.select(
-        ModelChoice,
-        "weight_dtype",
-        base["model"].get("weight_dtype", "auto"),
-        KEY + "weight_dtype",
-        "weight dtype",
-        where=side,
-    )
-    profiles = catalogs.engine_profiles()
-    base["engine_profile"] = w.select(
-        Scenario,
-        "engine_profile",
-        base.get("engine_profile"),
-        KEY + "engine_profile",
-        "serving stack (engine profile)",
-        where=side,
-        options=[None, *profiles],
-        format_func=lambda n: (
-            "default for the calibration (vllm-v1 on GPUs)" if n is None else profiles[n]
-        ),
-    )
-    uploaded = handoff.offered(handoff.CALIBRATION)
-    if uploaded:
-        hardware["calibration"] = w.select(
-            HardwareChoice,
-            "calibration",
-            None,
-            KEY + "calibration",
-            "calibration",
-            where=side,
-            options=[None, uploaded["path"]],
-            format_func=lambda p: (
-                "best shipped for this model and GPU"
-                if p is None
-                else f"{uploaded['name']} ({uploaded['label']}, uploaded)"
-            ),
-        )
-    left, right = side.columns(2)
-    cluster["replicas"] = w.number(
-        ClusterSpec,
-        "replicas",
-        cluster["replicas"],
-        KEY + "replicas",
-        "replicas at start",
-        where=left,
-    )
-    hardware["tensor_parallel"] = w.number(
-        HardwareChoice,
-        "tensor_parallel",
-        hardware["tensor_parallel"],
-        KEY + "tp",
-        "GPUs per replica",
-        where=right,
-    )
-    tp = hardware["tensor_parallel"]
-    fused_mib = w.number(
-        FusedAllReduce,
-        "mib",
-        (hardware.get("fused_all_reduce_mb") or {}).get(tp),
-        KEY + "fused_all_reduce",
-        "fused all-reduce up to (MiB)",
-        where=side,
-        fmt="%.0f",
-        placeholder="off",
-    )
-    hardware["fused_all_reduce_mb"] = {} if fused_mib is None else {tp: fused_mib}
-    scaler["enabled"] = w.toggle(
-        AutoscalerSpec,
-        "enabled",
-        scaler["enabled"],
-        KEY + "autoscale",
-        "autoscaler",
-        where=side,
-        help_extra="Scale out at KV usage ≥ 0.8 or ≥ 5 waiting per replica, after a cold start.",
-    )
-    scaler["min_replicas"] = cluster["replicas"]
-    left, right = side.columns(2)
-    scaler["max_replicas"] = w.number(
-        AutoscalerSpec,
-        "max_replicas",
-        scaler["max_replicas"],
-        KEY + "max_replicas",
-        "max replicas",
-        where=left,
-    )
-    cold = scaler["cold_start"]
-    cold["provisioning_s"] = w.number(
-        ColdStart,
-        "provisioning_s",
-        cold["provisioning_s"],
-        KEY + "provisioning",
-        "provisioning (s)",
-        where=right,
-        step=10.0,
-        fmt="%.0f",
-    )
-    views.link("plan", "Plan it: cheapest fleet", where=side)
-
-
 def _engine_and_slo(side, base: dict) -> None:
     engine = base["scheduler"]
     with side.expander("Scheduler settings"):
@@ -371,6 +246,6 @@ def inputs(base: dict) -> dict:
     _take_offers()
     side = st.sidebar
     _traffic(side, base["traffic"])
-    _fleet(side, base)
+    fleet_inputs(side, base, KEY)
     _engine_and_slo(side, base)
     return base
