@@ -22,8 +22,9 @@ from engine.core.scheduler import Scheduler
 from simulator.calibration.cost_model import CostModel
 from simulator.cluster.collector import collector_paused
 from simulator.cluster.metrics import Monitor
-from simulator.cluster.replica import DRAINING, SERVING, SIM_TOKEN_ID, STOPPED, Replica
+from simulator.cluster.replica import SIM_TOKEN_ID, Replica
 from simulator.cluster.router import Router
+from simulator.cluster.serving_set import ServingSet
 from traces.replay import RequestRecord
 
 
@@ -55,7 +56,7 @@ class ClusterConfig:
     max_concurrency: int | None = None  # closed loop: requests in flight from the clients
 
 
-class Cluster:
+class Cluster(ServingSet):
     def __init__(
         self,
         config: ClusterConfig,
@@ -132,26 +133,8 @@ class Cluster:
         if self.router.policy == "prefix_affinity":  # it reads prefix caches between steps
             replica.rides_out_arrivals = False
         self.replicas.append(replica)
-        if replica.state == SERVING:
-            self._enlist(replica)
-        else:
-            self.env.process(self._enlist_when_ready(replica))
+        self._enlist_when_serving(replica)
         return replica
-
-    def _enlist_when_ready(self, replica: Replica):
-        yield self.env.timeout(replica.ready_at_s - self.env.now)
-        if replica.state == SERVING:
-            self._enlist(replica)
-
-    def _enlist(self, replica: Replica) -> None:
-        self.serving.append(replica)
-        self.router.enlist(replica)
-
-    def drain_replica(self, replica: Replica) -> None:
-        if replica in self.serving:
-            self.serving.remove(replica)
-            self.router.retire(replica)
-        replica.drain()
 
     def next_observation_s(self, now: float) -> float:
         """The next time anything reads the replicas' state: a metrics window or a scrape."""
@@ -323,9 +306,3 @@ class Cluster:
 
     def cost_usd(self, end_s: float) -> float:
         return self.gpu_hours(end_s) * self.monitor.price_usd_per_gpu_hour
-
-    @property
-    def num_starting(self) -> int:
-        return sum(
-            r.state not in (STOPPED, DRAINING) and r not in self.serving for r in self.replicas
-        )

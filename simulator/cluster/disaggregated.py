@@ -29,8 +29,9 @@ from simulator.calibration.cost_model import CostModel
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.metrics import Monitor
 from simulator.cluster.mixed_pool import MixedPool
-from simulator.cluster.replica import SERVING, STOPPED, Replica
+from simulator.cluster.replica import Replica
 from simulator.cluster.router import Router
+from simulator.cluster.serving_set import ServingSet
 from simulator.cluster.shared_link import SharedLink
 from simulator.links import LinkSpec
 
@@ -120,7 +121,7 @@ def _tell_free(replica: PrefillReplica | DecodeReplica) -> None:
         replica.on_free(replica)
 
 
-class Pool:
+class Pool(ServingSet):
     """One role's replicas, with what `Monitor` and `Autoscaler` read of a cluster."""
 
     def __init__(
@@ -167,36 +168,12 @@ class Pool:
             replica.link = simpy.Resource(self.env, capacity=1)
         cluster.replicas.append(replica)
         self.replicas.append(replica)
-        if replica.state == SERVING:
-            self._enlist(replica)
-        else:
-            self.env.process(self._enlist_when_ready(replica))
+        self._enlist_when_serving(replica)
         return replica
 
     def _on_stopped(self, replica: Replica) -> None:
         self.monitor.on_replica_stopped(replica)
         self.cluster.monitor.on_replica_stopped(replica)
-
-    def _enlist_when_ready(self, replica: Replica):
-        yield self.env.timeout(replica.ready_at_s - self.env.now)
-        if replica.state == SERVING:
-            self._enlist(replica)
-
-    def _enlist(self, replica: Replica) -> None:
-        self.serving.append(replica)
-        self.router.enlist(replica)
-
-    def drain_replica(self, replica: Replica) -> None:
-        if replica in self.serving:
-            self.serving.remove(replica)
-            self.router.retire(replica)
-        replica.drain()
-
-    @property
-    def num_starting(self) -> int:
-        return sum(
-            r.state not in (STOPPED, "draining") and r not in self.serving for r in self.replicas
-        )
 
     def gpu_hours(self, end_s: float) -> float:
         return _gpu_hours(self.replicas, end_s)
