@@ -171,13 +171,7 @@ def aic_calibration(
         label="fitted",
         model=model,
         dtype=model.dtype,
-        device=DeviceInfo(
-            name=gpu,
-            kind="gpu",
-            memory_bytes=hardware.memory_bytes,
-            hardware=gpu,
-            tensor_parallel=tensor_parallel,
-        ),
+        device=DeviceInfo.of_catalog(hardware, tensor_parallel),
         cost_model=CostModelFit(
             knee_tokens=knee,
             knee_label="fitted",

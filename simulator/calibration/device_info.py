@@ -3,9 +3,12 @@ the software (Python, platform, torch, Triton, CUDA, surgeplan). Apart from `sch
 calibration file, which holds both) because this is the one part read from the running machine."""
 
 import platform
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from simulator.hardware.spec import HardwareSpec
 
 
 class _Strict(BaseModel):
@@ -20,6 +23,17 @@ class DeviceInfo(_Strict):
         default=None, description="catalog name, when it is a catalog device"
     )
     tensor_parallel: int = Field(default=1, ge=1)
+
+    @classmethod
+    def of_catalog(cls, hardware: "HardwareSpec", tensor_parallel: int) -> "DeviceInfo":
+        """A catalog device (`simulator.hardware`) at `tensor_parallel` GPUs a replica."""
+        return cls(
+            name=hardware.name,
+            kind="cpu" if hardware.kind == "cpu" else "gpu",
+            memory_bytes=hardware.memory_bytes,
+            hardware=hardware.name,
+            tensor_parallel=tensor_parallel,
+        )
 
 
 class SoftwareInfo(_Strict):

@@ -255,23 +255,13 @@ def roofline_calibration(
         label="derived",
         model=model,
         dtype=model.dtype,
-        device=_device(hardware, tensor_parallel),
+        device=DeviceInfo.of_catalog(hardware, tensor_parallel),
         cost_model=CostModelFit(knee_tokens=knee, knee_label="derived", terms=terms),
         provenance=Provenance(
             source=f"{hardware.spec_source}",
             method="roofline",
             notes=[f"efficiencies: {eff.model_dump()}", "no measurement of this GPU was used"],
         ),
-    )
-
-
-def _device(hardware: HardwareSpec, tensor_parallel: int) -> DeviceInfo:
-    return DeviceInfo(
-        name=hardware.name,
-        kind="cpu" if hardware.kind == "cpu" else "gpu",
-        memory_bytes=hardware.memory_bytes,
-        hardware=hardware.name,
-        tensor_parallel=tensor_parallel,
     )
 
 
@@ -306,7 +296,7 @@ def derive_for_hardware(
         update={
             "name": calibration.name.replace(source.name, target.name),
             "label": "derived",
-            "device": _device(target, calibration.device.tensor_parallel),
+            "device": DeviceInfo.of_catalog(target, calibration.device.tensor_parallel),
             "cost_model": CostModelFit(
                 knee_tokens=moved.knee_tokens,
                 knee_label="derived",

@@ -366,13 +366,7 @@ def vidur_calibration(
         label="fitted",
         model=model,
         dtype=model.dtype,
-        device=DeviceInfo(
-            name=gpu,
-            kind="gpu",
-            memory_bytes=hardware.memory_bytes,
-            hardware=gpu,
-            tensor_parallel=tensor_parallel,
-        ),
+        device=DeviceInfo.of_catalog(hardware, tensor_parallel),
         cost_model=CostModelFit(
             knee_tokens=fit.knee,
             knee_label="fitted",
