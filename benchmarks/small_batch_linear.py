@@ -21,16 +21,16 @@ import numpy as np
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 from simulator.calibration.fitting import (  # noqa: E402
+    GEMM_TILES,
     fit_relative,
+    linear_design,
     octave_weights,
-    roofline_candidates,  # noqa: E402
+    roofline_candidates,
 )
 from simulator.calibration.shipped import FITTED  # noqa: E402
 from simulator.calibration.vidur_import import (  # noqa: E402
-    GEMM_TILES,
     OpTable,
     fit_linear_table,
-    linear_design,
     mlp_table_path,
     model_spec,
     read_mlp_table,

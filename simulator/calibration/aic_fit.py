@@ -11,14 +11,16 @@ import numpy as np
 from simulator.calibration import aic_tables as tables
 from simulator.calibration.all_reduce_curve import AllReduceCurve
 from simulator.calibration.fitting import (
+    GEMM_TILES,
+    affine_design,
     cross_validated_errors,
     fit_relative,
     kfold_indices,
+    linear_design,
     nnls,
     roofline_candidates,
 )
 from simulator.calibration.schema import FitError
-from simulator.calibration.vidur_import import GEMM_TILES, affine_design, linear_design
 from simulator.model_spec import ModelSpec
 
 MAX_STEP_TOKENS = 16384  # the largest step fitted: GEMM rows beyond this are not used

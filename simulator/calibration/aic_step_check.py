@@ -21,10 +21,9 @@ from simulator.calibration.aic_fit import (
     fit_prefill_attention,
     linear_rows,
 )
-from simulator.calibration.fitting import kfold_indices
+from simulator.calibration.fitting import affine_design, kfold_indices, linear_design
 from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER
 from simulator.calibration.schema import FitError
-from simulator.calibration.vidur_import import affine_design, linear_design
 from simulator.model_spec import ModelSpec
 
 

@@ -1,6 +1,7 @@
 """Small, dependency-free fitting tools for the cost model: non-negative least squares
 (Lawson–Hanson), a relative-error fit with a grid search over the few non-linear shape
-parameters (roofline knee, GEMM tile, cache-spill point), and k-fold cross-validation.
+parameters (roofline knee, GEMM tile, cache-spill point), k-fold cross-validation, and the design
+matrices the importers share (`linear_design`, `affine_design`, the tile grid `GEMM_TILES`).
 Coefficients are physical times, so they must never go negative."""
 
 import math
@@ -203,3 +204,31 @@ def tile_rounded(tokens: np.ndarray, tile: float) -> np.ndarray:
 def spilled(tokens: np.ndarray, spill: float) -> np.ndarray:
     """Tokens beyond the point where a step's activations no longer fit in cache (0 below it)."""
     return np.maximum(np.asarray(tokens, dtype=float) - spill, 0.0)
+
+
+# Token-dimension tile sizes a linear-layer fit tries (the Vidur and aiconfigurator importers):
+# cuBLAS tiles and SM waves make GEMM time a staircase in tokens.
+GEMM_TILES = (
+    1,
+    32,
+    64,
+    128,
+    256,
+    512,
+)  # below this, wave quantisation and launch jitter dominate the table
+
+
+def linear_design(params: tuple, tokens: np.ndarray) -> np.ndarray:
+    """[rows, 3]: fixed, per token, max(tokens rounded up to whole tiles, knee) — the same three
+    linear-layer features as the profile model (simulator.calibration.cost_model.PROFILE_TERMS)."""
+    knee, tile = params[0], params[1]
+    tokens = np.asarray(tokens, dtype=float).reshape(-1)
+    return np.stack(
+        [np.ones_like(tokens), tokens, np.maximum(tile_rounded(tokens, tile), knee)], axis=1
+    )
+
+
+def affine_design(_params: tuple, sizes: np.ndarray) -> np.ndarray:
+    """[rows, 2]: fixed, per unit of size (an all-reduce's elements, an LM head's sequences)."""
+    sizes = np.asarray(sizes, dtype=float).reshape(-1)
+    return np.stack([np.ones_like(sizes), sizes], axis=1)

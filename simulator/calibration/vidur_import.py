@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from simulator.calibration.fitting import (
+    GEMM_TILES,
+    affine_design,
     cross_validated_errors,
     fit_relative,
+    linear_design,
     octave_weights,
     roofline_candidates,
-    tile_rounded,
 )
 from simulator.calibration.roofline import (
     ALL_REDUCES_PER_LAYER,
@@ -82,15 +84,6 @@ _MIN_CHECKED_TOKENS = 64
 _SMALL_TOKENS = (
     128  # decode-sized steps: the rows a uniform fit outvotes (benchmarks/small_batch_linear.py)
 )
-# Token-dimension tile sizes tried: cuBLAS tiles and SM waves make GEMM time a staircase in tokens.
-GEMM_TILES = (
-    1,
-    32,
-    64,
-    128,
-    256,
-    512,
-)  # below this, wave quantisation and launch jitter dominate the table
 
 
 @dataclass(frozen=True)
@@ -168,21 +161,6 @@ def _check_model_matches(table: OpTable, model: ModelSpec) -> None:
     }
     if wrong:
         raise ValueError(f"{table.path}: {wrong} do not match {model.name} ({expected})")
-
-
-def linear_design(params: tuple, tokens: np.ndarray) -> np.ndarray:
-    """[rows, 3]: fixed, per token, max(tokens rounded up to whole tiles, knee) — the same three
-    linear-layer features as the profile model (simulator.calibration.cost_model.PROFILE_TERMS)."""
-    knee, tile = params[0], params[1]
-    tokens = np.asarray(tokens, dtype=float).reshape(-1)
-    return np.stack(
-        [np.ones_like(tokens), tokens, np.maximum(tile_rounded(tokens, tile), knee)], axis=1
-    )
-
-
-def affine_design(_params: tuple, sizes: np.ndarray) -> np.ndarray:
-    sizes = np.asarray(sizes, dtype=float).reshape(-1)
-    return np.stack([np.ones_like(sizes), sizes], axis=1)
 
 
 @dataclass(frozen=True)
