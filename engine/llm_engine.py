@@ -13,7 +13,8 @@ from engine.core.config import engine_configs
 from engine.core.outputs import RequestOutput
 from engine.core.request import Request
 from engine.core.sampling_params import SamplingParams
-from engine.core.scheduler import KVStats, Scheduler
+from engine.core.scheduler import Scheduler
+from engine.core.scheduler_output import KVStats
 from engine.core.step_shape import StepShape
 from engine.model.config import ModelConfig
 from engine.tokenizer import load_tokenizer

@@ -8,7 +8,7 @@ import pytest
 from sim_helpers import cluster_config, cost_model, run_cluster
 
 from engine import LLM, SamplingParams
-from engine.core.scheduler import SchedulerOutput
+from engine.core.scheduler_output import SchedulerOutput
 
 
 class CostClock:

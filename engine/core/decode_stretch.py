@@ -40,7 +40,8 @@ from engine.core.block_manager import blocks_for
 
 if TYPE_CHECKING:
     from engine.core.request import Request
-    from engine.core.scheduler import Scheduler, SchedulerOutput
+    from engine.core.scheduler import Scheduler
+    from engine.core.scheduler_output import SchedulerOutput
 
 
 def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -> int:

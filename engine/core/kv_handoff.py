@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from engine.core.request import Request, RequestStatus
 
 if TYPE_CHECKING:
-    from engine.core.scheduler import Scheduler, SchedulerOutput
+    from engine.core.scheduler import Scheduler
+    from engine.core.scheduler_output import SchedulerOutput
 
 
 class HandoffQueues:

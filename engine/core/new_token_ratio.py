@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.core.request import Request
-    from engine.core.scheduler import Scheduler, SchedulerOutput
+    from engine.core.scheduler import Scheduler
+    from engine.core.scheduler_output import SchedulerOutput
 
 # global_config.default_init_new_token_ratio x schedule_conservativeness 1
 INIT_NEW_TOKEN_RATIO = 0.7

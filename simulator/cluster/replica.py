@@ -23,7 +23,7 @@ from engine.core.step_shape import DecodeCounts
 from simulator.calibration.cost_model import StepTimer
 
 if TYPE_CHECKING:
-    from engine.core.scheduler import SchedulerOutput
+    from engine.core.scheduler_output import SchedulerOutput
 
 try:  # present with the `compiled` extra (mypyc); a no-op decorator for the pure-Python modules
     from mypy_extensions import mypyc_attr
