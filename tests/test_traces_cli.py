@@ -53,70 +53,45 @@ def test_png_plot_is_written_with_matplotlib(vidur_file, tmp_path):
     assert (tmp_path / "rate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# a gamma-arrival spike (10x for 60 s after a 30 s ramp), fixed prompts, a fixed seed
+SPIKE_ARGS = (
+    "--arrivals",
+    "gamma",
+    "--rate",
+    "20",
+    "--cv",
+    "2",
+    "--duration-s",
+    "600",
+    "--spike-multiplier",
+    "10",
+    "--spike-start-s",
+    "200",
+    "--ramp-up-s",
+    "30",
+    "--hold-s",
+    "60",
+    "--ramp-down-s",
+    "30",
+    "--prompt",
+    "fixed:64",
+    "--output",
+    "uniform:1:8",
+    "--seed",
+    "4",
+)
+
+
 def test_synth_writes_a_canonical_spike_trace(tmp_path):
     out = tmp_path / "spike.jsonl"
-    result = run(
-        "synth",
-        out,
-        "--arrivals",
-        "gamma",
-        "--rate",
-        "20",
-        "--cv",
-        "2",
-        "--duration-s",
-        "600",
-        "--spike-multiplier",
-        "10",
-        "--spike-start-s",
-        "200",
-        "--ramp-up-s",
-        "30",
-        "--hold-s",
-        "60",
-        "--ramp-down-s",
-        "30",
-        "--prompt",
-        "fixed:64",
-        "--output",
-        "uniform:1:8",
-        "--seed",
-        "4",
-    )
+    result = run("synth", out, *SPIKE_ARGS)
     assert result.exit_code == 0, result.output
     trace = load_trace(out)
     assert set(trace.prompt_tokens.tolist()) == {64} and trace.output_tokens.max() <= 8
     hold = ((trace.arrival_s >= 230) & (trace.arrival_s < 290)).sum() / 60
     assert hold == pytest.approx(200.0, rel=0.1)
     again = tmp_path / "again.jsonl"
-    run(
-        "synth",
-        again,
-        "--arrivals",
-        "gamma",
-        "--rate",
-        "20",
-        "--cv",
-        "2",
-        "--duration-s",
-        "600",
-        "--spike-multiplier",
-        "10",
-        "--spike-start-s",
-        "200",
-        "--ramp-up-s",
-        "30",
-        "--hold-s",
-        "60",
-        "--ramp-down-s",
-        "30",
-        "--prompt",
-        "fixed:64",
-        "--output",
-        "uniform:1:8",
-        "--seed",
-        "4",
-    )
+    run("synth", again, *SPIKE_ARGS)
     assert out.read_bytes() == again.read_bytes()
 
 
