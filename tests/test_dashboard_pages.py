@@ -297,30 +297,37 @@ def test_an_uploaded_calibration_is_used_at_once_and_a_wrong_one_explained():
     assert at.error and "made for model 'llama-2-7b'" in at.error[0].value and not at.metric
 
 
-def test_plan_small_fleet_and_static_baseline():
+def _plan_page(rate_per_s: float, duration_s: float, **settings) -> AppTest:
+    """The Plan page on a small Poisson scenario of one replica, its settings in session state
+    (defaults: one batch setting, no comparisons), before "Plan" is pressed."""
     small = Scenario.model_validate(
         {
             "name": "small",
             "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": 2.0},
-                "duration_s": 60,
+                "arrivals": {"kind": "poisson", "rate_per_s": rate_per_s},
+                "duration_s": duration_s,
                 "too_long": "clip",
             },
             "cluster": {"replicas": 1},
         }
     )
     at = _page("plan")
-    for key, value in {
+    state = {
         "whatif_scenario": small.model_dump_json(),
         "plan_seqs": [256],
         "plan_tokens": [4096],
-        "plan_max_replicas": 4,
-        "plan_static_baseline": True,
+        "plan_static_baseline": False,
         "plan_autoscaled": False,
         "plan_dynamic_batch": False,
         "plan_uncertainty": False,
-    }.items():
+    }
+    for key, value in (state | {f"plan_{name}": value for name, value in settings.items()}).items():
         at.session_state[key] = value
+    return at
+
+
+def test_plan_small_fleet_and_static_baseline():
+    at = _plan_page(2.0, 60, max_replicas=4, static_baseline=True)
     _clean(at.run())
     assert at.info and not at.success  # nothing runs before "Plan"
     at.button(key="plan_run").click()
@@ -337,30 +344,7 @@ def test_plan_small_fleet_and_static_baseline():
 
 
 def test_plan_with_an_slo_no_fleet_can_meet_is_explained():
-    small = Scenario.model_validate(
-        {
-            "name": "small",
-            "traffic": {
-                "arrivals": {"kind": "poisson", "rate_per_s": 1.0},
-                "duration_s": 30,
-                "too_long": "clip",
-            },
-            "cluster": {"replicas": 1},
-        }
-    )
-    at = _page("plan")
-    for key, value in {
-        "whatif_scenario": small.model_dump_json(),
-        "plan_seqs": [256],
-        "plan_tokens": [4096],
-        "plan_max_replicas": 2,
-        "plan_ttft": 0.001,
-        "plan_static_baseline": False,
-        "plan_autoscaled": False,
-        "plan_dynamic_batch": False,
-        "plan_uncertainty": False,
-    }.items():
-        at.session_state[key] = value
+    at = _plan_page(1.0, 30, max_replicas=2, ttft=0.001)
     _clean(at.run())
     at.button(key="plan_run").click()
     _clean(at.run())
