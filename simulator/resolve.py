@@ -2,8 +2,9 @@
 run (`resolve_calibration_for`: the engine profile's kernel backend first), that calibration at the
 scenario's weight / KV dtypes and fused all-reduce (`scenario_calibration`), the engine profile
 (`resolve_profile`) and the KV pool per replica (`resolve_pool`: the engine's memory formula, or the
-stack's own rule). Apart from `simulator.simulation` because the planner's searches and ceilings,
-the claims and the published replays resolve these without building a cluster.
+stack's own rule). Apart from `simulator.simulation` because the planner (its candidates' fit
+check, its throughput ceiling, its evaluations) and the claims resolve these without building a
+cluster.
 """
 
 from __future__ import annotations

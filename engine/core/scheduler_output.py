@@ -1,7 +1,7 @@
 """What one `Scheduler.schedule()` returns (`SchedulerOutput`: the requests scheduled with their new
 tokens, the preempted ones, how the admission went, and the step's shape), and the KV pool's figures
 at a moment (`KVStats`: usage, utilization and fragmentation). Pure Python, never imports torch;
-apart from `engine.core.scheduler` because the model runner, the simulated replica and the decode
+apart from `engine.core.scheduler` because the engine (`LLMEngine`), the simulated replica and the decode
 stretch read these without the scheduler's policy.
 """
 
