@@ -52,7 +52,7 @@ def fused_all_reduce_calibration(
             "calibration of this GPU, model and degree (`surgeplan calibrations list`), or no "
             "threshold at this degree"
         )
-    from simulator.calibration.shipped import _any_model_spec, calibration_for
+    from simulator.calibration.shipped import calibration_for
 
     fused = calibration_for(calibration.model.name, gpu, tp, backend="trtllm")
     if (
@@ -67,8 +67,7 @@ def fused_all_reduce_calibration(
             f"{fused.name}); expected a GPU, model and degree with an aiconfigurator TensorRT-LLM "
             "calibration (`surgeplan calibrations list`), or no threshold at this degree"
         )
-    hidden = _any_model_spec(calibration.model.name).hidden_size
-    limit_tokens = limit_mb * 2**20 / (hidden * ACTIVATION_BYTES)
+    limit_tokens = limit_mb * 2**20 / (calibration.model.hidden_size * ACTIVATION_BYTES)
     curve = with_fused_below(
         fit.all_reduce_curve,
         fused.cost_model.all_reduce_curve,
