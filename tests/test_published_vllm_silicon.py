@@ -17,7 +17,12 @@ from simulator.calibration.profiled_cost_model import ProfiledCostModel
 from simulator.calibration.schema import load_shipped
 from simulator.calibration.weight_dtype import weight_dtype_calibration
 from simulator.validation import published_sets
-from simulator.validation.fit_coordinates import FP8_RANGE, fp8_coordinates, scoring_sets
+from simulator.validation.fit_coordinates import (
+    FP8_RANGE,
+    fp8_coordinates,
+    on_its_gpu,
+    scoring_sets,
+)
 from simulator.validation.profile_fit import fit_profile, fitted_together
 from simulator.validation.published_replay import replay_run, source_profile
 from simulator.validation.published_sets import PUBLISHED_DIR, load_published
@@ -97,6 +102,29 @@ def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_on_its_own_rows():
     assert HOPPER in profile.fp8_linear_source
     assert profile.fp8_linear_scale("B200-180GB") == (1.0, None)  # another kernel build target
     assert [term.label for term in profile.terms] == ["derived"] * len(profile.terms)
+
+
+def test_an_fp8_trial_replays_its_gpus_runs_alone_because_no_other_gpus_row_moves():
+    """The fit's fp8 trials replay only the runs on the coordinate's GPU (`on_its_gpu`): exact,
+    because each fitted GPU holds its own entry, so an H100 scale (a fresh draw) leaves an H200
+    run's means as they were and moves the H100's."""
+    data = load_published(HOPPER)
+    fit_sets = [{**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}]
+    fp8 = fp8_coordinates(fit_sets)
+    kept = on_its_gpu("fp8_linear:H100-80GB", fit_sets, fp8)
+    assert [{run["gpu"] for run in each["runs"]} for each in kept] == [{"H100-80GB"}]
+    assert len(kept[0]["runs"]) * 2 == len(fit_sets[0]["runs"])
+    assert on_its_gpu("step", fit_sets, fp8) is fit_sets  # not an fp8 scale: every run
+    v1 = load_profile("vllm-v1")
+    scale = float(_rng().uniform(0.5, 0.8))
+    moved = v1.model_copy(
+        update={"fp8_linear_scales": dict(v1.fp8_linear_scales) | {"H100-80GB": scale}}
+    )
+    for gpu, same in (("h200", True), ("h100", False)):
+        run = next(r for r in data["runs"] if r["id"] == f"{gpu}-llama-3-70b-tp4-1024x1024-c4")
+        before = replay_run(data, run, source_profile(data, v1))
+        after = replay_run(data, run, source_profile(data, moved))
+        assert (before == after) is same
 
 
 def test_vllm_v1_names_vllms_kernels_so_its_fp8_scale_touches_vllm_tables_with_fp8_weights_only():

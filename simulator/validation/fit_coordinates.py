@@ -90,6 +90,19 @@ def scoring_sets(
     return [each for each in fit_sets if named in each.get("fit_terms", DEFAULT_TERMS)]
 
 
+def on_its_gpu(feature: str, scoring: list[dict], fp8: dict[str, str]) -> list[dict]:
+    """The runs a trial of `feature` replays: for an fp8 scale (`fp8`: key -> GPU) only the scoring
+    sets' runs on its GPU, since the scale moves no row on another GPU (each fitted GPU holds its
+    own entry), so the best value is the one over every scoring row at a fraction of the replays;
+    any other feature, every run of `scoring`."""
+    if feature not in fp8:
+        return scoring
+    return [
+        {**each, "runs": [run for run in each["runs"] if run["gpu"] == fp8[feature]]}
+        for each in scoring
+    ]
+
+
 def scale_trials(
     current: float, bounds: tuple[float, float] = SCALE_RANGE
 ) -> tuple[list[float], list[float]]:
@@ -117,6 +130,7 @@ __all__ = [
     "SCALE_RANGE",
     "fp8_coordinates",
     "objective",
+    "on_its_gpu",
     "scale_trials",
     "scoring_sets",
 ]

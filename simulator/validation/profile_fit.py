@@ -26,6 +26,7 @@ from simulator.validation.fit_coordinates import (
     fp8_coordinates,
     fp8_references,
     objective,
+    on_its_gpu,
     scale_trials,
     scoring_sets,
 )
@@ -212,7 +213,7 @@ def fit_profile(
 
         for _ in range(steps):
             for feature, grid in grids.items():
-                scoring = scoring_sets(feature, fit_sets, older, fp8)
+                scoring = on_its_gpu(feature, scoring_sets(feature, fit_sets, older, fp8), fp8)
                 best = trial(start, scoring)
                 # a kernel scale: coarse, then fine around the best of the coarse pass
                 swept = feature in scale_keys or feature in fp8
