@@ -115,6 +115,8 @@ def test_an_fp8_trial_replays_its_gpus_runs_alone_because_no_other_gpus_row_move
     assert [{run["gpu"] for run in each["runs"]} for each in kept] == [{"H100-80GB"}]
     assert len(kept[0]["runs"]) * 2 == len(fit_sets[0]["runs"])
     assert on_its_gpu("step", fit_sets, fp8) is fit_sets  # not an fp8 scale: every run
+    h200_only = {**data, "runs": [run for run in data["runs"] if run["gpu"] == "H200-141GB"]}
+    assert on_its_gpu("fp8_linear:H100-80GB", [h200_only, *fit_sets], fp8) == kept  # none there
     v1 = load_profile("vllm-v1")
     scale = float(_rng().uniform(0.5, 0.8))
     moved = v1.model_copy(

@@ -97,10 +97,11 @@ def on_its_gpu(feature: str, scoring: list[dict], fp8: dict[str, str]) -> list[d
     any other feature, every run of `scoring`."""
     if feature not in fp8:
         return scoring
-    return [
+    mine = [
         {**each, "runs": [run for run in each["runs"] if run["gpu"] == fp8[feature]]}
         for each in scoring
     ]
+    return [each for each in mine if each["runs"]]  # a set with no run there adds no row
 
 
 def scale_trials(
