@@ -328,3 +328,16 @@ def test_the_other_degrees_are_held_out_only_and_complete_the_sweep():
             calibration = load_shipped(f"llama-3-70b@{gpu}-tp{degree}-aic-{backend}")
             assert calibration.device.tensor_parallel == degree
             assert calibration.provenance.backend == backend
+
+
+def test_the_prompt_hold_is_named_by_infermax_rule_and_splits_the_ttft_runs_108_to_36():
+    """`benchmarks/trtllm_ttft_unheld.py` keeps apart the runs whose server held new prompts
+    (InferenceMAX's TensorRT-LLM script: 1k / 1k below TP8 only); every run keeps its TTFT."""
+    from benchmarks.trtllm_ttft_unheld import SETS, held
+
+    runs = [run for name in SETS for run in load_published(name)["runs"]]
+    assert all("ttft_mean_s" in run["not_replayed"] for run in runs)
+    for run in runs:
+        lengths = tuple(run["nominal_lengths"])
+        assert held(run) == (lengths == (1024, 1024) and run["tensor_parallel"] < 8), run["id"]
+    assert sum(map(held, runs)) == 36 and len(runs) - sum(map(held, runs)) == 108
