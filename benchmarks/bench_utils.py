@@ -48,13 +48,19 @@ def matmul_flops_per_s(device: torch.device, size: int, dtype: torch.dtype) -> f
     return 2 * size**3 / seconds
 
 
-def hardware_header(device: torch.device, title: str) -> dict:
-    import triton
-
-    header = {
+def machine_header(title: str) -> dict:
+    """A table's first line for a run on this machine: the title, the machine and the local time."""
+    return {
         "title": title,
         "machine": describe_machine(),  # device, torch version, date
         "time": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+
+
+def hardware_header(device: torch.device, title: str) -> dict:
+    import triton
+
+    header = machine_header(title) | {
         "triton": triton.__version__,
         "timer": "triton.testing.do_bench median"
         if device.type == "cuda"

@@ -18,10 +18,7 @@ from pathlib import Path
 if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import datetime  # noqa: E402
-
-from benchmarks.bench_utils import print_header, print_table, save_json  # noqa: E402
-from benchmarks.machine import describe_machine  # noqa: E402
+from benchmarks.bench_utils import machine_header, print_header, print_table, save_json  # noqa: E402
 from simulator.validation.published_replay import replay_run  # noqa: E402
 from simulator.validation.published_report import Row, stats  # noqa: E402
 from simulator.validation.published_sets import load_published  # noqa: E402
@@ -95,11 +92,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="also write the tables here")
     args = parser.parse_args()
-    header = {
-        "title": "TensorRT-LLM (InferenceMAX) mean TTFT, simulated vs measured, by prompt hold",
-        "machine": describe_machine(),
-        "time": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-    }
+    header = machine_header(
+        "TensorRT-LLM (InferenceMAX) mean TTFT, simulated vs measured, by prompt hold"
+    )
     print_header(header)
     grouped, floor = tables(replayed_rows())
     print_table(grouped, list(grouped[0]), "Mean TTFT: median |error|, bias, share within 10%")

@@ -19,10 +19,7 @@ from pathlib import Path
 if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import datetime  # noqa: E402
-
-from benchmarks.bench_utils import print_header, print_table, save_json  # noqa: E402
-from benchmarks.machine import describe_machine  # noqa: E402
+from benchmarks.bench_utils import machine_header, print_header, print_table, save_json  # noqa: E402
 from simulator.validation.published_replay import replay_run  # noqa: E402
 from simulator.validation.published_report import Row, stats  # noqa: E402
 from simulator.validation.published_sets import load_published  # noqa: E402
@@ -91,11 +88,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="also write the tables here")
     args = parser.parse_args()
-    header = {
-        "title": "vLLM 0.10.2 (InferenceMAX) on H100 / H200 replayed with an fp8 and a bf16 KV cache",
-        "machine": describe_machine(),
-        "time": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-    }
+    header = machine_header(
+        "vLLM 0.10.2 (InferenceMAX) on H100 / H200 replayed with an fp8 and a bf16 KV cache"
+    )
     print_header(header)
     rows, bound = compare()
     columns = ["gpu", "set", "split", "metric", "n"] + [
