@@ -29,8 +29,9 @@ HELD_LENGTHS, HELD_BELOW_TP = (1024, 1024), 8  # InferenceMAX's script: the prom
 
 
 def held(run: dict) -> bool:
-    """Whether InferenceMAX's server held this run's new prompts (1k / 1k below TP8)."""
-    lengths = tuple(run.get("nominal_lengths", (run["prompt_tokens"], run["output_tokens"])))
+    """Whether InferenceMAX's server held this run's new prompts (1k / 1k below TP8); a run's
+    ISL / OSL are its `nominal_lengths` (its requests' own lengths are drawn below them)."""
+    lengths = tuple(run["nominal_lengths"])
     return lengths == HELD_LENGTHS and int(run["tensor_parallel"]) < HELD_BELOW_TP
 
 
@@ -64,16 +65,12 @@ def group(name: str, rows: list[Row]) -> dict:
 def tables(pairs: list[tuple[dict, Row]]) -> tuple[list[dict], list[dict]]:
     """(the grouped statistics; the runs at TP8 with 1,024-token prompts at the lowest concurrency)."""
     free = [(run, row) for run, row in pairs if not held(run)]
-    prompt = {id(row): run.get("nominal_lengths", (run["prompt_tokens"],))[0] for run, row in free}
+    short = [(run, row) for run, row in free if run["nominal_lengths"][0] == 1024]
     groups = {
         "no hold, every one": [row for _, row in free],
-        "8,192-token prompts": [row for _, row in free if prompt[id(row)] == 8192],
-        "1,024-token prompts below TP8": [
-            row for _, row in free if prompt[id(row)] == 1024 and row.tensor_parallel < 8
-        ],
-        "1,024-token prompts at TP8": [
-            row for _, row in free if prompt[id(row)] == 1024 and row.tensor_parallel == 8
-        ],
+        "8,192-token prompts": [row for run, row in free if run["nominal_lengths"][0] == 8192],
+        "1,024-token prompts below TP8": [row for _, row in short if row.tensor_parallel < 8],
+        "1,024-token prompts at TP8": [row for _, row in short if row.tensor_parallel == 8],
     }
     for gpu in sorted({row.gpu for _, row in free}):
         groups[f"{gpu}, no hold"] = [row for _, row in free if row.gpu == gpu]
@@ -82,8 +79,8 @@ def tables(pairs: list[tuple[dict, Row]]) -> tuple[list[dict], list[dict]]:
     lowest = min(run["max_concurrency"] for run, _ in free)
     floor = [
         {"run": row.run, "measured_ms": 1e3 * row.measured, "simulated_ms": 1e3 * row.simulated}
-        for run, row in free
-        if row.tensor_parallel == 8 and prompt[id(row)] == 1024 and run["max_concurrency"] == lowest
+        for run, row in short
+        if row.tensor_parallel == 8 and run["max_concurrency"] == lowest
     ]
     return grouped, floor
 

@@ -335,9 +335,14 @@ def test_the_prompt_hold_is_named_by_infermax_rule_and_splits_the_ttft_runs_108_
     (InferenceMAX's TensorRT-LLM script: 1k / 1k below TP8 only); every run keeps its TTFT."""
     from benchmarks.trtllm_ttft_unheld import SETS, held
 
-    runs = [run for name in SETS for run in load_published(name)["runs"]]
-    assert all("ttft_mean_s" in run["not_replayed"] for run in runs)
-    for run in runs:
-        lengths = tuple(run["nominal_lengths"])
-        assert held(run) == (lengths == (1024, 1024) and run["tensor_parallel"] < 8), run["id"]
-    assert sum(map(held, runs)) == 36 and len(runs) - sum(map(held, runs)) == 108
+    runs = {run["id"]: run for name in SETS for run in load_published(name)["runs"]}
+    assert all("ttft_mean_s" in run["not_replayed"] for run in runs.values())
+    for run_id, is_held in (
+        ("h200-llama-3-70b-tp4-1024x1024-c8", True),
+        ("b200-llama-3-70b-tp1-1024x1024-c64", True),
+        ("h200-llama-3-70b-tp8-1024x1024-c8", False),  # TP8: no hold
+        ("b200-llama-3-70b-tp4-1024x8192-c8", False),  # 1k / 8k: no hold
+        ("b200-llama-3-70b-tp2-8192x1024-c4", False),
+    ):
+        assert held(runs[run_id]) is is_held, run_id
+    assert sum(map(held, runs.values())) == 36 and len(runs) == 144
