@@ -61,6 +61,8 @@ class EngineConfig(BaseModel):
     static_reserve: StaticReserve = setting(SchedulerConfig, "static_reserve")
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
+    batch_wait_steps: int = setting(SchedulerConfig, "batch_wait_steps")
+    batch_wait_max_tokens_ratio: float = setting(SchedulerConfig, "batch_wait_max_tokens_ratio")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
     role: Role = setting(SchedulerConfig, "role")
 

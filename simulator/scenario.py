@@ -207,6 +207,8 @@ class SchedulerSettings(_Strict):
     batch_controller: BatchController = setting(SchedulerConfig, "batch_controller")
     batch_target_tpot_s: float = setting(SchedulerConfig, "batch_target_tpot_s")
     mixed_steps: bool = setting(SchedulerConfig, "mixed_steps")
+    batch_wait_steps: int = setting(SchedulerConfig, "batch_wait_steps")
+    batch_wait_max_tokens_ratio: float = setting(SchedulerConfig, "batch_wait_max_tokens_ratio")
     max_model_len: int | None = setting(
         SchedulerConfig,
         "max_model_len",

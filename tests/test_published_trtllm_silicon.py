@@ -1,11 +1,12 @@
 """aiconfigurator's measured silicon rows beyond vLLM on Hopper: TensorRT-LLM (`aic-silicon-trtllm-h100`,
 held out; `aic-silicon-trtllm-70b`: H200 and B200, split by rule, its fit half fitting the `trtllm`
-profile's fp8 linear-layer scale per GPU) replayed on TPOT only, and vLLM V1 on B200
-(`aic-silicon-vllm-v1-b200`), held out against `vllm-v1`. The TensorRT-LLM rows' TTFT is kept beside
-each row and left out by a check on the rows themselves (a request's first token cannot depend on the
-output length it will later reach), which the vLLM rows of the same table pass and these fail; the fp8
-scale touches only the fp8 linear layers of the stack's own tables; each profile's recorded errors are
-those of a fresh replay."""
+profile's fp8 linear-layer scale per GPU, its TPOT rows alone scoring it) replayed on TTFT and TPOT,
+and vLLM V1 on B200 (`aic-silicon-vllm-v1-b200`), held out against `vllm-v1`. The 8B rows' TTFT is
+kept beside each row and left out by a check on the rows themselves (a request's first token cannot
+depend on the output length it will later reach), which the vLLM rows of the same table pass and these
+fail; the 70B rows failed it too until their server's batch wait, set on InferenceMAX's 1k / 1k runs
+below TP8, was modelled. The fp8 scale touches only the fp8 linear layers of the stack's own tables;
+each profile's recorded errors are those of a fresh replay."""
 
 import collections
 import json
@@ -31,23 +32,29 @@ from simulator.validation.fit_coordinates import (
 )
 from simulator.validation.profile_fit import fitted_together
 from simulator.validation.published_report import replay, stats
-from simulator.validation.published_sets import load_published, published_names
+from simulator.validation.published_sets import PUBLISHED_DIR, load_published, published_names
 
 SETS = {
     "aic-silicon-trtllm-h100": {"H100-80GB"},
     "aic-silicon-trtllm-70b": {"H200-141GB", "B200-180GB"},
 }
+SETS_70B = ("aic-silicon-trtllm-70b", "aic-silicon-trtllm-70b-more-tp")
 VLLM_B200 = "aic-silicon-vllm-v1-b200"
 SAME_TABLE_VLLM = "aic-silicon-vllm-v1-hopper"
 
 
-def _ttft_spread(runs: list[dict], ttft) -> list[float]:
-    """Per (GPU, TP, prompt length, concurrency) group with several output lengths: the largest mean
-    TTFT over the smallest."""
+def _waits(run: dict) -> int:
+    return run.get("engine_settings", {}).get("batch_wait_steps", 0)
+
+
+def _ttft_spread(runs: list[dict], ttft, by_wait: bool = False) -> list[float]:
+    """Per (GPU, TP, prompt length, concurrency) group with several output lengths (and, `by_wait`,
+    the same batch wait): the largest mean TTFT over the smallest."""
     groups = collections.defaultdict(list)
     for run in runs:
         isl = run.get("nominal_lengths", run["prompt_tokens"])[0]  # the run's ISL
         key = (run["gpu"], run["tensor_parallel"], isl, run["max_concurrency"])
+        key += (_waits(run),) if by_wait else ()
         groups[key].append(ttft(run))
     return [max(group) / min(group) for group in groups.values() if len(group) > 1]
 
@@ -60,8 +67,12 @@ def test_the_sets_replay_tpot_with_their_servers_engine_settings():
         assert {run["gpu"] for run in data["runs"]} == gpus
         assert "fits" not in data  # the profile's, never the loop's bunching
         for run in data["runs"]:
-            assert set(run["measured"]) == {"tpot_mean_s"}
-            assert set(run["not_replayed"]) == {"ttft_mean_s"}
+            if name == "aic-silicon-trtllm-h100":
+                assert set(run["measured"]) == {"tpot_mean_s"}
+                assert set(run["not_replayed"]) == {"ttft_mean_s"}
+            else:
+                assert set(run["measured"]) == {"ttft_mean_s", "tpot_mean_s"}
+                assert "not_replayed" not in run
             assert "silicon_sample.csv @ 095f58a" in run["source"] and ", line " in run["source"]
             assert run["staggered_warmup"]
     # the 8B rows: aiconfigurator's generator (max batch = the concurrency, tokens = batch + ISL +
@@ -206,16 +217,26 @@ def test_the_fp8_scale_touches_only_fp8_linear_layers_up_to_the_knee_of_the_stac
 
 
 def test_ttft_is_left_out_where_it_depends_on_the_output_length_and_kept_where_it_does_not():
-    """The same table's vLLM rows agree across output lengths (at most 1.10x apart); every group of
-    the TensorRT-LLM rows is further apart than the vLLM rows' widest, so their TTFT is not replayed."""
+    """The same table's vLLM rows agree across output lengths (at most 1.10x apart). Every group of
+    the 8B TensorRT-LLM rows is further apart than that, so their TTFT is not replayed. So was every
+    group of the 70B rows below TP8, and only because of the batch wait InferenceMAX set at 1k / 1k
+    there: grouped by the wait too, no group is left below TP8, and the TP8 groups (no wait on either
+    output length) are 1.0-1.33x apart, so the 70B rows replay TTFT with the wait modelled."""
     vllm = load_published(SAME_TABLE_VLLM)["runs"]
     kept = _ttft_spread(vllm, lambda run: run["measured"]["ttft_mean_s"])
     assert len(kept) == 20 and max(kept) < 1.11
-    for name in SETS:
-        spread = _ttft_spread(
-            load_published(name)["runs"], lambda run: run["not_replayed"]["ttft_mean_s"]
-        )
-        assert spread and min(spread) > max(kept)
+    h100 = _ttft_spread(
+        load_published("aic-silicon-trtllm-h100")["runs"],
+        lambda run: run["not_replayed"]["ttft_mean_s"],
+    )
+    assert h100 and min(h100) > max(kept)
+    runs = [run for name in SETS_70B for run in load_published(name)["runs"]]
+    below_tp8 = [run for run in runs if run["tensor_parallel"] < 8]
+    ttft = lambda run: run["measured"]["ttft_mean_s"]  # noqa: E731
+    assert min(_ttft_spread(below_tp8, ttft)) > 1.7  # told apart by the wait alone
+    assert _ttft_spread(below_tp8, ttft, by_wait=True) == []
+    at_tp8 = _ttft_spread(runs, ttft, by_wait=True)
+    assert len(at_tp8) == 12 and max(at_tp8) < 1.34
 
 
 def test_a_run_replays_its_tpot_with_the_trtllm_tables():
@@ -244,10 +265,10 @@ def test_the_vllm_b200_rows_are_a_vllm_v1_check_replayed_on_ttft_and_tpot():
 
 def test_each_profile_records_the_errors_a_fresh_replay_gives():
     for profile, name, gpu, count in (
-        ("trtllm", "aic-silicon-trtllm-70b", "H200-141GB", 9),
+        ("trtllm", "aic-silicon-trtllm-70b", "H200-141GB", 18),  # TTFT and TPOT rows
         ("vllm-v1", VLLM_B200, "B200-180GB", 60),
         # InferenceMAX's rows at the other degrees, held out only (2026-12-06)
-        ("trtllm", "aic-silicon-trtllm-70b-more-tp", "H200-141GB", 54),
+        ("trtllm", "aic-silicon-trtllm-70b-more-tp", "H200-141GB", 108),
         ("vllm-v1", "aic-silicon-vllm-v1-70b-more-tp", "H100-80GB", 30),
     ):
         data = load_published(name)
@@ -330,13 +351,23 @@ def test_the_other_degrees_are_held_out_only_and_complete_the_sweep():
             assert calibration.provenance.backend == backend
 
 
-def test_the_prompt_hold_is_named_by_infermax_rule_and_splits_the_ttft_runs_108_to_36():
-    """`benchmarks/trtllm_ttft_unheld.py` keeps apart the runs whose server held new prompts
-    (InferenceMAX's TensorRT-LLM script: 1k / 1k below TP8 only); every run keeps its TTFT."""
-    from benchmarks.trtllm_ttft_unheld import SETS, held
+def test_the_batch_wait_is_set_by_infermax_rule_on_36_of_the_144_runs():
+    """InferenceMAX's TensorRT-LLM script sets the batch wait (20 steps, 0.9 of the 16,384-token
+    budget) for 1k / 1k below TP8 only; the runs carry it in their engine settings, and
+    `benchmarks/trtllm_ttft.py` keeps them apart by it."""
+    from benchmarks.trtllm_ttft import SETS, held
 
+    assert SETS == SETS_70B
     runs = {run["id"]: run for name in SETS for run in load_published(name)["runs"]}
-    assert all("ttft_mean_s" in run["not_replayed"] for run in runs.values())
+    for run in runs.values():
+        rule = tuple(run["nominal_lengths"]) == (1024, 1024) and run["tensor_parallel"] < 8
+        assert held(run) is rule, run["id"]
+        settings = run["engine_settings"]
+        if rule:
+            assert settings["batch_wait_steps"] == 20
+            assert settings["batch_wait_max_tokens_ratio"] == 0.9
+        else:
+            assert "batch_wait_steps" not in settings
     for run_id, is_held in (
         ("h200-llama-3-70b-tp4-1024x1024-c8", True),
         ("b200-llama-3-70b-tp1-1024x1024-c64", True),
@@ -346,3 +377,27 @@ def test_the_prompt_hold_is_named_by_infermax_rule_and_splits_the_ttft_runs_108_
     ):
         assert held(runs[run_id]) is is_held, run_id
     assert sum(map(held, runs.values())) == 36 and len(runs) == 144
+
+
+def test_the_70b_fit_is_scored_by_its_tpot_rows_alone():
+    """The one figure the 70B fit half fits (the fp8 linear layers up to the knee) is a decode
+    step's; its TTFT rows are replayed and reported, not scored."""
+    from simulator.validation.profile_fit import scored_rows
+    from simulator.validation.published_sets import fit_metrics
+
+    data = load_published("aic-silicon-trtllm-70b")
+    assert fit_metrics(data) == ("tpot_mean_s",)
+    data["runs"] = [run for run in data["runs"] if run["id"] == "b200-llama-3-70b-tp4-1024x1024-c4"]
+    profile = load_profile("trtllm")
+    assert [row.metric for row in replay(data, profile)] == ["ttft_mean_s", "tpot_mean_s"]
+    assert [row.metric for row in scored_rows([data], profile)] == ["tpot_mean_s"]
+
+
+def test_a_set_naming_an_unknown_fit_metric_is_refused(tmp_path):
+    data = json.loads((PUBLISHED_DIR / "aic-silicon-trtllm-70b.json").read_text()) | {
+        "fit_metrics": ["ttft_p99_s"]
+    }
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="fit_metrics is \\['ttft_p99_s'\\]"):
+        load_published(str(path))

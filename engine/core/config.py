@@ -151,6 +151,22 @@ class SchedulerConfig(BaseModel):
         "DistServe and Splitwise: while prompts wait and fit, a step prefills only them (whole "
         "prompts, they go first) and every running decode waits for it; otherwise a step only decodes",
     )
+    batch_wait_steps: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="TensorRT-LLM's batch_wait_timeout_iters: while requests decode, hold new prompts "
+        "back for up to this many steps in a row so more of them share a prefill, unless the step's "
+        "tokens reach batch_wait_max_tokens_ratio x max_num_batched_tokens (engine.core.batch_wait); "
+        "0: no hold",
+    )
+    batch_wait_max_tokens_ratio: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="TensorRT-LLM's batch_wait_max_tokens_ratio: a held step lets its prompts in once "
+        "they and the running requests' tokens reach this share of max_num_batched_tokens",
+    )
     role: Role = Field(
         "both",
         description="both: prefill and decode here (co-located); prefill: run each "
@@ -169,6 +185,12 @@ class SchedulerConfig(BaseModel):
             raise ValueError(
                 f"mixed_steps=False needs policy='continuous' and role='both' (got {self.policy!r}, "
                 f"{self.role!r}); it is a co-located continuous-batching schedule"
+            )
+        if (self.batch_wait_steps > 0) != (self.batch_wait_max_tokens_ratio > 0):
+            raise ValueError(
+                f"batch_wait_steps={self.batch_wait_steps} with batch_wait_max_tokens_ratio="
+                f"{self.batch_wait_max_tokens_ratio} holds nothing (TensorRT-LLM lets prompts in at "
+                "once when either is 0); expected both above 0, or both 0 for no hold"
             )
         return self
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from engine.core import decode_stretch, kv_handoff, new_token_ratio
 from engine.core.batch_controller import make_controller
+from engine.core.batch_wait import BatchWait
 from engine.core.block_manager import BlockManager, blocks_for
 from engine.core.config import CacheConfig, SchedulerConfig
 from engine.core.host_tier import HostKVTier
@@ -61,6 +62,16 @@ class Scheduler:
             else None
         )
         self.controller = make_controller(scheduler_config)  # None: the limits stay as configured
+        # TensorRT-LLM's batch waiting (engine.core.batch_wait): None when prompts are never held
+        self.batch_wait = (
+            BatchWait(
+                scheduler_config.batch_wait_steps,
+                scheduler_config.batch_wait_max_tokens_ratio,
+                scheduler_config.max_num_batched_tokens,
+            )
+            if scheduler_config.batch_wait_steps
+            else None
+        )
         # disaggregation (engine.core.kv_handoff): the prefill role's handed-over requests, holding blocks;
         # the decode role's requests whose KV comes from elsewhere (counted in `num_handoffs`)
         self.hands_over = scheduler_config.role == "prefill"
@@ -148,7 +159,9 @@ class Scheduler:
                 admitted = out.num_admitted
                 budget = kv_handoff.admit_arrived(self, out, budget, now)
                 self.num_handoffs -= out.num_admitted - admitted
-            if out.blocked is None:
+            if out.blocked is None and not (
+                self.batch_wait is not None and self.batch_wait.holds(self, out, budget)
+            ):
                 self._admit_waiting(out, budget, now)
         return self._finish_schedule(out)
 
@@ -391,9 +404,11 @@ class Scheduler:
             self.block_manager.host_tier is not None
             or not self.config.mixed_steps
             or self.new_token_ratio is not None
+            or self.batch_wait is not None
         ):
             # (without mixed steps a waiting prompt that fits ends the stretch with a prefill step; a
-            # decaying reserve ratio may let a refused request in at any step)
+            # decaying reserve ratio may let a refused request in at any step; a batch wait counts
+            # every step that holds a prompt back)
             out.max_decode_steps = (
                 1  # an eviction could turn a refused request's GPU hit into a host hit
             )

@@ -81,6 +81,8 @@ def serve(
     policy: str = cli_option(EngineConfig, "policy"),
     batch_controller: str = cli_option(EngineConfig, "batch_controller"),
     mixed_steps: bool = cli_option(EngineConfig, "mixed_steps"),
+    batch_wait_steps: int = cli_option(EngineConfig, "batch_wait_steps"),
+    batch_wait_max_tokens_ratio: float = cli_option(EngineConfig, "batch_wait_max_tokens_ratio"),
     batch_target_tpot: float = cli_option(
         EngineConfig, "batch_target_tpot_s", flag="--batch-target-tpot"
     ),
@@ -150,6 +152,8 @@ def serve(
             policy=policy,
             batch_controller=batch_controller,
             mixed_steps=mixed_steps,
+            batch_wait_steps=batch_wait_steps,
+            batch_wait_max_tokens_ratio=batch_wait_max_tokens_ratio,
             batch_target_tpot_s=batch_target_tpot,
             enable_prefix_caching=enable_prefix_caching,
             tenant_block_quota=parse_quotas(tenant_kv_quota),

@@ -29,22 +29,24 @@ from simulator.validation.published_replay import (
     mix_turns,
     source_profile,
 )
-from simulator.validation.published_sets import PUBLISHED_DIR, fits, load_published
+from simulator.validation.published_sets import PUBLISHED_DIR, fit_metrics, fits, load_published
 
 # B is searched every tenth of a turn: finer than the rows can tell apart
 BUNCHED_STEP_TURNS = 0.1
 
 
-def _log_ratios(parts: list[tuple[dict, dict, dict]], share: float) -> list[float]:
+def _log_ratios(
+    parts: list[tuple[dict, dict, dict]], share: float, metrics: tuple[str, ...]
+) -> list[float]:
     """log(simulated / measured) of every measured mean of the runs (`parts`: (run, burst, steady))
-    with `share` of the requests replayed bunched."""
+    among `metrics` (the set's `fit_metrics`) with `share` of the requests replayed bunched."""
     out = []
     for run, burst, steady in parts:
         simulated = mix_turns(burst, steady, share)
         out += [
             math.log(simulated[key] / run["measured"][key])
             for key in MIXED_METRICS
-            if key in run["measured"]
+            if key in run["measured"] and key in metrics
         ]
     return out
 
@@ -77,7 +79,8 @@ def fit_bunched_turns(name_or_path: str | Path, write: bool = True) -> tuple[flo
         )
     turns = int(data["burst_start_turns"])
     grid = np.round(np.arange(1.0, turns + 1e-9, BUNCHED_STEP_TURNS), 1)
-    scores = [float(np.mean(np.square(_log_ratios(parts, b / turns)))) for b in grid]
+    metrics = fit_metrics(data)
+    scores = [float(np.mean(np.square(_log_ratios(parts, b / turns, metrics)))) for b in grid]
     best = float(grid[int(np.argmin(scores))])
     path = Path(name_or_path)
     if not (path.suffix == ".json" and path.exists()):
@@ -88,7 +91,7 @@ def fit_bunched_turns(name_or_path: str | Path, write: bool = True) -> tuple[flo
         "bunched_turns_label": "fitted",
         "bunched_turns_source": (
             f"fitted on the set's {len(parts)} fit runs (least squares of log(simulated / "
-            f"measured) over their {sum(len(run['measured']) for run, _, _ in parts)} measured "
+            f"measured) over their {len(_log_ratios(parts, 1.0, metrics))} measured "
             f"means, B from 1 to {turns} every {BUNCHED_STEP_TURNS} turn) with profile "
             f"{profile.name} as it stood: `surgeplan validate --published {data['name']} --refit`"
         ),

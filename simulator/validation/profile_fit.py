@@ -32,8 +32,16 @@ from simulator.validation.fit_coordinates import (
 )
 from simulator.validation.profile_eras import with_era_scales, with_older_eras, with_source_era
 from simulator.validation.published_report import Row, grouped_stats, replay
+from simulator.validation.published_sets import fit_metrics, load_published, published_names
 from simulator.validation.published_sets import fits as fit_targets
-from simulator.validation.published_sets import load_published, published_names
+
+
+def scored_rows(sets: list[dict], profile: EngineProfile) -> list[Row]:
+    """The rows that score a fit trial: each set's runs replayed with `profile`, the rows of its
+    `fit_metrics` kept."""
+    return [
+        row for each in sets for row in replay(each, profile) if row.metric in fit_metrics(each)
+    ]
 
 
 def fitted_together(data: dict) -> list[dict]:
@@ -209,7 +217,7 @@ def fit_profile(
 
         def trial(candidate: dict, scoring: list[dict] = fit_sets) -> float:
             profile = build(candidate, base)
-            return objective([row for each in scoring for row in replay(each, profile)])
+            return objective(scored_rows(scoring, profile))
 
         for _ in range(steps):
             for feature, grid in grids.items():
@@ -255,7 +263,7 @@ def fit_profile(
         # what each older-era choice scored against the other, kept with the choice
         def score(candidate: dict) -> float:
             profile = build(candidate, base)
-            return objective([row for each in fit_sets for row in replay(each, profile)])
+            return objective(scored_rows(fit_sets, profile))
 
         why = {}
         for key, (name, gpu) in older.items():

@@ -18,9 +18,7 @@ import numpy as np
 from simulator.calibration.engine_profile import EngineProfile
 from simulator.calibration.profile_errors import TP_CLASSES
 from simulator.validation.published_replay import replay_run, source_profile
-from simulator.validation.published_sets import load_published
-
-METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
+from simulator.validation.published_sets import METRICS, load_published
 
 
 @dataclass(frozen=True)

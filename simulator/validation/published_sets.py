@@ -13,7 +13,8 @@ its fit runs fit: the profile, the default, and / or its own `bunched_turns`), `
 (the stored set whose stack generation it shares), `bunched_turns_like` (the stored set whose
 load generator it shares: its `bunched_turns` read from that set at load, never a stale copy) and
 `random_lengths` (a closed loop's per-request lengths as benchmark_serving's random dataset draws
-them from its seed: `random_lengths`, below, instead of every request at the run's nominal lengths).
+them from its seed: `random_lengths`, below, instead of every request at the run's nominal lengths)
+and `fit_metrics` (the measured means whose rows score its fit; its other rows are only reported).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -29,6 +30,8 @@ import numpy as np
 from simulator.validation.fit_coordinates import DEFAULT_TERMS, FIT_TERMS
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
+# what a run may have measured (its `measured` means), in the report's order
+METRICS = ("makespan_s", "ttft_mean_s", "e2e_mean_s", "tpot_mean_s")
 # what a set's fit runs may fit (`fits`, default the profile alone): the engine profile's terms
 # (`profile_fit`), and, for a set measured by a closed-loop load generator, how many of its turns
 # stay bunched (`closed_loop_fit`)
@@ -57,6 +60,12 @@ def random_lengths(
 def fits(data: dict) -> list[str]:
     """What a set's fit runs fit (`FIT_TARGETS`): its `fits`, else the profile alone."""
     return list(data.get("fits", ["profile"]))
+
+
+def fit_metrics(data: dict) -> tuple[str, ...]:
+    """The measured means whose rows score a set's fit (`fit_metrics`, every one of `METRICS` where it
+    names none); its other rows are replayed and reported, fit and held-out alike, but fit nothing."""
+    return tuple(data.get("fit_metrics", METRICS))
 
 
 def published_names() -> list[str]:
@@ -158,6 +167,17 @@ def load_published(name_or_path: str | Path) -> dict:
         raise ValueError(
             f"{path}: fit_terms is {terms!r}; expected a list of names from {list(FIT_TERMS)} "
             "(the profile's figures its fit runs fit)"
+        )
+    metrics = data.get("fit_metrics", list(METRICS))
+    if not (
+        isinstance(metrics, list)
+        and metrics
+        and all(isinstance(metric, str) for metric in metrics)
+        and set(metrics) <= set(METRICS)
+    ):
+        raise ValueError(
+            f"{path}: fit_metrics is {metrics!r}; expected a non-empty list of names from "
+            f"{list(METRICS)} (the measured means whose rows score its fit)"
         )
     if "bunched_turns" in targets and (turns is None or data.get("held_out_only")):
         raise ValueError(
