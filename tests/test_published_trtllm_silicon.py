@@ -11,6 +11,7 @@ each profile's recorded errors are those of a fresh replay."""
 import collections
 import json
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -199,21 +200,26 @@ def test_the_fp8_scale_touches_only_fp8_linear_layers_up_to_the_knee_of_the_stac
         saved = (1 - scale) * fp8_linear_s(gpu, shape)
         assert stretch == pytest.approx([s - saved for s in plain_stretch])
     # beyond it each further token costs what the tables say: the saving stays a step's at the knee
+    # (where every step is graphed)
     at_knee = fp8_linear_s(gpu, StepShape(prefill_chunks=((knee, 0),)))
+    graphed = ProfiledCostModel.of_calibration(
+        fp8, profile.model_copy(update={"graph_steps": "every"})
+    )
     for tokens in rng.integers(knee + 1, 16384, size=3):
         long = StepShape(prefill_chunks=((int(tokens), 0),))
-        saved = unscaled.step_time(long) - scaled.step_time(long)
+        saved = unscaled.step_time(long) - graphed.step_time(long)
         assert saved == pytest.approx((1 - scale) * at_knee)
-    # bf16 weights, another GPU, another backend's calibration: unchanged
-    shape = StepShape(decode_context_lens=(1024,) * 8)
-    for calibration in (
-        table,
-        weight_dtype_calibration(load_shipped("llama-3-70b@B200-180GB-tp4-aic-trtllm"), "fp8"),
-        weight_dtype_calibration(load_shipped("llama-3-70b@H200-141GB-tp4-aic-vllm"), "fp8"),
-    ):
-        assert ProfiledCostModel.of_calibration(calibration, profile).step_time(
-            shape
-        ) == pytest.approx(ProfiledCostModel.of_calibration(calibration, plain).step_time(shape))
+    # TensorRT-LLM graphs generation-only steps: one with a prompt (alone or beside decodes, below
+    # the knee or beyond it) runs eagerly and keeps the tables' time
+    assert trtllm.graph_steps == "decode_only"
+    for tokens in (1, int(rng.integers(2, knee)), int(rng.integers(knee + 1, 16384))):
+        for decodes in ((), (512,) * int(rng.integers(1, 64))):
+            mixed = StepShape(prefill_chunks=((tokens, 0),), decode_context_lens=decodes)
+            assert scaled.step_time(mixed) == pytest.approx(unscaled.step_time(mixed))
+    copied = pickle.loads(pickle.dumps(scaled))  # (a replica's cost model travels to workers)
+    assert copied.step_time(mixed) == pytest.approx(unscaled.step_time(mixed))
+    assert copied.step_time(shape) == pytest.approx(scaled.step_time(shape))
+    assert scaled.step_time(shape) < unscaled.step_time(shape)
 
 
 def test_ttft_is_left_out_where_it_depends_on_the_output_length_and_kept_where_it_does_not():

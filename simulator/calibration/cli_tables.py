@@ -142,6 +142,13 @@ def print_profile(
             "fitted",
             profile.fp8_large_batch_source,
         )
+    if profile.graph_steps != "every":
+        table.add_row(
+            "steps replayed as CUDA graphs (where the fp8 small-batch scale applies)",
+            profile.graph_steps,
+            "derived",
+            profile.graph_steps_source,
+        )
     for name, era in profile.source_eras.items():
         ran = [
             f"the kernel tables' own GEMMs (era scale x1) on {', '.join(era.tables_gpus)}"

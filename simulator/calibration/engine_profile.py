@@ -132,6 +132,14 @@ class EngineProfile(_Strict):
         "another GPU), applied like `fp8_linear_scales`, 1 where absent",
     )
     fp8_large_batch_source: str = "none: the tables' fp8 time beyond the knee as it is"
+    graph_steps: Literal["every", "decode_only"] = Field(
+        "every",
+        description="the steps the stack replays as CUDA graphs, which skip the fixed cost per "
+        "GEMM that aiconfigurator's tables pay and `fp8_linear_scales` takes off: every step, or "
+        "decode_only (TensorRT-LLM's PyTorch executor graphs generation-only iterations; a step "
+        "with a prompt in it runs eagerly and keeps the tables' time below the knee)",
+    )
+    graph_steps_source: str = "none: every step takes the fp8 small-batch scale"
     fp8_linear_reference: dict[str, Fp8Reference] = Field(
         {},
         description="per GPU of `fp8_linear_scales`: the model and TP degree its scale was fitted "

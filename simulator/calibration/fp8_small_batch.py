@@ -80,13 +80,15 @@ def has_fp8_linear(fit) -> bool:
 
 class SmallBatchFp8:
     """`gpu` (a `CostModel` with fp8 linear-layer terms) with those terms' time up to the knee
-    `scale` times as long, and beyond it `large` times as long."""
+    `scale` times as long, and beyond it `large` times as long; `decode_only`: the first only on
+    steps without a prefill chunk (the stack graphs only those, `EngineProfile.graph_steps`)."""
 
-    def __init__(self, gpu, scale: float, large: float = 1.0):
+    def __init__(self, gpu, scale: float, large: float = 1.0, decode_only: bool = False):
         for name, value in (("small-batch", scale), ("large-batch", large)):
             if not value > 0:
                 raise ValueError(f"fp8 {name} scale {value!r}; expected a positive number")
         self.gpu, self.scale, self.large, self.fit = gpu, scale, large, gpu.fit
+        self.decode_only = decode_only
         # (units, seconds per unit) of each fp8 linear-layer term, the knee they share
         self._terms = tuple(
             (FEATURE_UNITS[term.feature], term.seconds_per_unit)
@@ -101,7 +103,7 @@ class SmallBatchFp8:
         self._knee = int(gpu.fit.knee_tokens)
 
     def __reduce__(self):
-        return (SmallBatchFp8, (self.gpu, self.scale, self.large))
+        return (SmallBatchFp8, (self.gpu, self.scale, self.large, self.decode_only))
 
     @property
     def knee_tokens(self) -> float:
@@ -109,7 +111,8 @@ class SmallBatchFp8:
 
     def saved_s(self, shape: StepShape) -> float:
         """Seconds the scales take off this step: (1 - scale) x its fp8 linear layers' time at
-        min(tokens, knee), less (large - 1) x their time for the tokens beyond the knee."""
+        min(tokens, knee) (not on a step with a prefill chunk when `decode_only`: the stack runs
+        it eagerly), less (large - 1) x their time for the tokens beyond the knee."""
         tokens = shape.num_batched_tokens
         below = min(tokens, self._knee)
         if below <= 0:
@@ -117,7 +120,8 @@ class SmallBatchFp8:
         up_to_knee = 0.0
         for units, seconds_per_unit in self._terms:
             up_to_knee += seconds_per_unit * units(shape, self.fit, below)
-        saved = (1.0 - self.scale) * up_to_knee
+        eager = self.decode_only and bool(shape.prefill_chunks)
+        saved = 0.0 if eager else (1.0 - self.scale) * up_to_knee
         if tokens > below and self.large != 1.0:
             beyond = -up_to_knee
             for units, seconds_per_unit in self._terms:

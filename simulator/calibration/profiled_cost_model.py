@@ -96,7 +96,8 @@ class ProfiledCostModel:
                 and hasattr(gpu, "fit")
                 and has_fp8_linear(gpu.fit)
             ):
-                gpu = SmallBatchFp8(gpu, fp8, large)  # last: over the era-scaled model
+                # last: over the era-scaled model
+                gpu = SmallBatchFp8(gpu, fp8, large, profile.graph_steps == "decode_only")
         elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
             gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu
