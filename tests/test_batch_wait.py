@@ -97,6 +97,12 @@ def test_one_of_the_two_settings_alone_is_refused(steps, ratio):
         SchedulerConfig(batch_wait_steps=steps, batch_wait_max_tokens_ratio=ratio)
 
 
+@pytest.mark.parametrize("other", [{"policy": "static"}, {"mixed_steps": False}])
+def test_a_wait_without_mixed_continuous_steps_is_refused(other):
+    with pytest.raises(ValidationError, match="needs policy='continuous' and mixed_steps=True"):
+        SchedulerConfig(batch_wait_steps=20, batch_wait_max_tokens_ratio=0.9, **other)
+
+
 def _held_snapshot(original):
     def snapshot(scheduler, requests):
         return original(scheduler, requests) | {"held": scheduler.batch_wait.held}

@@ -192,6 +192,12 @@ class SchedulerConfig(BaseModel):
                 f"{self.batch_wait_max_tokens_ratio} holds nothing (TensorRT-LLM lets prompts in at "
                 "once when either is 0); expected both above 0, or both 0 for no hold"
             )
+        if self.batch_wait_steps and (self.policy != "continuous" or not self.mixed_steps):
+            raise ValueError(
+                f"batch_wait_steps={self.batch_wait_steps} needs policy='continuous' and "
+                f"mixed_steps=True (got {self.policy!r}, mixed_steps={self.mixed_steps}); prompts "
+                "are held back only from steps that decode"
+            )
         return self
 
 
