@@ -51,13 +51,14 @@ class BatchWait:
             self.held = 0
             return False
         tokens = scheduler.config.max_num_batched_tokens - budget  # the running requests' tokens
-        for req in islice(scheduler.waiting, room):
+        threshold = self.threshold_tokens
+        for req in islice(scheduler.waiting, room):  # (stops once the count is decided)
             take = min(req.num_tokens, budget)
             tokens += take
             budget -= take
-            if budget <= 0:
+            if budget <= 0 or tokens >= threshold:
                 break
-        if tokens >= self.threshold_tokens:
+        if tokens >= threshold:
             self.held = 0
             return False
         self.held += 1
