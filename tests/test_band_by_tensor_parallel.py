@@ -1,6 +1,7 @@
 """The planner's band at a plan's tensor-parallel degree: each profile stores its published errors per
-degree beside the pooled ones, and a plan reads the rows of its own class (one GPU, or a
-tensor-parallel group), on its GPU when there are some, else on every GPU."""
+degree beside the pooled ones, and a plan reads the rows of its own degree on its GPU when there are
+enough of them, else those of its class (one GPU, or a tensor-parallel group), on its GPU when there
+are some, else on every GPU."""
 
 import math
 import random
@@ -8,7 +9,7 @@ import random
 import pytest
 
 from simulator.calibration.engine_profile import load_profile, profile_names
-from simulator.calibration.profile_errors import ProfileError, tp_class
+from simulator.calibration.profile_errors import DEGREE_MIN_ROWS, ProfileError, tp_class
 from simulator.scenario import Scenario
 from simulator.simulation import build_cluster
 from simulator.validation.profile_fit import _with_errors
@@ -16,12 +17,12 @@ from simulator.validation.published_report import Row, stats
 from traces import Trace
 
 
-def _error(rng, gpu, tp=None, split="held_out"):
+def _error(rng, gpu, tp=None, split="held_out", rows=None):
     return ProfileError(
         source=f"set-{rng.randrange(10**6)}",
         gpu=gpu,
         split=split,
-        num_rows=rng.randint(3, 60),
+        num_rows=rows if rows is not None else rng.randint(3, 60),
         median_abs_error=rng.uniform(0.005, 0.3),
         bias=rng.uniform(0.7, 1.3),
         within_10pct=rng.random(),
@@ -33,11 +34,22 @@ def _weighted(errors):
     return sum(e.median_abs_error * e.num_rows for e in errors) / sum(e.num_rows for e in errors)
 
 
+def _few(rng):
+    """Rows too few for a degree to be read alone, however three such records fall on one degree."""
+    return rng.randint(1, (DEGREE_MIN_ROWS - 1) // 3)
+
+
 def test_the_band_reads_the_plans_class_on_its_gpu_then_on_every_gpu_then_pooled():
     rng = random.Random()  # fresh inputs each run
     single = [_error(rng, "H100-80GB", 1) for _ in range(rng.randint(1, 3))]
-    group_h100 = [_error(rng, "H100-80GB", rng.choice((2, 4, 8))) for _ in range(rng.randint(1, 3))]
-    group_a100 = [_error(rng, "A100-80GB", rng.choice((4, 8))) for _ in range(rng.randint(1, 3))]
+    group_h100 = [
+        _error(rng, "H100-80GB", rng.choice((2, 4, 8)), rows=_few(rng))
+        for _ in range(rng.randint(1, 3))
+    ]
+    group_a100 = [
+        _error(rng, "A100-80GB", rng.choice((4, 8)), rows=_few(rng))
+        for _ in range(rng.randint(1, 3))
+    ]
     pooled = [_error(rng, "H100-80GB"), _error(rng, "A100-80GB"), _error(rng, "B200-180GB")]
     noise = [_error(rng, "H100-80GB", 4, split="fit"), _error(rng, "H100-80GB", split="fit")]
     profile = load_profile("trtllm").model_copy(
@@ -66,6 +78,33 @@ def test_the_band_reads_the_plans_class_on_its_gpu_then_on_every_gpu_then_pooled
         None,
         "no published rows",
     )
+
+
+def test_a_degree_with_enough_rows_on_the_gpu_is_read_alone():
+    rng = random.Random()
+    degree = rng.choice((2, 4, 8))
+    other = rng.choice([tp for tp in (2, 4, 8) if tp != degree])
+    own = [
+        _error(rng, "H200-141GB", degree, rows=rng.randint(1, 20)) for _ in range(rng.randint(1, 3))
+    ]
+    beside = [_error(rng, "H200-141GB", other) for _ in range(rng.randint(1, 3))]
+    elsewhere = [_error(rng, "B200-180GB", degree, rows=DEGREE_MIN_ROWS + rng.randint(0, 30))]
+    profile = load_profile("vllm-v1").model_copy(update={"errors": own + beside + elsewhere})
+    figure, rows = profile.held_out("H200-141GB", degree)
+    if sum(e.num_rows for e in own) >= DEGREE_MIN_ROWS:
+        assert figure == pytest.approx(_weighted(own))
+        assert rows == f"TP{degree} runs on H200-141GB"
+    else:  # too few: the whole class on the GPU, as before
+        assert figure == pytest.approx(_weighted(own + beside))
+        assert rows == "tensor-parallel runs on H200-141GB"
+    # another GPU's rows at the degree never stand in for this GPU's
+    assert profile.held_out("H100-80GB", degree)[1] == "tensor-parallel runs on every GPU"
+    assert profile.held_out("B200-180GB", degree) == (
+        pytest.approx(elsewhere[0].median_abs_error),
+        f"TP{degree} runs on B200-180GB",
+    )
+    # one GPU is a class of one degree: read as before
+    assert profile.held_out("H200-141GB", 1)[1] != "TP1 runs on H200-141GB"
 
 
 def test_recorded_errors_are_pooled_and_per_degree():
@@ -139,7 +178,8 @@ def test_a_plan_at_tp4_carries_the_tensor_parallel_rows_band():
         trace = Trace([0.0], [16], [4], name="one")
         _, facts = build_cluster(scenario, trace)
         assert facts["calibration"]["held_out_error"] == pytest.approx(expected)
-        runs = "tensor-parallel" if tp > 1 else "single-GPU"
+        # the H100's TensorRT-LLM groups are all TP4, more than DEGREE_MIN_ROWS of them: read alone
+        runs = "TP4" if tp > 1 else "single-GPU"
         assert facts["calibration"]["held_out_rows"] == f"{runs} runs on H100-80GB"
 
 

@@ -3,9 +3,11 @@
 `surgeplan validate --published` replays public measurements of a serving stack; each profile stores
 the result per published set, GPU and split (fit or held out), every tensor-parallel degree pooled
 and per degree (`ProfileError`, written by `profile_fit`). The planner re-checks its answer with every
-step `held_out`'s error slower and faster: the held-out rows of the plan's class first, one GPU or a
-tensor-parallel group (their errors differ about twofold, docs/measured/real-gpus.md), on its GPU, else on every GPU;
-without rows of its class, the pooled rows of its GPU, else of every GPU. Apart from the profile
+step `held_out`'s error slower and faster: the held-out rows of the plan's own degree on its GPU where
+there are at least `DEGREE_MIN_ROWS` of them (a TP8 group errs more than a TP2 one on the same GPU,
+up to 2x: docs/measured/real-gpus.md); else those of its class, one GPU or a tensor-parallel group
+(their errors differ about twofold), on its GPU, else on every GPU; without rows of its class, the
+pooled rows of its GPU, else of every GPU. Apart from the profile
 because it is the validation's record, read by the planner, `calibrations show` and the dashboard.
 """
 
@@ -22,6 +24,9 @@ TP_CLASSES: dict[str, Callable[[int], bool]] = {
     "TP1": lambda tensor_parallel: tensor_parallel == 1,
     "TP>1": lambda tensor_parallel: tensor_parallel > 1,
 }
+# a degree's own rows on a GPU are read alone from this many on: a median of fewer moves with a row or
+# two (the published sets hold 9-36 rows per GPU and degree)
+DEGREE_MIN_ROWS = 12
 
 
 def tp_class(tensor_parallel: int) -> str:
@@ -54,6 +59,10 @@ def held_out(
     """(median |error| on held-out published rows, each set's weighed by its rows; which rows, in
     words) for a plan on `gpu` at `tensor_parallel` (see the module's docstring for the order)."""
     rows = [e for e in errors if e.split == "held_out" and e.num_rows]
+    if tensor_parallel is not None and tensor_parallel > 1:
+        degree = [e for e in rows if e.tensor_parallel == tensor_parallel and e.gpu == gpu]
+        if sum(e.num_rows for e in degree) >= DEGREE_MIN_ROWS:
+            return _row_weighted(degree), f"TP{tensor_parallel} runs on {gpu}"
     if tensor_parallel is not None:
         wanted = tp_class(tensor_parallel)
         same = [e for e in rows if e.tensor_parallel and tp_class(e.tensor_parallel) == wanted]
@@ -74,4 +83,4 @@ def _row_weighted(errors: list[ProfileError]) -> float:
     return float(np.average([e.median_abs_error for e in errors], weights=weights))
 
 
-__all__ = ["TP_CLASSES", "ProfileError", "held_out", "tp_class"]
+__all__ = ["DEGREE_MIN_ROWS", "TP_CLASSES", "ProfileError", "held_out", "tp_class"]

@@ -3,8 +3,9 @@ re-checks the answer with every step time shifted by ± that error.
 
 The error is the held-out error of the calibration and engine profile in use: the median |error| of
 `surgeplan validate --published` on public measurements the profile was not fitted on, of the plan's
-tensor-parallel class (one GPU, or a group) on this GPU when it has such rows, else on every GPU, else
-every row of this GPU (`EngineProfile.held_out_error`, `held_out_error` in the simulation's facts).
+own tensor-parallel degree on this GPU when it has enough such rows, else of its class (one GPU, or a
+group) on this GPU when it has such rows, else on every GPU, else every row of this GPU
+(`EngineProfile.held_out_error`, `held_out_error` in the simulation's facts).
 Without published rows it falls back to the calibration's own cross-validated fit error of its step
 times (`fit_error`), and a calibration with neither (a roofline estimate from datasheets) gets
 `PlanSettings.assumed_error`, labelled `assumed`.
