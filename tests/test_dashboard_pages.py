@@ -105,6 +105,24 @@ def test_whatif_engine_profile_shows_its_default_and_takes_a_pick():
     assert any("the **vllm-v0** serving stack" in c.value for c in at.caption)
 
 
+def test_whatif_batch_wait_is_a_pair_of_widgets_from_the_scheduler_settings():
+    at = _page("whatif")
+    at.session_state["whatif_duration"] = 120.0
+    _clean(at.run())
+    steps = at.number_input(key="whatif_batch_wait_steps")
+    assert steps.value == 0 and at.number_input(key="whatif_batch_wait_max_tokens_ratio").disabled
+    assert "TensorRT-LLM" in steps.help  # the help is the field's own description
+    steps.set_value(20)
+    _clean(at.run())  # a hold without its release is refused, naming both settings
+    ratio = at.number_input(key="whatif_batch_wait_max_tokens_ratio")
+    assert not ratio.disabled
+    assert at.error and "batch_wait_max_tokens_ratio" in at.error[0].value
+    ratio.set_value(0.9)
+    _clean(at.run())
+    assert not at.error
+    assert "new prompts held up to 20 steps" in at.caption[0].value
+
+
 def test_whatif_fused_all_reduce_is_refused_by_name_where_no_table_times_it():
     at = _page("whatif")
     at.session_state["whatif_duration"] = 120.0

@@ -115,6 +115,11 @@ def _describe(scenario, values: dict) -> tuple[str, str]:
         if engine.batch_controller == "slo"
         else ""
     )
+    if engine.batch_wait_steps:
+        fleet += (
+            f", new prompts held up to {engine.batch_wait_steps} steps while others decode "
+            f"(or until {engine.batch_wait_max_tokens_ratio:g} of the token budget)"
+        )
     traffic = scenario.traffic
     if traffic.trace:
         first = f"first {traffic.max_requests:,}" if traffic.max_requests else "all"

@@ -35,7 +35,14 @@ SCHEDULER = (
     ("block_size", "KV block (tokens)"),
     ("gpu_memory_utilization", "GPU memory share"),
     ("kv_cache_dtype", "KV cache dtype"),
+    ("batch_wait_steps", "hold new prompts up to (steps)"),
+    ("batch_wait_max_tokens_ratio", "…or until step tokens reach (share of budget)"),
 )
+# a setting that only means something beside another: shown greyed out until that one is set
+DEPENDS = {
+    "batch_target_tpot_s": lambda engine: engine["batch_controller"] == "slo",
+    "batch_wait_max_tokens_ratio": lambda engine: engine["batch_wait_steps"] > 0,
+}
 
 
 def _take_offers() -> None:
@@ -186,11 +193,7 @@ def _engine_and_slo(side, base: dict) -> None:
     engine = base["scheduler"]
     with side.expander("Scheduler settings"):
         for name, label in SCHEDULER:
-            options = (
-                {"disabled": engine["batch_controller"] != "slo"}
-                if name == "batch_target_tpot_s"
-                else {}
-            )
+            options = {"disabled": not DEPENDS[name](engine)} if name in DEPENDS else {}
             engine[name] = w.field(
                 SchedulerSettings, name, engine[name], KEY + name, label, **options
             )
