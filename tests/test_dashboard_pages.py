@@ -435,6 +435,14 @@ def test_validate_shows_the_pooled_published_summary_or_why_not(tmp_path, monkey
     assert set(pooled["targets"]) == {"met", "missed"}
     mine = pooled[(pooled["profile"] == "trtllm") & (pooled["GPU"] == "H100-80GB")]
     assert list(mine["degree"]) == ["all", "TP1", "TP>1"]
+    # the planner's band per profile, GPU and degree, as a plan reads it
+    bands = next(frame.value for frame in at.dataframe if "rows read" in frame.value)
+    h200 = bands[(bands["profile"] == "trtllm") & (bands["GPU"] == "H200-141GB")]
+    assert list(h200["TP"]) == [1, 2, 4, 8]
+    assert list(h200["rows read"]) == ["single-GPU runs on H200-141GB"] + [
+        f"TP{tp} runs on H200-141GB" for tp in (2, 4, 8)
+    ]
+    assert all(band.startswith("±") and band.endswith("%") for band in bands["band"])
 
     monkeypatch.setattr(saved_files, "PUBLISHED_JSON", tmp_path / "published_validation.json")
     catalogs.published_summary.clear()

@@ -84,6 +84,30 @@ def profile_errors() -> list[dict]:
     return rows
 
 
+def planner_bands() -> list[dict]:
+    """What a plan's band reads (`EngineProfile.held_out`) for every profile at every GPU and degree
+    with held-out published rows: the figure, and which rows it comes from."""
+    from simulator.calibration.engine_profile import load_profile, profile_names
+
+    rows = []
+    for name in profile_names():
+        profile = load_profile(name)
+        places = sorted(
+            {
+                (e.gpu, e.tensor_parallel)
+                for e in profile.errors
+                if e.split == "held_out" and e.tensor_parallel is not None
+            }
+        )
+        for gpu, tensor_parallel in places:
+            figure, read = profile.held_out(gpu, tensor_parallel)
+            rows.append(
+                {"profile": name, "gpu": gpu, "tensor_parallel": tensor_parallel}
+                | {"band": figure, "rows_read": read}
+            )
+    return rows
+
+
 @st.cache_data(show_spinner=False)
 def shipped_calibrations() -> dict[str, Calibration]:
     return {(c := Calibration.load(path)).name: c for path in shipped_calibration_paths()}

@@ -54,8 +54,9 @@ def render_published_section() -> None:
             {},
         ),
         (
-            "**The same per tensor-parallel degree** (a plan's band reads its own degree's class: "
-            "one GPU, or a tensor-parallel group)",
+            "**The same per tensor-parallel degree** (a plan's band reads its own degree's rows "
+            "on its GPU from 12 rows on, else its degree's class: one GPU, or a tensor-parallel "
+            "group; the next table)",
             [e for e in held if e["tensor_parallel"] is not None],
             {"TP": None},
         ),
@@ -77,6 +78,23 @@ def render_published_section() -> None:
             ],
             hide_index=True,
         )
+    st.markdown(
+        "**The planner's band** (a plan re-checks its answer with every step this much slower and "
+        "faster: the held-out rows it reads, per engine profile, GPU and degree)"
+    )
+    st.dataframe(
+        [
+            {
+                "profile": e["profile"],
+                "GPU": e["gpu"],
+                "TP": e["tensor_parallel"],
+                "band": f"±{e['band']:.1%}",
+                "rows read": e["rows_read"],
+            }
+            for e in catalogs.planner_bands()
+        ],
+        hide_index=True,
+    )
     names = catalogs.published_set_names()
     small = "lambdalabs-vllm"  # replays in a second; the Argonne checks take longer
     chosen = st.selectbox(
