@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard.charts.calibration import published_scatter
 from dashboard.data import catalogs
+from simulator.calibration.profile_errors import DEGREE_MIN_ROWS
 
 KEY = "validate_"
 
@@ -55,8 +56,8 @@ def render_published_section() -> None:
         ),
         (
             "**The same per tensor-parallel degree** (a plan's band reads its own degree's rows "
-            "on its GPU from 12 rows on, else its degree's class: one GPU, or a tensor-parallel "
-            "group; the next table)",
+            f"on its GPU from {DEGREE_MIN_ROWS} rows on, else its degree's class: one GPU, or a "
+            "tensor-parallel group; the next table)",
             [e for e in held if e["tensor_parallel"] is not None],
             {"TP": None},
         ),
