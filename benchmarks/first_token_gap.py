@@ -21,6 +21,7 @@ if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from benchmarks.bench_utils import machine_header, print_header, print_table, save_json  # noqa: E402
+from benchmarks.trtllm_ttft import held  # noqa: E402
 from simulator.validation.published_sets import load_published  # noqa: E402
 
 STORED = Path(__file__).parent / "results" / "published_validation.json"
@@ -45,7 +46,7 @@ def gap_rows(stored: list[dict], sets=SETS) -> list[dict]:
             run = runs.get((row["source"], row["run"]))
             if run is None or row["metric"] != METRIC or run["max_concurrency"] != fewest:
                 continue
-            if run.get("engine_settings", {}).get("batch_wait_steps", 0) > 0:
+            if held(run):
                 continue  # a held prompt's first token is the wait's
             prompt, output = run["nominal_lengths"]
             key = (row["profile"], row["gpu"], f"{prompt} / {output}")
