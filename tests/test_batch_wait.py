@@ -72,6 +72,23 @@ def test_enough_waiting_tokens_end_the_wait():
     assert out.num_admitted == 4 and s.batch_wait.held == 0
 
 
+def test_the_release_follows_the_steps_own_token_budget():
+    """The ratio is of the budget in force at the step: an SLO batch controller moves
+    `max_num_batched_tokens` (`Scheduler.config` per step), and the threshold moves with it."""
+    import random
+
+    rng = random.Random()  # fresh sizes each run
+    prompt = rng.randint(4, 12)
+    s = scheduler(steps=20, ratio=0.5, budget=64)
+    s.add_request(make_request("a", [1] * 8, 50))
+    step(s, 0.0)
+    s.add_request(make_request("b", [1] * prompt, 50))
+    assert step(s, 1.0).num_admitted == 0  # 1 + prompt tokens < 32
+    # the controller shrinks the budget: now 1 + prompt reaches half of it
+    s.config = s.config.model_copy(update={"max_num_batched_tokens": 2 * (1 + prompt)})
+    assert step(s, 2.0).num_admitted == 1 and s.batch_wait.held == 0
+
+
 def test_no_seat_or_no_budget_is_no_hold():
     """A step that could admit nothing (every seat taken) neither holds nor counts."""
     s = Scheduler(

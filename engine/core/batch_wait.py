@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 class BatchWait:
     """The count of steps in a row that held new prompts back (TensorRT-LLM's batch_wait_iters_count)."""
 
-    __slots__ = ("steps", "threshold_tokens", "held")
+    __slots__ = ("steps", "max_tokens_ratio", "held")
 
-    def __init__(self, steps: int, max_tokens_ratio: float, max_num_batched_tokens: int) -> None:
+    def __init__(self, steps: int, max_tokens_ratio: float) -> None:
         self.steps = steps
-        self.threshold_tokens = max_tokens_ratio * max_num_batched_tokens
+        self.max_tokens_ratio = max_tokens_ratio
         self.held = 0
 
     def holds(self, scheduler: Scheduler, out: SchedulerOutput, budget: int) -> bool:
@@ -50,8 +50,10 @@ class BatchWait:
         if self.held >= self.steps:
             self.held = 0
             return False
-        tokens = scheduler.config.max_num_batched_tokens - budget  # the running requests' tokens
-        threshold = self.threshold_tokens
+        # the token budget as this step's limits set it (an SLO batch controller moves it)
+        max_tokens = scheduler.config.max_num_batched_tokens
+        tokens = max_tokens - budget  # the running requests' tokens
+        threshold = self.max_tokens_ratio * max_tokens
         for req in islice(scheduler.waiting, room):  # (stops once the count is decided)
             take = min(req.num_tokens, budget)
             tokens += take

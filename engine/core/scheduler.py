@@ -65,9 +65,7 @@ class Scheduler:
         # TensorRT-LLM's batch waiting (engine.core.batch_wait): None when prompts are never held
         self.batch_wait = (
             BatchWait(
-                scheduler_config.batch_wait_steps,
-                scheduler_config.batch_wait_max_tokens_ratio,
-                scheduler_config.max_num_batched_tokens,
+                scheduler_config.batch_wait_steps, scheduler_config.batch_wait_max_tokens_ratio
             )
             if scheduler_config.batch_wait_steps
             else None

@@ -117,12 +117,15 @@ class SmallBatchFp8:
         below = min(tokens, self._knee)
         if below <= 0:
             return 0.0
+        eager = self.decode_only and bool(shape.prefill_chunks)
+        beyond_knee = tokens > below and self.large != 1.0
+        if eager and not beyond_knee:
+            return 0.0
         up_to_knee = 0.0
         for units, seconds_per_unit in self._terms:
             up_to_knee += seconds_per_unit * units(shape, self.fit, below)
-        eager = self.decode_only and bool(shape.prefill_chunks)
         saved = 0.0 if eager else (1.0 - self.scale) * up_to_knee
-        if tokens > below and self.large != 1.0:
+        if beyond_knee:
             beyond = -up_to_knee
             for units, seconds_per_unit in self._terms:
                 beyond += seconds_per_unit * units(shape, self.fit, tokens)
