@@ -34,7 +34,7 @@ from simulator.cluster.autoscaler import Autoscaler
 from simulator.cluster.cluster import Cluster, ClusterConfig
 from simulator.cluster.collector import collector_paused
 from simulator.cluster.parallel import ParallelCluster, parallel_eligible
-from simulator.cluster.replica import SIM_TOKEN_ID
+from simulator.cluster.prompt_source import PromptSource
 from simulator.cluster.shards import ShardSpec
 from simulator.errors import PoolTooSmall
 from simulator.hardware.catalog import get_hardware
@@ -49,7 +49,6 @@ from simulator.result import SimResult, summarize
 from simulator.scenario import Scenario
 from traces import Trace, load_trace, synthesize
 from traces.synthetic import SyntheticTraceSpec
-from traces.tokens import PromptTokenSynthesizer, num_hash_named_blocks, prompt_block_hashes
 from traces.transforms import assign_tenants, cap_lengths, merge, scale_rate, share_prefixes
 
 
@@ -290,36 +289,6 @@ def build_cluster(
         **extra_facts,
     }
     return cluster, facts
-
-
-class PromptSource:
-    """Request i's prompt tokens and the hashes of its leading blocks where the trace names them, built
-    when asked. A plain object (not closures), so shards in worker processes can carry it.
-
-    "own": tokens distinct per request (no two share a block), constant within it: cheap to build.
-    "hashed": tokens only past the blocks the hash ids name (placeholders before: never hashed, and
-    compared only where a difference could not make a hit), the named blocks' hashes from the ids."""
-
-    def __init__(self, trace: Trace, mode: str, block_size: int, vocab_size: int, seed: int):
-        self.trace, self.mode, self.block_size = trace, mode, block_size
-        self.hash_memo: dict = {}  # `prompt_block_hashes`' reuse of shared prefixes' hashes
-        self.prompt_lengths: list[int] = trace.prompt_tokens.tolist()
-        self.synthesizer = (
-            PromptTokenSynthesizer(vocab_size, seed=seed, min_token_id=3)
-            if mode == "hashed"
-            else None
-        )
-
-    def ids(self, index: int) -> list[int]:
-        if self.synthesizer is None:
-            return [index + 3] * self.prompt_lengths[index]
-        start = num_hash_named_blocks(self.trace, index, self.block_size) * self.block_size
-        tokens = [SIM_TOKEN_ID] * self.prompt_lengths[index]  # one list of the prompt's length
-        tokens[start:] = self.synthesizer.prompt_token_ids(self.trace, index, start).tolist()
-        return tokens
-
-    def hashes(self, index: int) -> list[int]:
-        return prompt_block_hashes(self.trace, index, self.block_size, self.hash_memo)
 
 
 def cpu_s() -> float:

@@ -31,12 +31,10 @@ which looks like a decode but computes from nothing) starts no stretch.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import islice
 from typing import TYPE_CHECKING
 
-from engine.core.block_manager import blocks_for
+from engine.core import stretch_limits
 
 if TYPE_CHECKING:
     from engine.core.request import Request
@@ -49,6 +47,21 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
         raise ValueError(f"max_steps is {max_steps!r}; expected an integer ≥ 1")
     out.max_decode_steps = 1
     scheduled = out.scheduled
+    # a waiting request ends the stretch where it could change what a step does: without mixed steps
+    # a prompt that fits runs a prefill step; an eviction could turn a refused request's GPU hit into
+    # a host hit; a decaying reserve ratio may let it in at any step; a batch wait counts each step
+    # that holds it back
+    if scheduler.waiting and (
+        scheduler.block_manager.host_tier is not None
+        or not scheduler.config.mixed_steps
+        or scheduler.new_token_ratio is not None
+        or scheduler.batch_wait is not None
+    ):
+        return 1
+    if scheduler.hands_over and any(
+        req.num_tokens == req.num_prompt_tokens for req, _ in scheduled
+    ):
+        return 1  # prefill role: a first token in the stretch would be handed over (`update`)
     if (
         max_steps == 1
         or out.preempted
@@ -57,7 +70,7 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
         or len(scheduled) != len(scheduler.running)
     ):
         return 1
-    refused = _refused_requests(scheduler, out)
+    refused = stretch_limits.refused_requests(scheduler, out)
     if refused is None:
         return 1
     limit, firsts = _scan(scheduler, scheduled, max_steps)
@@ -66,14 +79,14 @@ def stretch_length(scheduler: Scheduler, out: SchedulerOutput, max_steps: int) -
     bm = scheduler.block_manager
     refusals = []
     if refused and (bm.enable_prefix_caching or bm.tenant_block_quota):  # else they cannot change
-        refusals = [_Refusal(scheduler, req, req is out.blocked) for req in refused]
+        refusals = [stretch_limits.Refusal(scheduler, req, req is out.blocked) for req in refused]
         if bm.enable_prefix_caching:
-            limit = _registration_limit(scheduler, refusals, limit)
+            limit = stretch_limits.registration_limit(scheduler, refusals, limit)
             if limit == 1:
                 return 1
     counts = _crossing_counts(firsts, scheduler.block_size, limit)
     if counts[limit]:
-        limit = _crossing_limit(scheduler, refusals, firsts, counts, limit)
+        limit = stretch_limits.crossing_limit(scheduler, refusals, firsts, counts, limit)
     out.max_decode_steps = limit
     out._crossings, out._kv_start = counts, None
     return limit
@@ -177,149 +190,6 @@ def _crossing_counts(firsts: list[int], size: int, limit: int) -> list[int]:
         total += by_residue[step % size] + later[step]
         counts[step + 1] = total
     return counts
-
-
-def _crossing_events(firsts: list[int], size: int, limit: int) -> list[int]:
-    """The crossings before step `limit` as step * len(firsts) + position, sorted: the step-by-step order."""
-    num_running = len(firsts)
-    stride, end = size * num_running, limit * num_running
-    events: list[int] = []
-    for i, first in enumerate(firsts):
-        if first < limit:
-            events.extend(range(first * num_running + i, end, stride))
-    events.sort()
-    return events
-
-
-def _crossing_limit(
-    scheduler: Scheduler,
-    refusals: list[_Refusal],
-    firsts: list[int],
-    counts: list[int],
-    limit: int,
-) -> int:
-    """The stretch cut before the first step whose block crossings would preempt, or would change the
-    outcome of admitting a refused request (a lost cache hit, less room for its tenant)."""
-    running, bm = scheduler.running, scheduler.block_manager
-    num_running, num_free = len(running), bm.num_free_blocks
-    if not bm.tenant_block_quota and not refusals:  # only the first crossing the pool lacks counts
-        # the step of crossing number num_free (from 0): the last k with counts[k] <= num_free
-        return limit if counts[limit] <= num_free else bisect_right(counts, num_free) - 1
-    events = _crossing_events(firsts, scheduler.block_size, limit)
-    watched: dict[int, list[tuple[_Refusal, int]]] = {}
-    for refusal in refusals:
-        for index in refusal.free_hits:
-            watched.setdefault(refusal.hits[index], []).append((refusal, index))
-    quota_watch = {r.req.tenant: r for r in refusals if r.blocked and r.room is not None}
-    quotas = bm.tenant_block_quota
-    taken = bm.iter_free_blocks() if watched else None
-    used: dict[str, int] = {}
-    changed: set[_Refusal] = set()
-    step_now = num_taken = 0
-    for event in events:
-        step = event // num_running
-        if step >= limit:
-            break
-        if step != step_now:
-            if changed and not all(r.still_refused(num_free - num_taken, used) for r in changed):
-                return step_now
-            changed.clear()
-            step_now = step
-        if num_taken >= num_free:
-            return step  # no free block: it would preempt
-        if quotas:
-            tenant = running[event % num_running].tenant
-            room = bm.tenant_headroom(tenant)
-            if room is not None and room - used.get(tenant, 0) <= 0:
-                return step  # over its tenant's quota: it would preempt
-            if tenant in quota_watch:
-                changed.add(quota_watch[tenant])
-            used[tenant] = used.get(tenant, 0) + 1
-        num_taken += 1
-        if taken is not None:
-            for refusal, index in watched.get(next(taken), ()):
-                refusal.lose_hits(index)
-                changed.add(refusal)
-    if changed and not all(r.still_refused(num_free - num_taken, used) for r in changed):
-        return step_now
-    return limit
-
-
-def _refused_requests(scheduler: Scheduler, out: SchedulerOutput) -> list[Request] | None:
-    """The waiting requests each intermediate `schedule()` would examine (and must refuse again): none
-    when admission cannot even be tried; None when the queue no longer matches `out`."""
-    config, waiting = scheduler.config, scheduler.waiting
-    num_running = len(scheduler.running)
-    if (
-        config.policy != "continuous"
-        or not waiting
-        or num_running >= config.max_num_seqs
-        or config.max_num_batched_tokens - num_running <= 0
-    ):
-        return []
-    refused = list(islice(waiting, out.num_skipped + (out.blocked is not None)))
-    if out.blocked is None:
-        return refused if len(refused) == len(waiting) else None
-    return refused if refused and refused[-1] is out.blocked else None
-
-
-class _Refusal:
-    """A waiting request `schedule()` refused: passed over for its tenant's quota, or (`blocked`) stopped
-    for lack of free blocks; re-checked whenever a crossing evicts one of its hits or eats its tenant's room."""
-
-    __slots__ = ("req", "blocked", "hits", "num_hits", "free_hits", "room", "budget", "size")
-
-    def __init__(self, scheduler: Scheduler, req: Request, blocked: bool):
-        bm = scheduler.block_manager
-        self.req, self.blocked, self.size = req, blocked, scheduler.block_size
-        self.hits = bm.get_computed_blocks(req)
-        self.num_hits = len(self.hits)
-        self.free_hits = [i for i, block in enumerate(self.hits) if bm.ref_counts[block] == 0]
-        self.room = bm.tenant_headroom(req.tenant)
-        self.budget = scheduler.config.max_num_batched_tokens - len(scheduler.running)
-
-    def lose_hits(self, index: int) -> None:
-        """The hit at `index` was evicted: the chain of hits now ends before it."""
-        self.num_hits = min(self.num_hits, index)
-
-    def still_refused(self, num_free: int, used: dict[str, int]) -> bool:
-        """Whether `schedule()` would refuse it the same way with `num_free` free blocks left, its tenant
-        having taken `used[tenant]` more blocks (the same test as `Scheduler._admit_waiting`)."""
-        num_hits, size = self.num_hits, self.size
-        num_cached = num_hits * size
-        need = blocks_for(num_cached + min(self.req.num_tokens - num_cached, self.budget), size)
-        over_quota = self.room is not None and need > self.room - used.get(self.req.tenant, 0)
-        if not self.blocked:
-            return over_quota
-        revived = sum(1 for i in self.free_hits if i < num_hits)
-        return not over_quota and need - num_hits + revived > num_free
-
-
-def _registration_limit(scheduler: Scheduler, refusals: list[_Refusal], limit: int) -> int:
-    """The stretch cut after the first step whose `update()` could register a block a refused request
-    would then hit: one of a running request whose tokens so far are a refused request's prefix."""
-    size = scheduler.block_size
-    for refusal in refusals:
-        req = refusal.req  # its full blocks are hashed (`get_computed_blocks`)
-        hashes, num_full = req.block_hashes, (req.num_tokens - 1) // size
-        for other in scheduler.running:
-            have = other.num_hashed_blocks
-            if have >= num_full:
-                continue  # what it registers next, req never looks up
-            computed = other.num_computed_tokens
-            step = (have + 1) * size - computed - 1  # the update that fills its next block
-            if step + 1 >= limit:
-                continue
-            if have and other.block_hashes[have - 1] != hashes[have - 1]:
-                continue  # another prefix
-            if other.token_ids(have * size, computed + 1) != req.token_ids(
-                have * size, computed + 1
-            ):
-                continue
-            limit = step + 1 if step > 0 else 1
-            if limit == 1:
-                return 1
-    return limit
 
 
 def advance(

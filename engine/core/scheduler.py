@@ -11,7 +11,7 @@ What a step returns and the pool's figures are `engine.core.scheduler_output`'s.
 from collections import deque
 from collections.abc import Sequence
 
-from engine.core import decode_stretch, kv_handoff, new_token_ratio
+from engine.core import admission, decode_stretch, kv_handoff, new_token_ratio
 from engine.core.batch_controller import make_controller
 from engine.core.batch_wait import BatchWait
 from engine.core.block_manager import BlockManager, blocks_for
@@ -134,7 +134,7 @@ class Scheduler:
     def max_blocks_needed(self, request: Request) -> int:
         """Blocks the request may hold at its longest: what must fit in the pool for it ever to finish."""
         if self.config.policy == "static":
-            return blocks_for(self._static_reserve_len(request), self.block_size)
+            return blocks_for(admission.static_reserve_len(self.config, request), self.block_size)
         return blocks_for(min(request.max_num_tokens, self.config.max_model_len), self.block_size)
 
     # ---- one step ----------------------------------------------------------------------------------
@@ -145,9 +145,9 @@ class Scheduler:
         if self.new_token_ratio is not None and not self.running:  # idle: SGLang resets the ratio
             self.new_token_ratio.set(self.new_token_ratio.init)
         if self.config.policy == "static" and not self.running:
-            self._admit_static_batch(out, now)
+            admission.admit_static_batch(self, out, now)
         elif not self.config.mixed_steps and self.waiting:  # vLLM v0: waiting prompts go first
-            self._admit_waiting(out, self.config.max_num_batched_tokens, now, whole=True)
+            admission.admit_waiting(self, out, self.config.max_num_batched_tokens, now, whole=True)
             if out.num_admitted:  # a prefill-only step: every running decode waits for it
                 return self._finish_schedule(out)
             out = SchedulerOutput()
@@ -160,7 +160,7 @@ class Scheduler:
             if out.blocked is None and not (
                 self.batch_wait is not None and self.batch_wait.holds(self, out, budget)
             ):
-                self._admit_waiting(out, budget, now)
+                admission.admit_waiting(self, out, budget, now)
         return self._finish_schedule(out)
 
     def _finish_schedule(self, out: SchedulerOutput) -> SchedulerOutput:
@@ -226,81 +226,6 @@ class Scheduler:
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
-
-    def _admit_waiting(
-        self, out: SchedulerOutput, budget: int, now: float, whole: bool = False
-    ) -> None:
-        """FCFS admission into `budget` tokens; `whole`: after the first, only prompts that fit whole
-        (vLLM v0 took whole prompts; the first may still be cut to the budget, so none starves)."""
-        bm, skipped = self.block_manager, []
-        guaranteed = self.config.admission == "guaranteed_no_evict"
-        room = None if self.new_token_ratio is None else new_token_ratio.room_tokens(self)
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            req = self.waiting[0]
-            cached = bm.get_computed_blocks(req)
-            num_cached = len(cached) * self.block_size
-            num_new = min(req.num_tokens - num_cached, budget)
-            if whole and out.num_admitted and num_new < req.num_tokens - num_cached:
-                break
-            if guaranteed and not self._fits_at_full_length(req, len(cached)):
-                out.blocked = req
-                break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
-            if room is not None and new_token_ratio.request_tokens(req, num_cached) >= room:
-                out.blocked = req
-                break  # SGLang: FCFS waits for room beside the running requests' reserve
-            if not bm.can_allocate(req, num_cached + num_new, cached):
-                if self._over_tenant_quota(req, num_cached + num_new):
-                    skipped.append(self.waiting.popleft())  # let other tenants pass
-                    continue
-                out.blocked = req
-                break  # the pool is full: FCFS waits
-            self.waiting.popleft()
-            if room is not None:
-                room -= new_token_ratio.admitted_tokens(req, num_cached, num_new)
-            bm.allocate(req, num_cached + num_new, cached)
-            req.num_computed_tokens = req.num_cached_tokens = num_cached
-            self._start_running(req, now)
-            out.scheduled.append((req, num_new))
-            if num_new == 1 and num_cached:
-                out._decode.append(num_cached + 1)
-            else:
-                out._prefill.append((num_new, num_cached))
-            out.num_admitted += 1
-            budget -= num_new
-        out.num_skipped = len(skipped)
-        self.waiting.extendleft(reversed(skipped))
-
-    def _fits_at_full_length(self, req: Request, num_cached_blocks: int) -> bool:
-        """Whether the free pool holds this request and every running one at their full lengths
-        (prompt + max_tokens, capped at max_model_len): the blocks they still lack."""
-        size, cap = self.block_size, self.config.max_model_len
-        still_needed = blocks_for(min(req.max_num_tokens, cap), size) - num_cached_blocks
-        for running in self.running:
-            lacking = blocks_for(min(running.max_num_tokens, cap), size) - len(running.block_table)
-            still_needed += lacking if lacking > 0 else 0
-        return still_needed <= self.block_manager.num_free_blocks
-
-    def _over_tenant_quota(self, req: Request, num_tokens: int) -> bool:
-        headroom = self.block_manager.tenant_headroom(req.tenant)
-        return headroom is not None and blocks_for(num_tokens, self.block_size) > headroom
-
-    def _static_reserve_len(self, req: Request) -> int:
-        if self.config.static_reserve == "request":
-            return min(req.max_num_tokens, self.config.max_model_len)
-        return self.config.max_model_len
-
-    def _admit_static_batch(self, out: SchedulerOutput, now: float) -> None:
-        bm = self.block_manager
-        while self.waiting and len(self.running) < self.config.max_num_seqs:
-            req = self.waiting[0]
-            num_blocks = blocks_for(self._static_reserve_len(req), self.block_size)
-            if not bm.can_allocate_contiguous(req, num_blocks):
-                break
-            self.waiting.popleft()
-            bm.allocate_contiguous(req, num_blocks)
-            req.static_reserved_blocks = num_blocks
-            self._start_running(req, now)
-            out.num_admitted += 1
 
     def _start_running(self, req: Request, now: float) -> None:
         req.status = RequestStatus.RUNNING
@@ -398,23 +323,6 @@ class Scheduler:
         each decoding one token, if nothing outside the scheduler happens (no arrival, no abort): no
         admission, no preemption, and no finish before the last of them. 1 when `out` is not a pure
         decode step or nothing is gained. See `engine.core.decode_stretch` for how it is proved."""
-        if self.waiting and (
-            self.block_manager.host_tier is not None
-            or not self.config.mixed_steps
-            or self.new_token_ratio is not None
-            or self.batch_wait is not None
-        ):
-            # (without mixed steps a waiting prompt that fits ends the stretch with a prefill step; a
-            # decaying reserve ratio may let a refused request in at any step; a batch wait counts
-            # every step that holds a prompt back)
-            out.max_decode_steps = (
-                1  # an eviction could turn a refused request's GPU hit into a host hit
-            )
-            return 1
-        if self.hands_over and any(
-            req.num_tokens == req.num_prompt_tokens for req, _ in out.scheduled
-        ):
-            return 1  # prefill role: a first token in the stretch would be handed over (`update`)
         return decode_stretch.stretch_length(self, out, max_steps)
 
     def decode_stretch_ignores_arrivals(self, out: SchedulerOutput) -> bool:
