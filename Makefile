@@ -25,6 +25,7 @@ test: $(STAMP)
 # (about 2x faster simulations, identical results). `make pure` goes back to the pure-Python modules,
 # which CI tests.
 CORE_COMPILED := engine/core/block_manager.py engine/core/request.py engine/core/decode_stretch.py \
+	engine/core/stretch_limits.py engine/core/admission.py \
 	engine/core/scheduler_output.py \
 	engine/core/scheduler.py engine/core/free_runs.py simulator/calibration/cost_model.py \
 	simulator/calibration/profiled_cost_model.py simulator/cluster/replica.py
