@@ -7,6 +7,7 @@ import random
 from itertools import chain
 
 import pytest
+from compiled_build import pure_python_only
 
 from engine.core.block_manager import BlockManager
 from engine.core.request import Request
@@ -46,6 +47,7 @@ def _request(name: str, tokens: list[int]) -> Request:
     return Request(name, tokens, SamplingParams(max_tokens=1), 0.0)
 
 
+@pure_python_only  # (it subclasses BlockManager)
 @pytest.mark.parametrize("seed", range(3))
 def test_reservations_match_the_sorting_algorithm(seed):
     rng = random.Random(seed)

@@ -14,6 +14,7 @@ import copy
 import random
 
 import pytest
+from compiled_build import pure_python_only
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scheduler_driver import check_invariants, make_request, make_scheduler, run_step
@@ -447,6 +448,7 @@ def _step(scheduler: Scheduler, now: float) -> None:
     scheduler.update(out, [0] * len(out.scheduled), now + 0.5)
 
 
+@pure_python_only  # (`true_stretch` deep-copies the scheduler)
 def test_blocked_request_is_re_examined_when_its_tenant_loses_room():
     """Q waits for blocks; when P (its tenant) crosses a block, Q goes over the tenant's quota, is passed
     over, and R, behind it, fits: the stretch ends before that step."""
@@ -469,6 +471,7 @@ def test_blocked_request_is_re_examined_when_its_tenant_loses_room():
     assert s.decode_stretch(out, 50) == true_stretch(s, out, 0, 50) == 3
 
 
+@pure_python_only  # (`true_stretch` deep-copies the scheduler)
 def test_evicting_a_passed_over_requests_hits_keeps_the_stretch_until_a_quota_preemption():
     """Q (over its tenant's quota) would hit A's freed prefix blocks; crossings evict them, which leaves
     Q over quota, and the stretch runs until P's crossing finds its tenant's quota full."""
@@ -493,6 +496,7 @@ def test_evicting_a_passed_over_requests_hits_keeps_the_stretch_until_a_quota_pr
     assert s.decode_stretch(out, 50) == true_stretch(s, out, 0, 50) == 5
 
 
+@pure_python_only  # (`true_stretch` deep-copies the scheduler)
 def test_evicting_a_passed_over_requests_hits_can_let_it_in():
     """Q is over its tenant's quota only because its cache hits make its budget-limited first chunk
     longer; crossings of other tenants evict those hits (oldest first), and two evictions later Q's
@@ -521,6 +525,7 @@ def test_evicting_a_passed_over_requests_hits_can_let_it_in():
     assert s.decode_stretch(out, 50) == true_stretch(s, out, 0, 50) == 3
 
 
+@pure_python_only  # (`true_stretch` deep-copies the scheduler)
 @pytest.mark.parametrize("caching", [True, False])
 def test_stretch_stops_where_a_decode_could_register_a_blocked_requests_next_block(caching):
     """P's next block, once its decoded tokens fill it, is the block Q misses next: with the prefix cache

@@ -6,6 +6,7 @@ timeouts (aborts of waiting requests) and a KV-reading router."""
 
 import numpy as np
 import pytest
+from compiled_build import pure_python_only
 from sim_helpers import cluster_config
 
 from simulator.cluster.cluster import Cluster
@@ -38,6 +39,7 @@ def _run(config, arrival, prompts, outputs, tenants, prompt_ids, ride_out: bool,
     return (records, replicas, cluster.monitor.rows, end), sum(rides)
 
 
+@pure_python_only  # (it patches the Replica class)
 @pytest.mark.parametrize(
     "case", ["plain", "prefix_caching", "tenant_quota", "timeouts", "least_kv", "max_seqs"]
 )

@@ -98,7 +98,9 @@ class Request:
         self.static_reserved_blocks = (
             0  # static policy: blocks reserved up front for the longest sequence
         )
-        self.generator = None  # the sampler's per-request RNG (seeded requests)
+        # the sampler's per-request RNG (a torch.Generator, seeded requests): typed `object` so that a
+        # mypyc build (`make compiled`) does not fix the attribute's type as None
+        self.generator: object = None
         # set by the scheduler when it starts running the request (until then: "check every token"):
         self.stop_len = 0  # num_tokens at which it stops for length
         self.stops_on_token = True  # whether a sampled token can stop it (stop ids, or EOS)

@@ -157,7 +157,7 @@ class ProfiledCostModel:
 
     def explain(self, shape: StepShape) -> dict[str, float]:
         parts = dict(self.gpu.explain(shape))
-        gpu_s = sum(parts.values())
+        gpu_s = sum(parts.values(), 0.0)  # (a float start: mypyc types a bare sum() as an int)
         parts[f"serving stack ({self.profile.name}, after overlap)"] = self.step_time(shape) - gpu_s
         return parts
 
