@@ -5,7 +5,8 @@ a token budget to running requests first (oldest first), then admits waiting one
 prefill and mixed prefill+decode steps fall out of one loop. When blocks run out, the newest running
 request is preempted and later recomputed. The `static` policy admits a batch together, each request
 reserving contiguous KV for its longest possible sequence, and admits nothing until the batch drains.
-What a step returns and the pool's figures are `engine.core.scheduler_output`'s.
+What a step returns and the pool's figures are `engine.core.scheduler_output`'s; who is admitted and
+how much KV each takes, `engine.core.admission`'s; many decode steps at once, `engine.core.decode_stretch`'s.
 """
 
 from collections import deque
