@@ -34,6 +34,7 @@ if not __package__:
     else:
         sys.path[:1] = [str(REPO)]
 
+import engine.core  # noqa: E402
 from simulator import Scenario  # noqa: E402
 from simulator.simulation import build_cluster, load_traffic  # noqa: E402
 
@@ -41,10 +42,8 @@ AZURE_CONV = REPO.parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.cs
 
 
 def core_build() -> str:
-    """Which build of `engine/core` this process imported: the mypyc one (`make compiled`) or pure Python."""
-    import engine.core.scheduler
-
-    return "mypyc" if not engine.core.scheduler.__file__.endswith(".py") else "pure Python"
+    """`engine.core.core_build()`, or "unknown" in a `--tree` baseline older than that function."""
+    return getattr(engine.core, "core_build", lambda: "unknown")()
 
 
 def run(scenario: Scenario, stretch: int) -> dict:

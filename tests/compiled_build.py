@@ -5,9 +5,9 @@ replica that way. CI runs the pure-Python modules, where every test runs."""
 
 import pytest
 
-import engine.core.scheduler
+from engine.core import core_build
 
-COMPILED = not engine.core.scheduler.__file__.endswith(".py")
+COMPILED = core_build() == "mypyc"
 
 pure_python_only = pytest.mark.skipif(
     COMPILED,

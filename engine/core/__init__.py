@@ -15,3 +15,12 @@ for _so in _Path(__file__).parent.glob("*.so"):
             "expected `make compiled` after editing engine/core (or `make pure`)",
             stacklevel=2,
         )
+
+
+def core_build() -> str:
+    """Which build of this package the process imported: "mypyc" (`make compiled`: the modules are
+    extension modules next to their source) or "pure Python". Benchmarks print it beside their
+    timings; tests that patch, subclass or deep-copy a core class skip under the mypyc one."""
+    from engine.core import scheduler
+
+    return "pure Python" if scheduler.__file__.endswith(".py") else "mypyc"
