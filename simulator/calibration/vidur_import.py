@@ -1,6 +1,7 @@
 """Fit our cost model's linear-layer and all-reduce terms on the public Vidur operator tables
 (`../shared/calibration/vidur/`, see its SOURCES.md), and complete them with first-principles
-attention, LM-head and host terms. Only the fitted figures are shipped, never the tables."""
+attention, LM-head and host terms (the all-reduce table and its fit: `vidur_all_reduce`). Only the
+fitted figures are shipped, never the tables."""
 
 import csv
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from simulator.calibration.fitting import (
     roofline_candidates,
 )
 from simulator.calibration.roofline import (
-    ALL_REDUCES_PER_LAYER,
     attention_terms,
     host_terms,
     lm_head_terms,
@@ -31,6 +31,7 @@ from simulator.calibration.schema import (
     FitError,
     Provenance,
 )
+from simulator.calibration.vidur_all_reduce import all_reduce_terms
 from simulator.hardware.catalog import get_hardware
 from simulator.hardware.spec import HardwareSpec
 from simulator.model_spec import ModelSpec
@@ -52,7 +53,6 @@ PER_LAYER_OPS = (
     "add",
 )
 GPU_DIRS = {"A100-80GB": "a100", "H100-80GB": "h100", "A40": "a40"}
-NETWORK_DIRS = {"A100-80GB": "a100_dgx", "H100-80GB": "h100_dgx"}
 _CODELLAMA_34B = {
     "hidden_size": 8192,
     "intermediate_size": 22016,
@@ -215,70 +215,6 @@ def fit_linear_table(
     return LinearFit(
         fit.params[0], int(fit.params[1]), fit.coefficients, embedding.coefficients, error
     )
-
-
-def read_all_reduce(
-    gpu: str, num_workers: int, vidur_dir: Path = VIDUR_DIR
-) -> tuple[np.ndarray, np.ndarray]:
-    """(sizes in elements, median seconds) of single-node all-reduces over `num_workers` GPUs."""
-    if gpu not in NETWORK_DIRS:
-        raise ValueError(
-            f"GPU {gpu!r} has no public all-reduce table; expected one of {sorted(NETWORK_DIRS)}"
-        )
-    path = Path(vidur_dir) / "network" / NETWORK_DIRS[gpu] / "all_reduce.csv"
-    with path.open() as handle:
-        rows = [
-            row
-            for row in csv.DictReader(handle)
-            if int(row["num_workers"]) == num_workers
-            and int(row["devices_per_node"]) == num_workers
-        ]
-    if not rows:
-        raise ValueError(
-            f"{path}: no single-node rows for {num_workers} workers; expected 2, 4 or 8"
-        )
-    return (
-        np.array([float(row["size"]) for row in rows]),
-        np.array([float(row["time_stats.all_reduce.median"]) / 1e3 for row in rows]),
-    )
-
-
-def all_reduce_terms(
-    model: ModelSpec, gpu: str, tensor_parallel: int, max_tokens: int, vidur_dir: Path = VIDUR_DIR
-) -> tuple[list[CostTerm], FitError]:
-    """Fit time = latency + size × per-element on the sizes a step of ≤ `max_tokens` produces."""
-    sizes, times = read_all_reduce(gpu, tensor_parallel, vidur_dir)
-    relevant = sizes <= max_tokens * model.hidden_size
-    fit = fit_relative(affine_design, sizes[relevant], times[relevant], [(0.0,)])
-    latency_s, per_element_s = fit.coefficients
-    count = ALL_REDUCES_PER_LAYER * model.num_layers
-    note = f"fitted on {NETWORK_DIRS[gpu]}/all_reduce.csv ({tensor_parallel} GPUs, NCCL); {count} per step"
-    terms = [
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="step",
-            bound="latency",
-            label="fitted",
-            seconds_per_unit=count * latency_s,
-            note=note,
-        ),
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="token",
-            bound="network",
-            label="fitted",
-            seconds_per_unit=count * per_element_s * model.hidden_size,
-            note=note,
-        ),
-    ]
-    error = FitError(
-        target="all-reduce time (public table)",
-        num_points=int(relevant.sum()),
-        mape_train=fit.mape,
-        max_ape=fit.max_ape,
-        note="latency + per-element fit; small sizes are latency-noisy",
-    )
-    return terms, error
 
 
 def linear_terms(model: ModelSpec, fit: LinearFit, source: str) -> list[CostTerm]:
