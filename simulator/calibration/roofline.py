@@ -205,6 +205,32 @@ def linear_roofline(
     return floor_s / compute_per_token_s, terms
 
 
+def all_reduce_cost_terms(
+    step_s: float, token_s: float, label: str, step_note: str, token_note: str
+) -> list[CostTerm]:
+    """A step's tensor-parallel all-reduces as two terms: a latency per step (every call's fixed
+    cost) and a cost per token (its bytes over the links); the one place their names and bounds live,
+    for the derived form below and the fitted one (`vidur_all_reduce`)."""
+    return [
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="step",
+            bound="latency",
+            label=label,
+            seconds_per_unit=step_s,
+            note=step_note,
+        ),
+        CostTerm(
+            name="tensor-parallel all-reduce",
+            feature="token",
+            bound="network",
+            label=label,
+            seconds_per_unit=token_s,
+            note=token_note,
+        ),
+    ]
+
+
 def all_reduce_roofline(
     model: ModelSpec, hardware: HardwareSpec, tensor_parallel: int
 ) -> list[CostTerm]:
@@ -215,24 +241,13 @@ def all_reduce_roofline(
     bytes_per_token = (
         model.hidden_size * model.dtype_bytes * 2 * (tensor_parallel - 1) / tensor_parallel
     )
-    return [
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="step",
-            bound="latency",
-            label="derived",
-            seconds_per_unit=count * ALL_REDUCE_LATENCY_S,
-            note=f"{count} all-reduces per step",
-        ),
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="token",
-            bound="network",
-            label="derived",
-            seconds_per_unit=count * bytes_per_token / hardware.interconnect_bandwidth_bytes_per_s,
-            note=f"ring all-reduce over {hardware.interconnect}",
-        ),
-    ]
+    return all_reduce_cost_terms(
+        count * ALL_REDUCE_LATENCY_S,
+        count * bytes_per_token / hardware.interconnect_bandwidth_bytes_per_s,
+        "derived",
+        f"{count} all-reduces per step",
+        f"ring all-reduce over {hardware.interconnect}",
+    )
 
 
 def roofline_calibration(

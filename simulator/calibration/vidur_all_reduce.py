@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.calibration.fitting import affine_design, fit_relative
-from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER
+from simulator.calibration.roofline import ALL_REDUCES_PER_LAYER, all_reduce_cost_terms
 from simulator.calibration.schema import CostTerm, FitError
 from simulator.model_spec import ModelSpec
 
@@ -50,24 +50,9 @@ def all_reduce_terms(
     latency_s, per_element_s = fit.coefficients
     count = ALL_REDUCES_PER_LAYER * model.num_layers
     note = f"fitted on {NETWORK_DIRS[gpu]}/all_reduce.csv ({tensor_parallel} GPUs, NCCL); {count} per step"
-    terms = [
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="step",
-            bound="latency",
-            label="fitted",
-            seconds_per_unit=count * latency_s,
-            note=note,
-        ),
-        CostTerm(
-            name="tensor-parallel all-reduce",
-            feature="token",
-            bound="network",
-            label="fitted",
-            seconds_per_unit=count * per_element_s * model.hidden_size,
-            note=note,
-        ),
-    ]
+    terms = all_reduce_cost_terms(
+        count * latency_s, count * per_element_s * model.hidden_size, "fitted", note, note
+    )
     error = FitError(
         target="all-reduce time (public table)",
         num_points=int(relevant.sum()),
