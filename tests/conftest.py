@@ -17,6 +17,22 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "soak: the bounded soak, short in CI (benchmarks/soak.py runs the long one)"
     )
+    # `make test-compiled` names the build it built; a pass that silently ran the other one would
+    # test nothing it meant to.
+    expected = os.environ.get("SURGEPLAN_EXPECT_BUILD")
+    if expected:
+        from compiled_build import modules_not_built_as
+
+        try:
+            wrong = modules_not_built_as(expected)
+        except ValueError as error:
+            raise pytest.UsageError(f"SURGEPLAN_EXPECT_BUILD: {error}") from None
+        if wrong:
+            raise pytest.UsageError(
+                f"SURGEPLAN_EXPECT_BUILD is {expected!r} but {len(wrong)} module(s) of the Makefile's "
+                f"CORE_COMPILED imported as the other build: {', '.join(wrong)}; expected "
+                "`make compiled` before a mypyc pass (or `make pure` before a pure-Python one)"
+            )
 
 
 def make_tiny_hf_model(

@@ -1,20 +1,14 @@
 """The modules `make compiled` builds with mypyc (the Makefile's CORE_COMPILED) must not set an attribute
 to None without saying its type: mypyc then types the attribute as None, and the first assignment of
 anything else fails at run time (`None object expected; got torch._C.Generator`: a seeded request's
-sampling failed so, HTTP 500, until `Request.generator` was annotated). CI runs the pure-Python modules,
-where the mistake is harmless, so it is checked here on the source."""
+sampling failed so, HTTP 500, until `Request.generator` was annotated). CI's first pass runs the pure-Python
+modules, where the mistake is harmless, so it is checked here on the source too."""
 
 import ast
-import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from compiled_build import ROOT, compiled_modules, modules_not_built_as
 
-
-def compiled_modules() -> list[Path]:
-    makefile = (ROOT / "Makefile").read_text()
-    block = makefile.split("CORE_COMPILED :=", 1)[1].split("\n\n", 1)[0]
-    return [ROOT / name for name in re.findall(r"\S+\.py", block)]
+from engine.core import core_build
 
 
 def unannotated_none_attributes(source: str, filename: str) -> list[str]:
@@ -78,3 +72,13 @@ def test_the_check_finds_the_mistake_and_accepts_its_fixes():
     assert unannotated_none_attributes(in_init, "r.py") == []
     assert unannotated_none_attributes(in_body, "r.py") == []
     assert unannotated_none_attributes(later, "r.py") == []
+
+
+def test_every_compiled_module_comes_from_the_build_the_process_reports():
+    """`core_build()` looks at the scheduler alone; the start-up check of `make test-compiled`
+    (SURGEPLAN_EXPECT_BUILD) looks at every module, and must see all of them on this process's side and
+    none on the other."""
+    build = core_build()
+    other = "pure Python" if build == "mypyc" else "mypyc"
+    assert modules_not_built_as(build) == []
+    assert len(modules_not_built_as(other)) == len(compiled_modules())
