@@ -175,7 +175,7 @@ def fit_decode_attention(table: tables.AttentionTable, folds: int = 5) -> TermFi
         rows,
         table.seconds[keep],
         "per-layer decode attention (floor + per sequence + per context token)",
-        f"{_rel(table.path)} @ {table.version}; batch ≤ {MAX_DECODE_BATCH}, "
+        f"{_rel(table.path)} @ {table.version}{_kernel_note(table)}; batch ≤ {MAX_DECODE_BATCH}, "
         f"context ≤ {MAX_DECODE_CONTEXT}",
         folds,
     )
@@ -193,7 +193,8 @@ def fit_prefill_attention(table: tables.AttentionTable, folds: int = 5) -> TermF
         table.seconds[keep],
         [(0.0,)],
         "per-layer prefill attention (floor + per token + per causal query-key pair)",
-        f"{_rel(table.path)} @ {table.version}; batch × length ≤ {MAX_STEP_TOKENS}",
+        f"{_rel(table.path)} @ {table.version}{_kernel_note(table)}; "
+        f"batch × length ≤ {MAX_STEP_TOKENS}",
         folds,
     )
 
@@ -259,6 +260,15 @@ def all_reduce_curve(
     )
     curve = AllReduceCurve(tokens=tokens.tolist(), seconds=(seconds * count).tolist())
     return curve, error
+
+
+def _kernel_note(table: tables.AttentionTable) -> str:
+    """Which kernel's rows were fitted, where the table times the same shapes with several."""
+    return (
+        f" ({table.kernel} rows, the stack's default of the kernels it times)"
+        if table.kernel
+        else ""
+    )
 
 
 def _rel(path: Path) -> str:

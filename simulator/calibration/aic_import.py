@@ -141,7 +141,12 @@ def aic_calibration(
         ]
     )
     errors = [linear.error, decode.error, prefill.error, head.error]
-    versions = {"gemm": gemm.version, "attention": decode_table.version}
+    versions = {
+        "gemm": gemm.version,
+        "attention": f"{decode_table.version} ({decode_table.kernel})"
+        if decode_table.kernel
+        else decode_table.version,
+    }
     curve = None
     if tensor_parallel > 1:
         reduce_table = tables.read_all_reduce(root, system, backend, tensor_parallel)

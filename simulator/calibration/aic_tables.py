@@ -34,6 +34,15 @@ _ALL_REDUCE_KERNELS = {
     "sglang": ("SGLang_CustomAllReduce_graph", "SGLang_CustomAllReduce_eager", "TRTLLM"),
     "trtllm": ("TRTLLM",),
 }
+# Per backend: where one attention table times the same shapes with several kernels (SGLang 0.5.14's
+# Blackwell tables time its FlashInfer and TensorRT-LLM MHA backends side by side, 1.1-1.9x apart),
+# the kernel the stack picks when none is named, most preferred first. SGLang's
+# `get_default_attn_backend` (python/sglang/srt/server_args.py) takes trtllm_mha on SM100 / SM103
+# (B200, B300, GB200, GB300), fa3 on Hopper, else flashinfer, else triton; a table holds only the
+# kernels its GPU runs, so the first present is that GPU's default. Kernels timing disjoint shapes
+# (vLLM's FlashInfer prefill rows beside its decode kernel's one-token rows) are one stack's dispatch
+# and are all kept; a backend without a preference here is refused rather than averaged.
+_ATTENTION_KERNELS = {"sglang": ("trtllm_mha", "fa3", "flashinfer", "triton")}
 
 
 def installed_database_root() -> Path:
@@ -221,6 +230,7 @@ class AttentionTable:
     batch: np.ndarray  # [rows] sequences
     length: np.ndarray  # [rows] prefill: new tokens per sequence; decode: context length read
     seconds: np.ndarray  # [rows]
+    kernel: str = ""  # the kernel kept where the table times the same shapes with several; else ""
 
 
 @functools.lru_cache(maxsize=32)
@@ -237,7 +247,8 @@ def read_attention(
 ) -> AttentionTable:
     """phase 'context' (prefill, no cached prefix) or 'generation' (one decode token per sequence);
     heads are those one GPU holds (divided by the tensor-parallel degree); the rows of kernels
-    reading a `kv_cache_dtype` cache (the table's name: 'bfloat16', 'fp8')."""
+    reading a `kv_cache_dtype` cache (the table's name: 'bfloat16', 'fp8'); of one kernel where
+    several time the same shapes (`_ATTENTION_KERNELS`)."""
     if phase not in ("context", "generation"):
         raise ValueError(f"attention phase {phase!r}; expected 'context' or 'generation'")
     path, found = table_path(
@@ -252,9 +263,11 @@ def read_attention(
         "head_dim",
         "kv_cache_dtype",
         "window_size",
+        "kernel_source",
         "latency",
     ]
-    data = _read(path, columns, defaults={"window_size": 0})  # older tables predate sliding windows
+    # older tables predate sliding windows, and some name no kernel
+    data = _read(path, columns, defaults={"window_size": 0, "kernel_source": ""})
     keep = (
         (data["num_heads"] == num_heads)
         & (data["num_key_value_heads"] == num_kv_heads)
@@ -267,6 +280,7 @@ def read_attention(
             f"{path}: no rows with a {kv_cache_dtype} KV cache for {num_heads} heads / "
             f"{num_kv_heads} KV heads / head_dim {head_dim}"
         )
+    keep, kernel = _one_kernel(data, keep, backend, path)
     # generation rows time the step-th decode token after an isl-token prompt: context isl + step
     length = data["isl"][keep] + (data["step"][keep] if phase == "generation" else 0)
     return AttentionTable(
@@ -275,7 +289,36 @@ def read_attention(
         data["batch_size"][keep].astype(float),
         length.astype(float),
         data["latency"][keep] * _MS,
+        kernel,
     )
+
+
+def _one_kernel(
+    data: dict[str, np.ndarray], keep: np.ndarray, backend: str, path: Path
+) -> tuple[np.ndarray, str]:
+    """`keep` narrowed to one kernel's rows when several kernels time one of its shapes, and that
+    kernel; else `keep` as it is and ""."""
+    kernels = data["kernel_source"][keep]
+    if len(set(kernels.tolist())) < 2:
+        return keep, ""
+    shapes: dict[tuple, set] = {}
+    for shape in zip(
+        data["batch_size"][keep].tolist(),
+        data["isl"][keep].tolist(),
+        data["step"][keep].tolist(),
+        kernels.tolist(),
+    ):
+        shapes.setdefault(shape[:3], set()).add(shape[3])
+    if all(len(timed_by) == 1 for timed_by in shapes.values()):
+        return keep, ""  # disjoint shapes: one stack's dispatch between its kernels
+    present = set(kernels.tolist())
+    chosen = next((k for k in _ATTENTION_KERNELS.get(backend, ()) if k in present), None)
+    if chosen is None:
+        raise ValueError(
+            f"{path}: kernels {sorted(present)} time the same shapes; expected one kernel a shape, "
+            f"or a default among them for backend {backend!r} (aic_tables._ATTENTION_KERNELS)"
+        )
+    return keep & (data["kernel_source"] == chosen), chosen
 
 
 @dataclass(frozen=True)

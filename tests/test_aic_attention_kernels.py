@@ -1,0 +1,106 @@
+"""`aic_tables.read_attention` where one table times the same shapes with several kernels (SGLang
+0.5.14's Blackwell tables: FlashInfer and TensorRT-LLM MHA side by side): the rows of the kernel the
+stack runs by default, never their mixture; disjoint shapes of two kernels (one stack's dispatch)
+kept; a backend with no default among them refused."""
+
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from simulator.calibration import aic_tables  # noqa: E402
+from simulator.calibration.aic_fit import fit_decode_attention  # noqa: E402
+
+FLOOR, PER_SEQ, PER_TOKEN = 10e-6, 0.2e-6, 1e-9  # per layer, seconds (an H200-class decode kernel)
+BATCHES, CONTEXTS = (1, 4, 16, 64, 256), (64, 512, 2048, 8192)
+
+
+def decode_s(batch: int, context: int) -> float:
+    return FLOOR + PER_SEQ * batch + PER_TOKEN * batch * context
+
+
+def _rows(kernel: str, slower: float, shapes, name_kernels: bool = True) -> list[dict]:
+    rows = []
+    for batch, isl, step in shapes:
+        row = {
+            "batch_size": batch,
+            "isl": isl,
+            "step": step,
+            "num_heads": 16,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "kv_cache_dtype": "bfloat16",
+            "window_size": 0,
+            "latency": decode_s(batch, isl + step) * slower * 1e3,  # the tables hold ms
+        }
+        if name_kernels:
+            row["kernel_source"] = kernel
+        rows.append(row)
+    return rows
+
+
+DECODE_SHAPES = [(b, 1, c - 1) for b in BATCHES for c in CONTEXTS]
+
+
+def _table(root, backend: str, rows: list[dict]):
+    path = (
+        root / "b200_sxm" / "attention" / backend / "0.5.14" / "generation_attention_perf.parquet"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    aic_tables.read_attention.cache_clear()
+    return root
+
+
+def _read(root, backend: str):
+    return aic_tables.read_attention(root, "b200_sxm", backend, "generation", 16, 2, 128)
+
+
+@pytest.mark.parametrize(
+    "kernels, default",
+    [
+        (("flashinfer", "trtllm_mha"), "trtllm_mha"),  # SM100 / SM103: SGLang's trtllm_mha
+        (("triton", "flashinfer"), "flashinfer"),  # no trtllm_mha (SM120): flashinfer
+        (("triton", "fa3"), "fa3"),  # Hopper: fa3
+    ],
+)
+def test_sglang_keeps_its_default_kernels_rows_and_the_fit_gives_them_back(
+    tmp_path, kernels, default
+):
+    slower = random.uniform(1.1, 1.9)  # the other kernel, as far off as the real tables' are
+    other = next(k for k in kernels if k != default)
+    rows = _rows(other, slower, DECODE_SHAPES) + _rows(default, 1.0, DECODE_SHAPES)
+    random.shuffle(rows)
+    table = _read(_table(tmp_path, "sglang", rows), "sglang")
+    assert table.kernel == default
+    assert len(table.seconds) == len(DECODE_SHAPES)
+    expected = [decode_s(b, c) for b, c in zip(table.batch, table.length)]
+    assert table.seconds == pytest.approx(expected, rel=1e-9)
+    fit = fit_decode_attention(table)
+    assert fit.coefficients == pytest.approx([FLOOR, PER_SEQ, PER_TOKEN], rel=1e-6)
+
+
+def test_two_kernels_on_disjoint_shapes_are_one_stacks_dispatch_and_both_stay(tmp_path):
+    # vLLM's context table: FlashInfer's prefill kernel, and its decode kernel on one-token rows
+    prefill = [(b, c, 0) for b in BATCHES for c in CONTEXTS]
+    rows = _rows("vllm_flashinfer_trtllmprefill", 1.0, prefill) + _rows(
+        "vllm_flashinfer_trtllmdecode", 1.0, [(b, 1, 0) for b in BATCHES]
+    )
+    table = _read(_table(tmp_path, "vllm", rows), "vllm")
+    assert table.kernel == ""
+    assert len(table.seconds) == len(prefill) + len(BATCHES)
+
+
+def test_a_backend_with_no_default_among_the_kernels_is_refused_not_averaged(tmp_path):
+    rows = _rows("kernel_a", 1.0, DECODE_SHAPES) + _rows("kernel_b", 1.5, DECODE_SHAPES)
+    root = _table(tmp_path, "vllm", rows)
+    with pytest.raises(ValueError, match=r"kernel_a.*kernel_b.*time the same shapes.*'vllm'"):
+        _read(root, "vllm")
+
+
+def test_a_table_that_names_no_kernel_is_read_as_one(tmp_path):
+    rows = _rows("", 1.0, DECODE_SHAPES, name_kernels=False)
+    table = _read(_table(tmp_path, "sglang", rows), "sglang")
+    assert table.kernel == "" and len(table.seconds) == len(DECODE_SHAPES)
