@@ -104,3 +104,49 @@ def test_a_table_that_names_no_kernel_is_read_as_one(tmp_path):
     rows = _rows("", 1.0, DECODE_SHAPES, name_kernels=False)
     table = _read(_table(tmp_path, "sglang", rows), "sglang")
     assert table.kernel == "" and len(table.seconds) == len(DECODE_SHAPES)
+
+
+def test_one_kernel_timing_a_shape_twice_is_refused(tmp_path):
+    # e.g. TensorRT-LLM's fp8-KV prefill rows, timed with bf16 and with fp8 attention arithmetic
+    rows = _rows("torch_flow", 1.0, DECODE_SHAPES) + _rows("torch_flow", 0.9, DECODE_SHAPES[:3])
+    root = _table(tmp_path, "trtllm", rows)
+    with pytest.raises(aic_tables.AmbiguousTable, match="timed more than once"):
+        _read(root, "trtllm")
+
+
+def test_an_ambiguous_layout_is_not_passed_over_for_a_smaller_one(tmp_path):
+    """The importer tries fewer KV heads when a layout has no rows; an ambiguous layout has rows, so
+    the build stops on it instead of fitting another layout's kernel."""
+    import pyarrow.compute as pc
+    from aic_fixture import write_fixture_db
+
+    from simulator.calibration.aic_import import aic_calibration
+
+    root = write_fixture_db(tmp_path / "data")
+    path = root / "h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet"
+    table = pq.read_table(path)
+    # a second kernel on the model's own layout (32 / 8 heads), and a clean 32 / 4 layout to fall to
+    second = table.set_column(
+        table.column_names.index("kernel_source"),
+        "kernel_source",
+        pa.array(["another"] * table.num_rows),
+    )
+    fewer = table.set_column(
+        table.column_names.index("num_key_value_heads"),
+        "num_key_value_heads",
+        pc.divide(table.column("num_key_value_heads"), 2),
+    )
+    pq.write_table(pa.concat_tables([table, second, fewer]), path)
+    for other in ("context",):  # the 32 / 4 layout needs prefill rows too
+        other_path = root / f"h200_sxm/attention/vllm/0.24.0/{other}_attention_perf.parquet"
+        prefill = pq.read_table(other_path)
+        halved = prefill.set_column(
+            prefill.column_names.index("num_key_value_heads"),
+            "num_key_value_heads",
+            pc.divide(prefill.column("num_key_value_heads"), 2),
+        )
+        pq.write_table(pa.concat_tables([prefill, halved]), other_path)
+    aic_tables.read_attention.cache_clear()
+    with pytest.raises(aic_tables.AmbiguousTable, match=r"another.*fixture"):
+        aic_calibration("llama-3-8b", "H200-141GB", 1, "vllm", root=root)
+    aic_tables.read_attention.cache_clear()

@@ -70,6 +70,8 @@ def _measured_kv_heads(
             tables.read_attention(root, system, backend, "generation", heads, candidate, head_dim)
             tables.read_attention(root, system, backend, "context", heads, candidate, head_dim)
             return candidate
+        except tables.AmbiguousTable:
+            raise
         except ValueError:
             continue
     raise ValueError(

@@ -124,6 +124,12 @@ def _read(path: Path, columns: list[str], defaults: dict | None = None) -> dict[
     }
 
 
+class AmbiguousTable(ValueError):
+    """A table that times one shape more than once in a way the reader does not choose between:
+    refused, never averaged, and not taken for a table that lacks the rows (callers that try other
+    layouts or dtypes on a ValueError re-raise it)."""
+
+
 @dataclass(frozen=True)
 class GemmTable:
     """GEMM times of one `gemm_dtype` (bfloat16, fp8): time_s[(n, k)] = (m values [rows], seconds
@@ -297,28 +303,39 @@ def _one_kernel(
     data: dict[str, np.ndarray], keep: np.ndarray, backend: str, path: Path
 ) -> tuple[np.ndarray, str]:
     """`keep` narrowed to one kernel's rows when several kernels time one of its shapes, and that
-    kernel; else `keep` as it is and ""."""
+    kernel (else "", `keep` as it is); refused when a shape is then still timed more than once (rows
+    that differ in a column this reader does not choose by, such as `attn_dtype`), rather than fitted
+    as an average."""
     kernels = data["kernel_source"][keep]
-    if len(set(kernels.tolist())) < 2:
-        return keep, ""
-    shapes: dict[tuple, set] = {}
-    for shape in zip(
-        data["batch_size"][keep].tolist(),
-        data["isl"][keep].tolist(),
-        data["step"][keep].tolist(),
-        kernels.tolist(),
-    ):
-        shapes.setdefault(shape[:3], set()).add(shape[3])
-    if all(len(timed_by) == 1 for timed_by in shapes.values()):
-        return keep, ""  # disjoint shapes: one stack's dispatch between its kernels
     present = set(kernels.tolist())
-    chosen = next((k for k in _ATTENTION_KERNELS.get(backend, ()) if k in present), None)
-    if chosen is None:
-        raise ValueError(
-            f"{path}: kernels {sorted(present)} time the same shapes; expected one kernel a shape, "
-            f"or a default among them for backend {backend!r} (aic_tables._ATTENTION_KERNELS)"
+    chosen = ""
+    if len(present) > 1 and _timed_twice(data, keep, kernels):
+        chosen = next((k for k in _ATTENTION_KERNELS.get(backend, ()) if k in present), "")
+        if not chosen:
+            raise AmbiguousTable(
+                f"{path}: kernels {sorted(present)} time the same shapes; expected one kernel a "
+                f"shape, or a default among them for backend {backend!r} "
+                "(aic_tables._ATTENTION_KERNELS)"
+            )
+        keep = keep & (data["kernel_source"] == chosen)
+    if _timed_twice(data, keep, None):
+        raise AmbiguousTable(
+            f"{path}: some shapes are timed more than once for this head layout and KV dtype"
+            f"{f' by {chosen}' if chosen else ''}; expected one row a shape (rows that differ in "
+            "attn_dtype or beam_width are not chosen between)"
         )
-    return keep & (data["kernel_source"] == chosen), chosen
+    return keep, chosen
+
+
+def _timed_twice(data: dict[str, np.ndarray], keep: np.ndarray, kernels) -> bool:
+    """Whether some (batch, isl, step) of the kept rows has two rows (of two kernels, when
+    `kernels` is given: one kernel's repeats do not count)."""
+    columns = [data[name][keep].tolist() for name in ("batch_size", "isl", "step")]
+    if kernels is not None:
+        columns.append(kernels.tolist())
+    rows = list(zip(*columns))
+    shapes = {row[:3] for row in rows}
+    return len(shapes) < len(set(rows)) if kernels is not None else len(shapes) < len(rows)
 
 
 @dataclass(frozen=True)

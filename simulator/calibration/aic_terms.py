@@ -146,6 +146,8 @@ def kv_cache_dtype_terms(
                 version,
                 table_dtype,
             )
+        except tables.AmbiguousTable:
+            raise
         except ValueError:
             continue
         fit = fit_decode_attention(table)
