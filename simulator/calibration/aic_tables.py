@@ -349,7 +349,8 @@ class AllReduceTable:
 
 def read_all_reduce(root: Path, system: str, backend: str, num_gpus: int) -> AllReduceTable:
     """The newest custom all-reduce table of this backend with rows for `num_gpus`, in the backend's
-    CUDA-graph kernel when measured (what a serving engine runs), else its eager one."""
+    CUDA-graph kernel when measured (what a serving engine runs), else its eager one; one time per
+    message size, ascending."""
     folder = Path(root) / system / "comm" / backend
     versions = (
         sorted(
@@ -372,12 +373,17 @@ def read_all_reduce(root: Path, system: str, backend: str, num_gpus: int) -> All
                 & (data["allreduce_dtype"] == "bfloat16")
             )
             if keep.any():
+                # a size measured more than once (SGLang 0.5.10's GB200 / GB300 tables time each
+                # twice): its median, as for the GEMM sweep, so the sizes stay one per point
+                sizes = data["message_size"][keep].astype(float)
+                seconds = data["latency"][keep] * _MS
+                unique = np.unique(sizes)
                 return AllReduceTable(
                     path,
                     version,
                     kernel,
-                    data["message_size"][keep].astype(float),
-                    data["latency"][keep] * _MS,
+                    unique,
+                    np.array([np.median(seconds[sizes == size]) for size in unique]),
                 )
     raise ValueError(
         f"{folder}: no custom all-reduce rows for {num_gpus} GPUs in {versions or 'any version'}"

@@ -1,7 +1,9 @@
-"""`aic_tables.read_attention` where one table times the same shapes with several kernels (SGLang
-0.5.14's Blackwell tables: FlashInfer and TensorRT-LLM MHA side by side): the rows of the kernel the
-stack runs by default, never their mixture; disjoint shapes of two kernels (one stack's dispatch)
-kept; a backend with no default among them refused."""
+"""aiconfigurator tables that time one shape more than once. Attention
+(`aic_tables.read_attention`): where several kernels time the same shapes (SGLang 0.5.14's
+Blackwell tables: FlashInfer and TensorRT-LLM MHA side by side), the rows of the kernel the stack
+runs by default, never their mixture; disjoint shapes of two kernels (one stack's dispatch) kept; a
+backend with no default among them, or one kernel timing a shape twice, refused. All-reduce
+(`read_all_reduce`): a size timed twice read once, at its median."""
 
 import random
 
@@ -150,3 +152,29 @@ def test_an_ambiguous_layout_is_not_passed_over_for_a_smaller_one(tmp_path):
     with pytest.raises(aic_tables.AmbiguousTable, match=r"another.*fixture"):
         aic_calibration("llama-3-8b", "H200-141GB", 1, "vllm", root=root)
     aic_tables.read_attention.cache_clear()
+
+
+def test_an_all_reduce_size_timed_twice_is_read_once_at_its_median(tmp_path):
+    """SGLang 0.5.10's GB200 / GB300 all-reduce tables time every size twice; the curve needs one
+    time a size (ascending sizes), so the reader takes each size's median."""
+    sizes = [2**p for p in range(10, 20)]
+    rng = random.Random()
+    rows = []
+    for size in sizes:
+        for factor in (1.0, rng.uniform(1.01, 1.5), rng.uniform(0.5, 0.99)):  # median: the first
+            rows.append(
+                {
+                    "kernel_source": "SGLang_CustomAllReduce_graph",
+                    "num_gpus": 4,
+                    "message_size": size,
+                    "allreduce_dtype": "bfloat16",
+                    "latency": (6e-3 + 1e-9 * size) * factor,
+                }
+            )
+    rng.shuffle(rows)
+    path = tmp_path / "gb200" / "comm" / "sglang" / "0.5.10" / "custom_allreduce_perf.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    table = aic_tables.read_all_reduce(tmp_path, "gb200", "sglang", 4)
+    assert table.elements.tolist() == sizes
+    assert table.seconds == pytest.approx([(6e-3 + 1e-9 * s) * 1e-3 for s in sizes], rel=1e-12)
