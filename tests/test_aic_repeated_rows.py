@@ -14,6 +14,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from simulator.calibration import aic_tables  # noqa: E402
 from simulator.calibration.aic_fit import fit_decode_attention  # noqa: E402
+from simulator.calibration.aic_repeats import AmbiguousTable  # noqa: E402
 
 FLOOR, PER_SEQ, PER_TOKEN = 10e-6, 0.2e-6, 1e-9  # per layer, seconds (an H200-class decode kernel)
 BATCHES, CONTEXTS = (1, 4, 16, 64, 256), (64, 512, 2048, 8192)
@@ -112,7 +113,7 @@ def test_one_kernel_timing_a_shape_twice_is_refused(tmp_path):
     # e.g. TensorRT-LLM's fp8-KV prefill rows, timed with bf16 and with fp8 attention arithmetic
     rows = _rows("torch_flow", 1.0, DECODE_SHAPES) + _rows("torch_flow", 0.9, DECODE_SHAPES[:3])
     root = _table(tmp_path, "trtllm", rows)
-    with pytest.raises(aic_tables.AmbiguousTable, match="timed more than once"):
+    with pytest.raises(AmbiguousTable, match="timed more than once"):
         _read(root, "trtllm")
 
 
@@ -149,7 +150,7 @@ def test_an_ambiguous_layout_is_not_passed_over_for_a_smaller_one(tmp_path):
         )
         pq.write_table(pa.concat_tables([prefill, halved]), other_path)
     aic_tables.read_attention.cache_clear()
-    with pytest.raises(aic_tables.AmbiguousTable, match=r"another.*fixture"):
+    with pytest.raises(AmbiguousTable, match=r"another.*fixture"):
         aic_calibration("llama-3-8b", "H200-141GB", 1, "vllm", root=root)
     aic_tables.read_attention.cache_clear()
 

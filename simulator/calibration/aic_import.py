@@ -16,6 +16,7 @@ from simulator.calibration.aic_fit import (
     fit_lm_head,
     fit_prefill_attention,
 )
+from simulator.calibration.aic_repeats import AmbiguousTable
 from simulator.calibration.aic_step_check import step_error
 from simulator.calibration.aic_terms import (
     cost_term,
@@ -70,7 +71,7 @@ def _measured_kv_heads(
             tables.read_attention(root, system, backend, "generation", heads, candidate, head_dim)
             tables.read_attention(root, system, backend, "context", heads, candidate, head_dim)
             return candidate
-        except tables.AmbiguousTable:
+        except AmbiguousTable:
             raise
         except ValueError:
             continue

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.calibration.aic_repeats import medians, one_attention_kernel
+
 DATABASE_MODE = (
     "SILICON"  # aiconfigurator's name for "measured kernel tables only, no SOL/empirical fill"
 )
@@ -34,15 +36,6 @@ _ALL_REDUCE_KERNELS = {
     "sglang": ("SGLang_CustomAllReduce_graph", "SGLang_CustomAllReduce_eager", "TRTLLM"),
     "trtllm": ("TRTLLM",),
 }
-# Per backend: where one attention table times the same shapes with several kernels (SGLang 0.5.14's
-# Blackwell tables time its FlashInfer and TensorRT-LLM MHA backends side by side, 1.1-1.9x apart),
-# the kernel the stack picks when none is named, most preferred first. SGLang's
-# `get_default_attn_backend` (python/sglang/srt/server_args.py) takes trtllm_mha on SM100 / SM103
-# (B200, B300, GB200, GB300), fa3 on Hopper, else flashinfer, else triton; a table holds only the
-# kernels its GPU runs, so the first present is that GPU's default. Kernels timing disjoint shapes
-# (vLLM's FlashInfer prefill rows beside its decode kernel's one-token rows) are one stack's dispatch
-# and are all kept; a backend without a preference here is refused rather than averaged.
-_ATTENTION_KERNELS = {"sglang": ("trtllm_mha", "fa3", "flashinfer", "triton")}
 
 
 def installed_database_root() -> Path:
@@ -122,12 +115,6 @@ def _read(path: Path, columns: list[str], defaults: dict | None = None) -> dict[
         else np.full(table.num_rows, defaults[column])
         for column in columns
     }
-
-
-class AmbiguousTable(ValueError):
-    """A table that times one shape more than once in a way the reader does not choose between:
-    refused, never averaged, and not taken for a table that lacks the rows (callers that try other
-    layouts or dtypes on a ValueError re-raise it)."""
 
 
 @dataclass(frozen=True)
@@ -218,12 +205,7 @@ def read_gemm(
     for key in set(zip(n.tolist(), k.tolist())):
         rows = np.flatnonzero((n == key[0]) & (k == key[1]))
         order = np.argsort(m[rows], kind="stable")
-        rows_m, rows_s = m[rows][order].astype(float), seconds[rows][order]
-        unique_m = np.unique(rows_m)  # repeated rows of one shape: their median
-        by_nk[key] = (
-            unique_m,
-            np.array([np.median(rows_s[rows_m == value]) for value in unique_m]),
-        )
+        by_nk[key] = medians(m[rows][order], seconds[rows][order])  # repeated rows: one time
     return GemmTable(path, found, by_nk, gemm_dtype)
 
 
@@ -254,7 +236,7 @@ def read_attention(
     """phase 'context' (prefill, no cached prefix) or 'generation' (one decode token per sequence);
     heads are those one GPU holds (divided by the tensor-parallel degree); the rows of kernels
     reading a `kv_cache_dtype` cache (the table's name: 'bfloat16', 'fp8'); of one kernel where
-    several time the same shapes (`_ATTENTION_KERNELS`)."""
+    several time the same shapes (`aic_repeats`)."""
     if phase not in ("context", "generation"):
         raise ValueError(f"attention phase {phase!r}; expected 'context' or 'generation'")
     path, found = table_path(
@@ -286,7 +268,7 @@ def read_attention(
             f"{path}: no rows with a {kv_cache_dtype} KV cache for {num_heads} heads / "
             f"{num_kv_heads} KV heads / head_dim {head_dim}"
         )
-    keep, kernel = _one_kernel(data, keep, backend, path)
+    keep, kernel = one_attention_kernel(data, keep, backend, path)
     # generation rows time the step-th decode token after an isl-token prompt: context isl + step
     length = data["isl"][keep] + (data["step"][keep] if phase == "generation" else 0)
     return AttentionTable(
@@ -297,45 +279,6 @@ def read_attention(
         data["latency"][keep] * _MS,
         kernel,
     )
-
-
-def _one_kernel(
-    data: dict[str, np.ndarray], keep: np.ndarray, backend: str, path: Path
-) -> tuple[np.ndarray, str]:
-    """`keep` narrowed to one kernel's rows when several kernels time one of its shapes, and that
-    kernel (else "", `keep` as it is); refused when a shape is then still timed more than once (rows
-    that differ in a column this reader does not choose by, such as `attn_dtype`), rather than fitted
-    as an average."""
-    kernels = data["kernel_source"][keep]
-    present = set(kernels.tolist())
-    chosen = ""
-    if len(present) > 1 and _timed_twice(data, keep, kernels):
-        chosen = next((k for k in _ATTENTION_KERNELS.get(backend, ()) if k in present), "")
-        if not chosen:
-            raise AmbiguousTable(
-                f"{path}: kernels {sorted(present)} time the same shapes; expected one kernel a "
-                f"shape, or a default among them for backend {backend!r} "
-                "(aic_tables._ATTENTION_KERNELS)"
-            )
-        keep = keep & (data["kernel_source"] == chosen)
-    if _timed_twice(data, keep, None):
-        raise AmbiguousTable(
-            f"{path}: some shapes are timed more than once for this head layout and KV dtype"
-            f"{f' by {chosen}' if chosen else ''}; expected one row a shape (rows that differ in "
-            "attn_dtype or beam_width are not chosen between)"
-        )
-    return keep, chosen
-
-
-def _timed_twice(data: dict[str, np.ndarray], keep: np.ndarray, kernels) -> bool:
-    """Whether some (batch, isl, step) of the kept rows has two rows (of two kernels, when
-    `kernels` is given: one kernel's repeats do not count)."""
-    columns = [data[name][keep].tolist() for name in ("batch_size", "isl", "step")]
-    if kernels is not None:
-        columns.append(kernels.tolist())
-    rows = list(zip(*columns))
-    shapes = {row[:3] for row in rows}
-    return len(shapes) < len(set(rows)) if kernels is not None else len(shapes) < len(rows)
 
 
 @dataclass(frozen=True)
@@ -373,18 +316,9 @@ def read_all_reduce(root: Path, system: str, backend: str, num_gpus: int) -> All
                 & (data["allreduce_dtype"] == "bfloat16")
             )
             if keep.any():
-                # a size measured more than once (SGLang 0.5.10's GB200 / GB300 tables time each
-                # twice): its median, as for the GEMM sweep, so the sizes stay one per point
-                sizes = data["message_size"][keep].astype(float)
-                seconds = data["latency"][keep] * _MS
-                unique = np.unique(sizes)
-                return AllReduceTable(
-                    path,
-                    version,
-                    kernel,
-                    unique,
-                    np.array([np.median(seconds[sizes == size]) for size in unique]),
-                )
+                # one time a size (the curve needs ascending sizes), as for the GEMM sweep
+                sizes, seconds = medians(data["message_size"][keep], data["latency"][keep] * _MS)
+                return AllReduceTable(path, version, kernel, sizes, seconds)
     raise ValueError(
         f"{folder}: no custom all-reduce rows for {num_gpus} GPUs in {versions or 'any version'}"
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from simulator.calibration import aic_tables as tables
 from simulator.calibration.aic_fit import TermFit, fit_decode_attention, fit_linear_layers
+from simulator.calibration.aic_repeats import AmbiguousTable
 from simulator.calibration.schema import CostTerm, DtypeTerms, WeightDtypeTerms
 from simulator.hardware.catalog import get_hardware
 from simulator.model_spec import ModelSpec
@@ -146,7 +147,7 @@ def kv_cache_dtype_terms(
                 version,
                 table_dtype,
             )
-        except tables.AmbiguousTable:
+        except AmbiguousTable:
             raise
         except ValueError:
             continue
