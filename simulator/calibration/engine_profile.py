@@ -40,14 +40,20 @@ DEFAULT_PROFILE = "vllm-v1"
 OWN_ENGINE_PROFILE = "surgeplan"
 # What a host term's seconds multiply. `output_token`: one per decoding sequence (each emits a token).
 # `wake`: once, on the first step after the engine was idle (thread wake-up, cold caches).
-HostFeature = Literal["step", "sequence", "prefill_token", "output_token", "wake"]
+# `request`: once per request, before the scheduler sees it: the stack's API server (HTTP parsing,
+# tokenisation, hand-off to the engine process); a latency on that request's path only (other
+# requests and the GPU go on meanwhile), paid by requests served over HTTP, not by offline runs.
+HostFeature = Literal["step", "sequence", "prefill_token", "output_token", "wake", "request"]
 HOST_FEATURES: dict[str, str] = {
     "step": "per step (scheduling, input preparation, launch, synchronisation)",
     "sequence": "per scheduled sequence (block tables, sampling, output handling)",
     "prefill_token": "per prefill token (token ids in, position and slot mapping)",
     "output_token": "per output token (sampling, detokenisation, streaming)",
     "wake": "first step after idleness (thread wake-up, cold caches), serial",
+    "request": "per request before the scheduler (API server: parsing, tokenisation, hand-off)",
 }
+# the terms not paid per step: `wake` after idleness, `request` on each request's way in
+_NOT_PER_STEP = ("wake", "request")
 
 
 class _Strict(BaseModel):
@@ -233,21 +239,36 @@ class EngineProfile(_Strict):
         return (calibration_backend or "vllm") != self.kernel_backend
 
     def host_s(self, shape: StepShape) -> float:
-        """Host seconds of one step (before overlap; the wake-up term apart)."""
+        """Host seconds of one step (before overlap; the wake-up and per-request terms apart)."""
         return host_seconds(self.host_terms(), shape)
 
     def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
-        """(units function, seconds per unit) of each per-step host term, in order (`wake` apart): what
-        `host_s` adds up, read once by `ProfiledCostModel` so its per-step path does no lookup."""
+        """(units function, seconds per unit) of each per-step host term, in order (`wake` and
+        `request` apart): what `host_s` adds up, read once by `ProfiledCostModel` so its per-step path
+        does no lookup."""
         return tuple(
             (_units_of(term.feature), term.seconds_per_unit)
             for term in self.terms
-            if term.feature != "wake"
+            if term.feature not in _NOT_PER_STEP
         )
 
     @property
     def wake_s(self) -> float:
         return sum(term.seconds_per_unit for term in self.terms if term.feature == "wake")
+
+    @property
+    def request_s(self) -> float:
+        """Seconds each request spends in the stack's API server before the scheduler sees it."""
+        return sum(term.seconds_per_unit for term in self.terms if term.feature == "request")
+
+    def offline(self) -> EngineProfile:
+        """The profile as an offline run meets it (the engine fed directly, as `trtllm-bench`,
+        `LLM.generate` or a C++ benchmark do): no API server, so no `request` term."""
+        if not any(term.feature == "request" for term in self.terms):
+            return self
+        return self.model_copy(
+            update={"terms": [term for term in self.terms if term.feature != "request"]}
+        )
 
     def step_s(self, gpu_s: float, shape: StepShape) -> float:
         """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
@@ -291,13 +312,15 @@ class EngineProfile(_Strict):
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
 
 
-# host feature -> its units in a step (`wake` is not per step: `EngineProfile.wake_s`, paid after idleness)
+# host feature -> its units in a step (`wake` and `request` are not per step: `EngineProfile.wake_s`,
+# paid after idleness, and `EngineProfile.request_s`, on each request's way in)
 _HOST_UNITS: dict[str, Callable[[StepShape], float]] = {
     "step": lambda shape: 1.0,
     "sequence": lambda shape: float(shape.num_seqs),
     "prefill_token": lambda shape: float(shape.num_prefill_tokens),
     "output_token": lambda shape: float(shape.num_decode_seqs),
     "wake": lambda shape: 0.0,
+    "request": lambda shape: 0.0,
 }
 
 

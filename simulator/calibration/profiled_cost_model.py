@@ -105,6 +105,8 @@ class ProfiledCostModel:
         self.scale = scale  # every step that many times as long (the planner's error band)
         self.fit = gpu.fit
         self.wake_s = profile.wake_s * scale  # the replica adds it to its first step after idleness
+        # each request's time in the API server before the scheduler sees it (the cluster delays it)
+        self.front_end_s = profile.request_s * scale
         # the profile's per-step figures, read once (the profile is not changed after this)
         self._host_terms = profile.host_terms()
         self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale

@@ -82,6 +82,10 @@ class Replica:
         self._changed = False  # poked by anything but an arrival since the stretch began
         # the engine profile's wake-up cost, paid by the first step after idleness (0 for a bare cost model)
         self.wake_s = getattr(cost_model, "wake_s", 0.0)
+        # the profile's API-server latency per request: the cluster hands a request over that long
+        # after sending it (0 for a bare cost model or an offline profile)
+        self.front_end_s = getattr(cost_model, "front_end_s", 0.0)
+        self.num_in_front_end = 0  # requests sent here and still in its API server
         self._woke = False
         # the state as of the last completed step, which observers (metrics, autoscaler) read
         self.snapshot = (0, 0, 0)  # (waiting, running, used blocks)
@@ -90,7 +94,9 @@ class Replica:
     # ---- what the router and the clients call --------------------------------------------------
     @property
     def num_outstanding(self) -> int:
-        return self.scheduler.num_unfinished_requests
+        """Requests sent here and not ended: in its API server, waiting or running (what a router
+        counts of its own sends)."""
+        return self.scheduler.num_unfinished_requests + self.num_in_front_end
 
     @property
     def kv_usage(self) -> float:
@@ -100,6 +106,21 @@ class Replica:
         self.scheduler.add_request(request)
         self._load_changed()
         self._poke(arrival=True)
+
+    def enter_front_end(self) -> None:
+        """A request sent here is in the API server (`front_end_s`): counted, not yet scheduled."""
+        self.num_in_front_end += 1
+        self._load_changed()
+
+    def leave_front_end(self, request: Request | None) -> None:
+        """A request leaves the API server: to the scheduler, or (None) abandoned by its client; a
+        draining replica re-checks whether it may stop."""
+        self.num_in_front_end -= 1
+        if request is not None:
+            self.add_request(request)
+        else:
+            self._load_changed()
+            self._poke()
 
     def abort_request(self, request: Request) -> None:
         self.scheduler.abort_request(request, self.env.now)
@@ -132,7 +153,7 @@ class Replica:
                 self.state = SERVING
         while True:
             if not self.scheduler.has_unfinished_requests():
-                if self.state == DRAINING:
+                if self.state == DRAINING and not self.num_in_front_end:
                     break
                 yield from self._idle()
                 continue

@@ -35,7 +35,19 @@ FP8_RANGES = {
     FP8_LARGE_TERM: FP8_LARGE_RANGE,
 }  # per fp8 term: its search range
 # every figure a set may name in `fit_terms`: host terms, kernel scales, the fp8 linear layers
-FIT_TERMS = ("step", "sequence", "prefill_token", "wake", *SCALE_KEYS, FP8_TERM, FP8_LARGE_TERM)
+FIT_TERMS = (
+    "step",
+    "sequence",
+    "prefill_token",
+    "wake",
+    "request",
+    *SCALE_KEYS,
+    FP8_TERM,
+    FP8_LARGE_TERM,
+)
+# a term scored on rows of one metric whatever the set's `fit_metrics`: the API server's time per
+# request moves only first tokens (and E2E by as much), so its fit reads the first-token rows
+TERM_METRICS = {"request": ("ttft_mean_s",)}
 # kernel scales are searched coarse to fine: every 0.1 over the range, then every 0.02 within
 # 0.08 of the best (18 trials where the fine grid alone takes 41: each trial replays every fit run)
 SCALE_COARSE_STEP, SCALE_FINE_STEP = 0.1, 0.02

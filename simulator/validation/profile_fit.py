@@ -23,6 +23,7 @@ from simulator.validation.fit_coordinates import (
     SCALE_FINE_STEP,
     SCALE_KEYS,
     SCALE_RANGE,
+    TERM_METRICS,
     fp8_coordinates,
     fp8_references,
     objective,
@@ -36,11 +37,16 @@ from simulator.validation.published_sets import fit_metrics, load_published, pub
 from simulator.validation.published_sets import fits as fit_targets
 
 
-def scored_rows(sets: list[dict], profile: EngineProfile) -> list[Row]:
+def scored_rows(
+    sets: list[dict], profile: EngineProfile, metrics: tuple[str, ...] | None = None
+) -> list[Row]:
     """The rows that score a fit trial: each set's runs replayed with `profile`, the rows of its
-    `fit_metrics` kept."""
+    `fit_metrics` kept (of `metrics` instead where given: a term's own, `TERM_METRICS`)."""
     return [
-        row for each in sets for row in replay(each, profile) if row.metric in fit_metrics(each)
+        row
+        for each in sets
+        for row in replay(each, profile)
+        if row.metric in (metrics if metrics is not None else fit_metrics(each))
     ]
 
 
@@ -103,6 +109,8 @@ def fit_profile(
         "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
         # once per request started from idleness: only where a set names it (single-request latency)
         "wake": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
+        # each request's time in the API server: only where a set served over HTTP names it
+        "request": [0.0] + list(np.geomspace(1e-3, 5e-2, 18)),
         "kernel_scale": scales,
         # per kind of kernel term (`kernel_scale_by_bound`): only where a set names them
         "memory_scale": scales,
@@ -168,7 +176,8 @@ def fit_profile(
                 if bound[kind] == 1.0:
                     del bound[kind]
         for key, value in terms.items():
-            base = base.with_terms({key: value}, "fitted", source(key))
+            rows = " (their first-token rows)" if TERM_METRICS.get(key) == ("ttft_mean_s",) else ""
+            base = base.with_terms({key: value}, "fitted", source(key) + rows)
         built = base.model_copy(
             update={
                 "kernel_scale": candidate["kernel_scale"],
@@ -215,14 +224,19 @@ def fit_profile(
     def search(base: EngineProfile) -> tuple[float, dict]:
         start = values
 
-        def trial(candidate: dict, scoring: list[dict] = fit_sets) -> float:
+        def trial(
+            candidate: dict,
+            scoring: list[dict] = fit_sets,
+            metrics: tuple[str, ...] | None = None,
+        ) -> float:
             profile = build(candidate, base)
-            return objective(scored_rows(scoring, profile))
+            return objective(scored_rows(scoring, profile, metrics))
 
         for _ in range(steps):
             for feature, grid in grids.items():
                 scoring = on_its_gpu(feature, scoring_sets(feature, fit_sets, older, fp8), fp8)
-                best = trial(start, scoring)
+                metrics = TERM_METRICS.get(feature)
+                best = trial(start, scoring, metrics)
                 # a kernel scale: coarse, then fine around the best of the coarse pass
                 swept = feature in scale_keys or feature in fp8
                 bounds = FP8_RANGES[feature.split(":")[0]] if feature in fp8 else SCALE_RANGE
@@ -232,7 +246,7 @@ def fit_profile(
                         candidate = start | {feature: float(value)}
                         if candidate == start:
                             continue
-                        score = trial(candidate, scoring)
+                        score = trial(candidate, scoring, metrics)
                         if score < best:
                             best, start = score, candidate
         return trial(start), start

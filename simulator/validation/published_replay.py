@@ -204,13 +204,15 @@ def source_profile(data: dict, profile: EngineProfile | str | None = None) -> En
     """The profile (the set's own unless named) as this set's source ran it: its kernel era
     (`EngineProfile.source_eras`, chosen on the set's fit runs) applied; a set declared of the same
     stack generation as another (`kernel_era_like`: a held-out-only set has no fit runs to choose
-    on) takes that set's."""
+    on) takes that set's; a set run offline (`api_server` false) pays no per-request API-server
+    term."""
     chosen = (
         profile
         if isinstance(profile, EngineProfile)
         else load_profile(profile or data["engine_profile"])
     )
-    return chosen.for_source(data["name"], data.get("kernel_era_like"))
+    chosen = chosen.for_source(data["name"], data.get("kernel_era_like"))
+    return chosen if data["api_server"] else chosen.offline()
 
 
 __all__ = [

@@ -15,6 +15,10 @@ load generator it shares: its `bunched_turns` read from that set at load, never 
 `random_lengths` (a closed loop's per-request lengths as benchmark_serving's random dataset draws
 them from its seed: `random_lengths`, below, instead of every request at the run's nominal lengths)
 and `fit_metrics` (the measured means whose rows score its fit; its other rows are only reported).
+Every set says whether its requests went through the stack's API server (`api_server`: an HTTP
+benchmark against `vllm serve`, `trtllm-serve`, `sglang.launch_server`) or were fed to the engine
+offline (`LLM.generate`, `trtllm-bench`, a C++ benchmark): only the former pay the profile's
+per-request term (`EngineProfile.offline`).
 Runs are split into `fit` and `held_out`. Apart from the replay (`published_replay`) and the report
 (`published_report`) so that the format and its checks live in one place, read by both and by the
 profile fit without running a simulation.
@@ -112,6 +116,11 @@ def load_published(name_or_path: str | Path) -> dict:
         raise ValueError(
             f"{path}: kernel_era_like is {like!r}; expected the name of a stored set whose era "
             f"this source shares, one of {published_names()}"
+        )
+    if not isinstance(data.get("api_server"), bool):
+        raise ValueError(
+            f"{path}: api_server is {data.get('api_server')!r}; expected true (its requests went "
+            "through the stack's API server, over HTTP) or false (fed to the engine offline)"
         )
     turns = data.get("burst_start_turns")
     if turns is not None and not (isinstance(turns, int) and turns >= 1):
