@@ -7,8 +7,9 @@ from rich.table import Table
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.cost_model import feature_value
-from simulator.calibration.engine_profile import HOST_FEATURES, EngineProfile
+from simulator.calibration.engine_profile import EngineProfile
 from simulator.calibration.fp8_small_batch import with_carried_fp8
+from simulator.calibration.host_terms import HOST_FEATURES
 from simulator.calibration.plausibility import (
     kv_read_rates,
     linear_peak_shares,

@@ -15,7 +15,8 @@ validate --published` reports each one's error on public measurements it was and
 calibration measured on our own engine (`surgeplan profile`) already contains that engine's host
 time, so the default profile for it is `surgeplan`, whose terms are only the systematic gap between
 live and profiled steps.
-The cost model that applies a profile to a calibration is `profiled_cost_model.py`.
+The cost model that applies a profile to a calibration is `profiled_cost_model.py`; the host terms
+and what each multiplies are `host_terms.py`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.fp8_small_batch import Fp8Reference
+from simulator.calibration.host_terms import HOST_FEATURES, NOT_PER_STEP, HostTerm, units_of
 from simulator.calibration.profile_errors import ProfileError, held_out
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
@@ -38,33 +40,10 @@ from simulator.hardware.catalog import load_catalog
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "vllm-v1"
 OWN_ENGINE_PROFILE = "surgeplan"
-# What a host term's seconds multiply. `output_token`: one per decoding sequence (each emits a token).
-# `wake`: once, on the first step after the engine was idle (thread wake-up, cold caches).
-# `request`: once per request, before the scheduler sees it: the stack's API server (HTTP parsing,
-# tokenisation, hand-off to the engine process); a latency on that request's path only (other
-# requests and the GPU go on meanwhile), paid by requests served over HTTP, not by offline runs.
-HostFeature = Literal["step", "sequence", "prefill_token", "output_token", "wake", "request"]
-HOST_FEATURES: dict[str, str] = {
-    "step": "per step (scheduling, input preparation, launch, synchronisation)",
-    "sequence": "per scheduled sequence (block tables, sampling, output handling)",
-    "prefill_token": "per prefill token (token ids in, position and slot mapping)",
-    "output_token": "per output token (sampling, detokenisation, streaming)",
-    "wake": "first step after idleness (thread wake-up, cold caches), serial",
-    "request": "per request before the scheduler (API server: parsing, tokenisation, hand-off)",
-}
-# the terms not paid per step: `wake` after idleness, `request` on each request's way in
-_NOT_PER_STEP = ("wake", "request")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class HostTerm(_Strict):
-    feature: HostFeature
-    seconds_per_unit: float = Field(ge=0)
-    label: Label
-    source: str = Field(description="where the number comes from (measurement, fit, derivation)")
 
 
 class SourceEra(_Strict):
@@ -247,9 +226,9 @@ class EngineProfile(_Strict):
         `request` apart): what `host_s` adds up, read once by `ProfiledCostModel` so its per-step path
         does no lookup."""
         return tuple(
-            (_units_of(term.feature), term.seconds_per_unit)
+            (units_of(term.feature), term.seconds_per_unit)
             for term in self.terms
-            if term.feature not in _NOT_PER_STEP
+            if term.feature not in NOT_PER_STEP
         )
 
     @property
@@ -310,27 +289,6 @@ class EngineProfile(_Strict):
                 feature=feature, seconds_per_unit=float(value), label=label, source=source
             )
         return self.model_copy(update={"terms": [terms[f] for f in HOST_FEATURES if f in terms]})
-
-
-# host feature -> its units in a step (`wake` and `request` are not per step: `EngineProfile.wake_s`,
-# paid after idleness, and `EngineProfile.request_s`, on each request's way in)
-_HOST_UNITS: dict[str, Callable[[StepShape], float]] = {
-    "step": lambda shape: 1.0,
-    "sequence": lambda shape: float(shape.num_seqs),
-    "prefill_token": lambda shape: float(shape.num_prefill_tokens),
-    "output_token": lambda shape: float(shape.num_decode_seqs),
-    "wake": lambda shape: 0.0,
-    "request": lambda shape: 0.0,
-}
-
-
-def _units_of(feature: str) -> Callable[[StepShape], float]:
-    units = _HOST_UNITS.get(feature)
-    if units is None:
-        raise ValueError(
-            f"host feature {feature!r} is unknown; expected one of {list(HOST_FEATURES)}"
-        )
-    return units
 
 
 def kernel_backend(profile: EngineProfile | None) -> str:
