@@ -4,6 +4,7 @@ a client timeout meanwhile ends it without the scheduler ever seeing it; offline
 (`api_server` false) replay without it; the fit reads first-token rows for it."""
 
 import json
+import random
 
 import pytest
 from sim_helpers import cluster_config, cost_model, host_profile
@@ -21,32 +22,41 @@ PROMPTS = [40, 90, 20, 300, 60, 10]
 OUTPUTS = [12, 5, 30, 8, 1, 20]
 
 
-def run(front_end_s: float, **config) -> Cluster:
+def run(
+    front_end_s: float, arrivals=ARRIVALS, prompts=PROMPTS, outputs=OUTPUTS, **config
+) -> Cluster:
     profile = host_profile(0.5, step_s=0.002)
     if front_end_s:
         profile = profile.with_terms({"request": front_end_s}, "derived", "test")
     model = ProfiledCostModel(cost_model(0.004, 2e-5, 3e-7), profile)
     cluster = Cluster(
         cluster_config(model, max_num_batched_tokens=128, **config),
-        list(ARRIVALS),
-        PROMPTS,
-        OUTPUTS,
-        ["default"] * len(ARRIVALS),
+        list(arrivals),
+        list(prompts),
+        list(outputs),
+        ["default"] * len(arrivals),
     )
     cluster.run()
     return cluster
 
 
 def test_each_request_reaches_the_scheduler_that_long_after_it_was_sent():
-    plain, served = run(0.0), run(0.025)
+    rng = random.Random()  # fresh requests each run
+    n = rng.randint(5, 40)
+    arrivals = sorted(rng.uniform(0.0, 0.5) for _ in range(n))
+    prompts = [rng.randint(1, 300) for _ in range(n)]
+    outputs = [rng.randint(1, 40) for _ in range(n)]
+    front_end_s = rng.uniform(0.001, 0.05)
+    plain = run(0.0, arrivals, prompts, outputs)
+    served = run(front_end_s, arrivals, prompts, outputs)
     # every request's whole life shifts by the API server's time: its arrivals all do, so the
     # engine sees the same requests at the same gaps and times the same steps
-    assert served.replicas[0].front_end_s == pytest.approx(0.025)
+    assert served.replicas[0].front_end_s == pytest.approx(front_end_s)
     assert [r.ttft_s for r in served.records] == pytest.approx(
-        [r.ttft_s + 0.025 for r in plain.records], abs=1e-12
+        [r.ttft_s + front_end_s for r in plain.records], abs=1e-9
     )
     assert [r.e2e_s for r in served.records] == pytest.approx(
-        [r.e2e_s + 0.025 for r in plain.records], abs=1e-12
+        [r.e2e_s + front_end_s for r in plain.records], abs=1e-9
     )
     assert [r.tpot_s for r in served.records] == pytest.approx(
         [r.tpot_s for r in plain.records], abs=1e-12, nan_ok=True
@@ -92,7 +102,7 @@ def test_a_router_counts_the_requests_still_in_a_replicas_api_server():
     cluster.run()
     assert sorted(r.replica for r in cluster.records) == [0, 0, 1, 1, 2, 2]
     assert all(r.status == "ok" for r in cluster.records)
-    assert all(replica.num_in_front_end == 0 for replica in cluster.replicas)
+    assert all(replica.num_outstanding == 0 for replica in cluster.replicas)
 
 
 def test_offline_sets_replay_without_the_api_server():

@@ -99,8 +99,6 @@ class Cluster(ServingSet):
         self._attempts: dict[
             str, tuple[int, int, Replica]
         ] = {}  # request id -> (index, attempt, replica)
-        # requests sent but still in the stack's API server (`Replica.front_end_s`), by id
-        self._in_front_end: set[str] = set()
         # max_tokens -> the settings every simulated request of that length shares (read-only)
         self._sampling: dict[int, SamplingParams] = {}
         self._open = len(arrival_s)
@@ -198,10 +196,9 @@ class Cluster(ServingSet):
             request.block_hashes = self.prompt_hashes(index)
         self._attempts[request.request_id] = (index, attempt, replica)
         if replica.front_end_s > 0.0:  # the API server's latency first, then the scheduler
-            self._in_front_end.add(request.request_id)
-            replica.enter_front_end()
+            replica.enter_front_end(request)
             self.env.timeout(replica.front_end_s).callbacks.append(
-                lambda _event: self._hand_over(request, replica)
+                lambda _event: replica.leave_front_end(request, to_scheduler=True)
             )
         else:
             replica.add_request(request)
@@ -209,13 +206,6 @@ class Cluster(ServingSet):
             self.env.timeout(config.ttft_timeout_s).callbacks.append(
                 lambda _event: self._check_timeout(request)
             )
-
-    def _hand_over(self, request: Request, replica: Replica) -> None:
-        """A request out of the API server reaches its replica's scheduler, unless its client gave
-        up meanwhile (a replica with requests in its API server does not stop: `Replica.run`)."""
-        if request.request_id in self._in_front_end:
-            self._in_front_end.discard(request.request_id)
-            replica.leave_front_end(request)
 
     def placeholder_prompt(self, index: int) -> list[int]:
         """Request `index`'s prompt where no token is read (no prefix cache: only its length counts): the
@@ -246,10 +236,7 @@ class Cluster(ServingSet):
         if request.first_token_time is not None or request.is_finished:
             return
         index, attempt, replica = self._attempts.pop(request.request_id)
-        if request.request_id in self._in_front_end:  # never reached the scheduler
-            self._in_front_end.discard(request.request_id)
-            replica.leave_front_end(None)
-        else:
+        if not replica.leave_front_end(request, to_scheduler=False):  # else never scheduled
             replica.abort_request(request)
         self.records[index].num_preemptions += request.num_preemptions
         self._give_up(index, attempt, "timeout")

@@ -85,7 +85,7 @@ class Replica:
         # the profile's API-server latency per request: the cluster hands a request over that long
         # after sending it (0 for a bare cost model or an offline profile)
         self.front_end_s = getattr(cost_model, "front_end_s", 0.0)
-        self.num_in_front_end = 0  # requests sent here and still in its API server
+        self._in_front_end: set[str] = set()  # ids of requests sent here, still in its API server
         self._woke = False
         # the state as of the last completed step, which observers (metrics, autoscaler) read
         self.snapshot = (0, 0, 0)  # (waiting, running, used blocks)
@@ -96,7 +96,7 @@ class Replica:
     def num_outstanding(self) -> int:
         """Requests sent here and not ended: in its API server, waiting or running (what a router
         counts of its own sends)."""
-        return self.scheduler.num_unfinished_requests + self.num_in_front_end
+        return self.scheduler.num_unfinished_requests + len(self._in_front_end)
 
     @property
     def kv_usage(self) -> float:
@@ -107,20 +107,23 @@ class Replica:
         self._load_changed()
         self._poke(arrival=True)
 
-    def enter_front_end(self) -> None:
+    def enter_front_end(self, request: Request) -> None:
         """A request sent here is in the API server (`front_end_s`): counted, not yet scheduled."""
-        self.num_in_front_end += 1
+        self._in_front_end.add(request.request_id)
         self._load_changed()
 
-    def leave_front_end(self, request: Request | None) -> None:
-        """A request leaves the API server: to the scheduler, or (None) abandoned by its client; a
-        draining replica re-checks whether it may stop."""
-        self.num_in_front_end -= 1
-        if request is not None:
+    def leave_front_end(self, request: Request, to_scheduler: bool) -> bool:
+        """The request leaves the API server, to the scheduler or abandoned by its client (a
+        draining replica then re-checks whether it may stop); False if it was not there."""
+        if request.request_id not in self._in_front_end:
+            return False
+        self._in_front_end.discard(request.request_id)
+        if to_scheduler:
             self.add_request(request)
         else:
             self._load_changed()
             self._poke()
+        return True
 
     def abort_request(self, request: Request) -> None:
         self.scheduler.abort_request(request, self.env.now)
@@ -153,7 +156,7 @@ class Replica:
                 self.state = SERVING
         while True:
             if not self.scheduler.has_unfinished_requests():
-                if self.state == DRAINING and not self.num_in_front_end:
+                if self.state == DRAINING and not self._in_front_end:
                     break
                 yield from self._idle()
                 continue

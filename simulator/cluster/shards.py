@@ -114,7 +114,7 @@ class Shard(Cluster):
         self.prompt_hashes = prompt_hashes
         self.records: dict[int, RequestRecord] = {}  # index -> its attempt in progress here
         self.replicas, self.serving, self.autoscaler = [], [], None
-        self._attempts, self._sampling, self._in_front_end = {}, {}, set()
+        self._attempts, self._sampling = {}, {}
         self._ended: list[Ended] = []
         self.monitor = Monitor(self)
         self.monitor.parts = []
