@@ -138,7 +138,7 @@ def test_shipped_kernel_table_calibrations_read_their_all_reduce_as_measured():
 
 
 def test_a_calibration_carried_to_other_hardware_keeps_its_curve_scaled_by_the_link_ratio():
-    from simulator.calibration.roofline import derive_for_hardware, scale_factor
+    from simulator.calibration.carry_hardware import derive_for_hardware, scale_factor
     from simulator.hardware.catalog import get_hardware
 
     rng = _rng()

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from engine.core.step_shape import StepShape
+from simulator.calibration.carry_hardware import derive_for_hardware
 from simulator.calibration.cost_model import CostModel
-from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
+from simulator.calibration.roofline import roofline_calibration
 from simulator.calibration.schema import load_shipped
 from simulator.calibration.shipped import FITTED, calibration_for, load_all_shipped
 from simulator.calibration.vidur_import import (

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from rich.progress import track
 
+from simulator.calibration.carry_hardware import derive_for_hardware
 from simulator.calibration.plausibility import check_plausible
-from simulator.calibration.roofline import derive_for_hardware, roofline_calibration
+from simulator.calibration.roofline import roofline_calibration
 from simulator.calibration.schema import SHIPPED_DIR, Calibration, shipped_calibration_paths
 from simulator.calibration.vidur_import import VIDUR_DIR, model_spec, vidur_calibration
 from simulator.calibration.weight_dtype import supports_weight_dtype
