@@ -109,6 +109,23 @@ def test_the_headline_and_the_areas_row_are_the_stored_replays():
     ) in text
 
 
+def test_the_planners_band_per_profile_and_gpu_is_the_profiles():
+    """The table's last column: the band a plan on that GPU takes at TP1 and at a degree with no
+    rows of its own (TP16: no published set has one), which reads its tensor-parallel class."""
+    checked = 0
+    for line in README.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 6 or cells[0] not in profile_names() or cells[1] == "all":
+            continue
+        profile = load_profile(cells[0])
+        bands = (profile.held_out_error(cells[1], 1), profile.held_out_error(cells[1], 16))
+        written = re.match(r"(\d+\.\d)% / (\d+\.\d)%", cells[5])
+        assert written is not None, cells
+        assert written.groups() == tuple(f"{100 * band:.1f}" for band in bands), cells[:2]
+        checked += 1
+    assert checked >= 10
+
+
 @pytest.mark.parametrize(("tensor_parallel", "written"), [(4, "X = {}% for"), (1, ", {}% at TP1")])
 def test_the_planners_band_the_headline_quotes_is_the_profiles(tensor_parallel, written):
     band, _ = load_profile("trtllm").held_out("H100-80GB", tensor_parallel)
