@@ -102,6 +102,13 @@ def validate_command(
         "the set, before and after the profile); their errors are recorded afterwards",
     ),
     as_json: bool = typer.Option(False, "--json", help="with --published: print one JSON object"),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="with --published: runs replayed in parallel (default: CPUs, at most 8; 1: in this "
+        "process); the figures are the same either way",
+    ),
     model: str = typer.Option("cpu-small", "--model", help="model preset (dummy weights)"),
     num_requests: int = typer.Option(64, "--num-requests", min=2),
     max_prompt_tokens: int = typer.Option(256, "--max-prompt-tokens", min=1),
@@ -146,10 +153,12 @@ def validate_command(
 ) -> None:
     """Live engine vs simulator on the same trace: the simulator's error, with the engine's noise floor;
     or (--published) simulator vs public measurements, fit and held-out rows apart."""
+    from simulator.validation.replay_workers import replay_workers
     from simulator.validation.validate import validate
 
     if published is not None:
-        _published(published, engine_profile, refit, as_json, out)
+        with replay_workers(workers):
+            _published(published, engine_profile, refit, as_json, out)
         return
     if trace is None:
         typer.echo(

@@ -17,8 +17,9 @@ import numpy as np
 
 from simulator.calibration.engine_profile import EngineProfile
 from simulator.calibration.profile_errors import TP_CLASSES
-from simulator.validation.published_replay import replay_run, source_profile
+from simulator.validation.published_replay import source_profile
 from simulator.validation.published_sets import METRICS, load_published
+from simulator.validation.replay_workers import replay_runs
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,7 @@ def replay(data: dict, profile: EngineProfile | str | None = None) -> list[Row]:
     rows = []
     profile = source_profile(data, profile)
     name = profile.name
-    for run in data["runs"]:
-        simulated = replay_run(data, run, profile)
+    for run, simulated in zip(data["runs"], replay_runs(data, profile), strict=True):
         for metric in METRICS:
             if metric in run["measured"]:
                 rows.append(
