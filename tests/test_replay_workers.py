@@ -89,3 +89,21 @@ def test_the_benchmark_times_each_count_and_checks_the_rows():
     for line in table:
         assert line["same rows"] is True and line["x1"] == 1.0
         assert line["1 worker(s), s"] > 0 and line["2 worker(s), s"] > 0
+
+
+def test_workers_start_whatever_main_module_the_host_left(tmp_path, monkeypatch):
+    """Streamlit's AppTest (the dashboard tests) leaves a temporary script as `__main__`; a
+    spawned or forkserver worker would run it again and die (the first CI run of this module did)."""
+    import sys
+    import types
+
+    script = tmp_path / "leftover_main.py"
+    script.write_text("script(*__args, **__kwargs)\n")  # what AppTest's wrapper holds
+    leftover = types.ModuleType("__main__")
+    leftover.__file__ = str(script)
+    leftover.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", leftover)
+    data = _some_runs("trtllm-perf-a100", 2)
+    here = replay(data)
+    with replay_workers(2):
+        assert replay(data) == here

@@ -2,8 +2,10 @@
 
 Each run of a published set is an independent simulation (`published_replay.replay_run`: its own
 scenario, trace and seed), so a set's runs can go to several processes and come back in order with
-the same figures as one after another. The workers start from a forkserver, never as a fork of a
-process whose other threads may hold a lock. `surgeplan validate --published` replays every set, and
+the same figures as one after another. The workers are forks of this process where the platform
+forks, as the cluster's shards are (`simulator.cluster.shards`): a forkserver or a spawned worker
+would import the parent's `__main__` again, which an embedding host (Streamlit's script runner, a
+test's runpy) need not leave importable. `surgeplan validate --published` replays every set, and
 a `--refit` replays the fit runs once per trial of its coordinate search (hundreds of times), so on
 the 2-core VM its ~10-40 minutes are mostly this loop. Within `replay_workers(n)` every
 `replay_runs` call maps the runs over n processes; outside it (the library's default, and every test
@@ -44,8 +46,12 @@ def replay_workers(count: int | None = None) -> Iterator[int]:
     if _pool is not None:
         raise RuntimeError("replay_workers blocks do not nest; expected one at a time")
     if count > 1:
+        # what a worker imports, imported before it forks: a child never waits on an import lock
+        # another thread of this process held at the fork
+        import simulator.simulation  # noqa: F401
+
         methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         _pool, _pool_workers = ProcessPoolExecutor(max_workers=count, mp_context=context), count
     try:
         yield count
