@@ -32,7 +32,7 @@ from simulator.validation.published_sets import load_published  # noqa: E402
 from simulator.validation.replay_workers import replay_workers  # noqa: E402
 
 SETS = ("aic-silicon-trtllm-70b", "aic-silicon-vllm-v1-hopper", "argonne-vllm")
-WARM_UP = "lambdalabs-vllm"  # 12 short runs: the first set a block replays also starts its workers
+WARM_UP = "lambdalabs-vllm"  # 8 short runs: the first set a block replays also starts its workers
 
 
 def time_sets(sets: list[str], counts: list[int], repeats: int) -> list[dict]:

@@ -236,13 +236,20 @@ def _serve(connection, args: tuple) -> None:
             return
 
 
+def worker_context() -> multiprocessing.context.BaseContext:
+    """How the simulator starts worker processes: forked where the platform forks, else spawned. A
+    fork carries this process's imports and never runs its `__main__` again, which an embedding
+    host (Streamlit's script runner, a test's runpy) need not leave importable."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
 class ProcessShards:
-    """One worker process per shard (forked where the platform allows, else spawned), each advancing
-    at once; the driver waits for all at every synchronisation point."""
+    """One worker process per shard (`worker_context`), each advancing at once; the driver waits
+    for all at every synchronisation point."""
 
     def __init__(self, args: list[tuple]):
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        context = worker_context()
         self.connections, self.processes = [], []
         for a in args:
             mine, theirs = context.Pipe()

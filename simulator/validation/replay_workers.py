@@ -2,10 +2,10 @@
 
 Each run of a published set is an independent simulation (`published_replay.replay_run`: its own
 scenario, trace and seed), so a set's runs can go to several processes and come back in order with
-the same figures as one after another. The workers are forks of this process where the platform
-forks, as the cluster's shards are (`simulator.cluster.shards`): a forkserver or a spawned worker
-would import the parent's `__main__` again, which an embedding host (Streamlit's script runner, a
-test's runpy) need not leave importable. `surgeplan validate --published` replays every set, and
+the same figures as one after another. The workers start as the cluster's shards do
+(`simulator.cluster.shards.worker_context`: forks where the platform forks; a forkserver would import
+the parent's `__main__` again, which Streamlit's AppTest leaves unimportable). `surgeplan validate
+--published` replays every set, and
 a `--refit` replays the fit runs once per trial of its coordinate search (hundreds of times), so on
 the 2-core VM its ~10-40 minutes are mostly this loop. Within `replay_workers(n)` every
 `replay_runs` call maps the runs over n processes; outside it (the library's default, and every test
@@ -17,17 +17,16 @@ reads a profile file that a refit in the same command has since rewritten.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 from simulator.calibration.engine_profile import EngineProfile
+from simulator.cluster.shards import worker_context
 from simulator.validation.published_replay import replay_run
 
-_pool: ProcessPoolExecutor | None = None
-_pool_workers = 1  # its processes
+_pool: tuple[ProcessPoolExecutor, int] | None = None  # the block's processes, and how many
 
 
 def default_workers() -> int:
@@ -39,7 +38,7 @@ def default_workers() -> int:
 def replay_workers(count: int | None = None) -> Iterator[int]:
     """Within the block, replay published runs on `count` processes (None: `default_workers()`; 1:
     in this process). Yields the count; the processes end with the block."""
-    global _pool, _pool_workers
+    global _pool
     count = default_workers() if count is None else count
     if count < 1:
         raise ValueError(f"replay workers is {count}; expected 1 or more (1: in this process)")
@@ -50,15 +49,13 @@ def replay_workers(count: int | None = None) -> Iterator[int]:
         # another thread of this process held at the fork
         import simulator.simulation  # noqa: F401
 
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        _pool, _pool_workers = ProcessPoolExecutor(max_workers=count, mp_context=context), count
+        _pool = (ProcessPoolExecutor(max_workers=count, mp_context=worker_context()), count)
     try:
         yield count
     finally:
-        pool, _pool, _pool_workers = _pool, None, 1
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        held, _pool = _pool, None
+        if held is not None:
+            held[0].shutdown(cancel_futures=True)
 
 
 def _replay_one(task: tuple[dict, dict, EngineProfile]) -> dict[str, float]:
@@ -72,7 +69,8 @@ def replay_runs(data: dict, profile: EngineProfile) -> list[dict[str, float]]:
     runs = data["runs"]
     if _pool is None or len(runs) < 2:
         return [replay_run(data, run, profile) for run in runs]
+    pool, count = _pool
     header = {key: value for key, value in data.items() if key != "runs"}  # each task its own run
     # a few tasks a worker: short runs (Argonne's, ~35 ms each) otherwise pay more in messages
-    chunk = max(1, len(runs) // (4 * _pool_workers))
-    return list(_pool.map(_replay_one, [(header, run, profile) for run in runs], chunksize=chunk))
+    chunk = max(1, len(runs) // (4 * count))
+    return list(pool.map(_replay_one, [(header, run, profile) for run in runs], chunksize=chunk))
