@@ -452,6 +452,69 @@ def test_validate_shows_the_pooled_published_summary_or_why_not(tmp_path, monkey
     assert not [frame for frame in at.dataframe if "degree" in frame.value]
 
 
+def test_validate_shows_a_published_set_as_saved_and_replays_it_only_when_asked(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from dashboard.data import catalogs, saved_files
+    from simulator.validation import published_report
+
+    replay = published_report.validate_published
+    asked = []
+
+    def counted(name: str) -> dict:
+        asked.append(name)
+        return replay(name)
+
+    monkeypatch.setattr(published_report, "validate_published", counted)
+    saved = {r["source"]["name"]: r for r in json.loads(saved_files.PUBLISHED_JSON.read_text())}
+    for cache in (catalogs.published_saved, catalogs.published_validation):
+        cache.clear()
+
+    def every_row(at: AppTest):
+        return next(frame.value for frame in at.dataframe if "simulated (s)" in frame.value)
+
+    # the largest set, shown at once from the saved replay: nothing replayed
+    at = _clean(_page("validate").run())
+    at = _clean(at.selectbox(key="validate_published_set").select("argonne-trtllm").run())
+    assert any("as the saved replay has it" in c.value for c in at.caption)
+    assert len(every_row(at)) == len(saved["argonne-trtllm"]["rows"]) and asked == []
+
+    # asked for, a set is replayed with this code and compared row by row with the saved one
+    at = at.selectbox(key="validate_published_set").select("lambdalabs-vllm").run()
+    at = _clean(at.checkbox(key="validate_published_replay_lambdalabs-vllm").check().run())
+    rows = len(saved["lambdalabs-vllm"]["rows"])
+    assert asked == ["lambdalabs-vllm"]
+    assert any(f"replayed now; all {rows} rows as saved" in c.value for c in at.caption)
+    assert len(every_row(at)) == rows
+    # the box is the set's own: another set is shown as saved, not replayed
+    at = _clean(at.selectbox(key="validate_published_set").select("argonne-vllm").run())
+    assert asked == ["lambdalabs-vllm"]
+
+    # a saved replay older than the code: the moved rows are counted; a set it lacks is said so
+    stale = dict(saved)
+    first, *rest = saved["lambdalabs-vllm"]["rows"]
+    stale["lambdalabs-vllm"] = {
+        **saved["lambdalabs-vllm"],
+        "rows": [{**first, "simulated": first["simulated"] * 1.01}, *rest],
+    }
+    del stale["argonne-vllm"]
+    (tmp_path / "published_validation.json").write_text(json.dumps(list(stale.values())))
+    monkeypatch.setattr(saved_files, "PUBLISHED_JSON", tmp_path / "published_validation.json")
+    for cache in (catalogs.published_saved, catalogs.published_summary):
+        cache.clear()
+    at = _clean(at.run())
+    assert any("argonne-vllm is not in the saved replay" in c.value for c in at.caption)
+    assert not [frame for frame in at.dataframe if "simulated (s)" in frame.value]
+    at = at.selectbox(key="validate_published_set").select("lambdalabs-vllm").run()
+    assert any("as the saved replay has it" in c.value for c in at.caption)  # its box was reset
+    at = _clean(at.checkbox(key="validate_published_replay_lambdalabs-vllm").check().run())
+    assert any(f"1 of {rows} rows differ from the saved replay" in c.value for c in at.caption)
+    for cache in (catalogs.published_saved, catalogs.published_summary):
+        cache.clear()
+
+
 def test_validate_absent_file_saved_results_and_live_button(tmp_path, monkeypatch):
     import json
 

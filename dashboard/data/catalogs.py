@@ -52,18 +52,39 @@ def published_validation(name: str) -> dict:
     return validate_published(name)
 
 
+def _saved_published() -> tuple[list[dict] | None, str | None]:
+    """(every set as `surgeplan validate --published all --out
+    benchmarks/results/published_validation.json` saved it, None), or (None, why not)."""
+    from dashboard.data import saved_files
+
+    results, problem = saved_files.read_json(saved_files.PUBLISHED_JSON)
+    if results is None:
+        return None, problem or f"{saved_files.PUBLISHED_JSON.name} is not saved yet"
+    return results, None
+
+
 @st.cache_data(show_spinner=False)
 def published_summary() -> tuple[list[dict], str | None]:
     """(every set's held-out rows pooled per profile, GPU and tensor-parallel class, each judged
-    against the targets; a line when the saved replay is missing or broken), from the saved
-    `surgeplan validate --published all --out benchmarks/results/published_validation.json`."""
-    from dashboard.data.saved_files import PUBLISHED_JSON, read_json
+    against the targets; a line when the saved replay is missing or broken), from the saved replay."""
     from simulator.validation.published_report import pooled_summary
 
-    results, problem = read_json(PUBLISHED_JSON)
+    results, problem = _saved_published()
+    return ([], problem) if results is None else (pooled_summary(results), None)
+
+
+@st.cache_data(show_spinner=False)
+def published_saved(name: str) -> tuple[dict | None, str | None]:
+    """(one published set as the saved replay has it: source, rows and stats, as
+    `validate_published(name)` returns them, None), or (None, why the saved replay lacks it). Shown
+    at once; replaying the larger sets takes minutes."""
+    results, problem = _saved_published()
     if results is None:
-        return [], problem or f"{PUBLISHED_JSON.name} is not saved yet"
-    return pooled_summary(results), None
+        return None, problem
+    for result in results:
+        if result["source"]["name"] == name:
+            return result, None
+    return None, f"{name} is not in the saved replay (a set added since it was written)"
 
 
 def published_set_names() -> list[str]:

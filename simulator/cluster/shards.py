@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 from dataclasses import dataclass
 
 import simpy
@@ -234,6 +235,12 @@ def _serve(connection, args: tuple) -> None:
             connection.send(shard.finish(*rest))
         else:
             return
+
+
+def default_worker_count() -> int:
+    """Worker processes when a caller names no count (the planner's local backend, the published
+    replays): one per CPU, at most 8."""
+    return max(1, min(os.cpu_count() or 1, 8))
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

@@ -17,6 +17,7 @@ import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
+from simulator.cluster.shards import default_worker_count
 from simulator.planner.cache import OutcomeCache
 from simulator.planner.evaluate import evaluate_job, job_key
 from simulator.planner.outcome import Outcome
@@ -27,7 +28,7 @@ class LocalBackend:
     """`workers` processes (1: this process, no pool: each job runs when submitted)."""
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 8))
+        self.workers = max(1, workers if workers is not None else default_worker_count())
         self.slots = self.workers if self.workers > 1 else 0  # jobs run beside this process
         self._pool: ProcessPoolExecutor | None = None
         self.name = "serial" if self.workers == 1 else f"{self.workers} local processes"

@@ -17,29 +17,23 @@ reads a profile file that a refit in the same command has since rewritten.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 from simulator.calibration.engine_profile import EngineProfile
-from simulator.cluster.shards import worker_context
+from simulator.cluster.shards import default_worker_count, worker_context
 from simulator.validation.published_replay import replay_run
 
 _pool: tuple[ProcessPoolExecutor, int] | None = None  # the block's processes, and how many
 
 
-def default_workers() -> int:
-    """One process per CPU, at most 8."""
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
 @contextmanager
 def replay_workers(count: int | None = None) -> Iterator[int]:
-    """Within the block, replay published runs on `count` processes (None: `default_workers()`; 1:
+    """Within the block, replay published runs on `count` processes (None: `default_worker_count()`; 1:
     in this process). Yields the count; the processes end with the block."""
     global _pool
-    count = default_workers() if count is None else count
+    count = default_worker_count() if count is None else count
     if count < 1:
         raise ValueError(f"replay workers is {count}; expected 1 or more (1: in this process)")
     if _pool is not None:
