@@ -2,7 +2,7 @@
 stacks on real GPUs (`surgeplan validate --published`). Every set's held-out rows pooled per engine
 profile, GPU and tensor-parallel class against the targets (from the saved replay of all sets), each
 profile's stored error per set, and one chosen set with its scatter (the ±10% band drawn): as the
-saved replay has it, at once, or replayed with this code on request (the larger sets take minutes)."""
+saved replay has it, at once, or replayed with this code on request (the largest takes a minute)."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ def render_published_section() -> None:
         return
     saved, problem = catalogs.published_saved(chosen)
     replay = st.checkbox(
-        "replay it now with this code (under a minute for most sets; TensorRT-LLM's 0.14 and 0.17 "
-        "overviews take ~2 and ~5 minutes on a 2-core machine)",
+        "replay it now with this code (seconds for most sets; up to a minute for the largest, "
+        "TensorRT-LLM 0.17's overview, on a 2-core machine)",
         key=KEY + "published_replay_" + chosen,  # one box a set: another set does not replay itself
     )
     if replay:

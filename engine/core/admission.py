@@ -37,6 +37,9 @@ def admit_waiting(
     bm, waiting, skipped = scheduler.block_manager, scheduler.waiting, []
     size, config = scheduler.block_size, scheduler.config
     guaranteed = config.admission == "guaranteed_no_evict"
+    # GUARANTEED_NO_EVICT: the blocks the running requests still lack at full length, summed at the
+    # pass's first candidate (O(running)) and kept current as requests start, not summed for each one
+    lacking: int | None = None
     room = None if scheduler.new_token_ratio is None else new_token_ratio.room_tokens(scheduler)
     while waiting and budget > 0 and len(scheduler.running) < config.max_num_seqs:
         req = waiting[0]
@@ -45,9 +48,12 @@ def admit_waiting(
         num_new = min(req.num_tokens - num_cached, budget)
         if whole and out.num_admitted and num_new < req.num_tokens - num_cached:
             break
-        if guaranteed and not fits_at_full_length(scheduler, req, len(cached)):
-            out.blocked = req
-            break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
+        if guaranteed:
+            if lacking is None:
+                lacking = running_lacking_blocks(scheduler)
+            if full_length_blocks(scheduler, req) - len(cached) + lacking > bm.num_free_blocks:
+                out.blocked = req
+                break  # TensorRT-LLM's GUARANTEED_NO_EVICT: FCFS waits for room at full length
         if room is not None and new_token_ratio.request_tokens(req, num_cached) >= room:
             out.blocked = req
             break  # SGLang: FCFS waits for room beside the running requests' reserve
@@ -61,6 +67,8 @@ def admit_waiting(
         if room is not None:
             room -= new_token_ratio.admitted_tokens(req, num_cached, num_new)
         bm.allocate(req, num_cached + num_new, cached)
+        if lacking is not None:
+            lacking += max(full_length_blocks(scheduler, req) - len(req.block_table), 0)
         req.num_computed_tokens = req.num_cached_tokens = num_cached
         scheduler._start_running(req, now)
         out.scheduled.append((req, num_new))
@@ -74,15 +82,21 @@ def admit_waiting(
     waiting.extendleft(reversed(skipped))
 
 
-def fits_at_full_length(scheduler: Scheduler, req: Request, num_cached_blocks: int) -> bool:
-    """Whether the free pool holds this request and every running one at their full lengths
-    (prompt + max_tokens, capped at max_model_len): the blocks they still lack."""
+def full_length_blocks(scheduler: Scheduler, req: Request) -> int:
+    """Blocks `req` holds at its full length: prompt + max_tokens, capped at max_model_len."""
+    return blocks_for(min(req.max_num_tokens, scheduler.config.max_model_len), scheduler.block_size)
+
+
+def running_lacking_blocks(scheduler: Scheduler) -> int:
+    """The blocks the running requests still lack to reach their full lengths. A waiting request
+    fits at full length (GUARANTEED_NO_EVICT) when its own blocks beyond its cached prefix plus
+    these are free."""
     size, cap = scheduler.block_size, scheduler.config.max_model_len
-    still_needed = blocks_for(min(req.max_num_tokens, cap), size) - num_cached_blocks
+    total = 0
     for running in scheduler.running:
         lacking = blocks_for(min(running.max_num_tokens, cap), size) - len(running.block_table)
-        still_needed += lacking if lacking > 0 else 0
-    return still_needed <= scheduler.block_manager.num_free_blocks
+        total += lacking if lacking > 0 else 0
+    return total
 
 
 def over_tenant_quota(scheduler: Scheduler, req: Request, num_tokens: int) -> bool:
