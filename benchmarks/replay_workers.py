@@ -2,10 +2,10 @@
 workers (`surgeplan validate --published --workers`), and whether every row came out the same.
 
 A `--refit` replays a profile's fit runs once per trial of its coordinate search, and `validate
---published all` every stored run, so this loop is most of their time (10-40 minutes on the 2-core
-VM). Each set is replayed once per worker count and repeat in one process, the counts alternating,
-and the wall times are medians over `--repeats`; compare ratios measured in one run (the VM is
-shared).
+--published all` every stored run, so this loop is most of their time (`all`: 3.5 minutes in one
+process on the 2-core VM, 2026-12-07; a refit replays its fit runs once per trial). Each set is
+replayed once per worker count and repeat in one process, the counts alternating, and the wall times
+are medians over `--repeats`; compare ratios measured in one run (the VM is shared).
 
     python benchmarks/replay_workers.py [--sets a,b] [--workers 1,2] [--repeats 3]
         [--json benchmarks/results/replay_workers.json]
