@@ -77,7 +77,7 @@ def published_summary() -> tuple[list[dict], str | None]:
 def published_saved(name: str) -> tuple[dict | None, str | None]:
     """(one published set as the saved replay has it: source, rows and stats, as
     `validate_published(name)` returns them, None), or (None, why the saved replay lacks it). Shown
-    at once; replaying the larger sets takes minutes."""
+    at once; a replay of the largest set takes about a minute."""
     results, problem = _saved_published()
     if results is None:
         return None, problem
