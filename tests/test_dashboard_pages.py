@@ -8,6 +8,7 @@ keep runs short."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -493,12 +494,14 @@ def test_validate_shows_a_published_set_as_saved_and_replays_it_only_when_asked(
     assert asked == ["lambdalabs-vllm"]
 
     # a saved replay older than the code: the moved rows are counted; a set it lacks is said so
-    stale = dict(saved)
-    first, *rest = saved["lambdalabs-vllm"]["rows"]
-    stale["lambdalabs-vllm"] = {
-        **saved["lambdalabs-vllm"],
-        "rows": [{**first, "simulated": first["simulated"] * 1.01}, *rest],
+    stale, rng = dict(saved), random.Random()
+    moved = list(saved["lambdalabs-vllm"]["rows"])
+    at_row = rng.randrange(len(moved))  # any one row, moved by 0.1-10%
+    moved[at_row] = {
+        **moved[at_row],
+        "simulated": moved[at_row]["simulated"] * rng.uniform(1.001, 1.1),
     }
+    stale["lambdalabs-vllm"] = {**saved["lambdalabs-vllm"], "rows": moved}
     del stale["argonne-vllm"]
     (tmp_path / "published_validation.json").write_text(json.dumps(list(stale.values())))
     monkeypatch.setattr(saved_files, "PUBLISHED_JSON", tmp_path / "published_validation.json")

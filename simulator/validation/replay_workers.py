@@ -6,8 +6,8 @@ the same figures as one after another. The workers start as the cluster's shards
 (`simulator.cluster.shards.worker_context`: forks where the platform forks; a forkserver would import
 the parent's `__main__` again, which Streamlit's AppTest leaves unimportable). `surgeplan validate
 --published` replays every set, and
-a `--refit` replays the fit runs once per trial of its coordinate search (hundreds of times), so on
-the 2-core VM its ~10-40 minutes are mostly this loop. Within `replay_workers(n)` every
+a `--refit` replays the fit runs once per trial of its coordinate search (hundreds of times), so this
+loop is most of their time (`all`: 3.5 minutes in one process on the 2-core VM, 2026-12-07). Within `replay_workers(n)` every
 `replay_runs` call maps the runs over n processes; outside it (the library's default, and every test
 that does not ask) they run here, one after another.
 
