@@ -167,7 +167,9 @@ def test_sigterm_drains_a_real_server_which_exits_0():
         ]
         for sender in senders:
             sender.start()
-        wait_until(lambda: _in_engine(url) == 4, 30, "four requests in the engine")
+        # all four reached the engine and some still run (on a slow machine the first may have
+        # finished before the fourth arrived: counting only those in flight could then never see 4)
+        wait_until(lambda: _reached_engine(url) == (4, True), 30, "four requests in the engine")
         server.send_signal(signal.SIGTERM)
         wait_until(lambda: draining(url), 30, "/health turning 503")
         refused = httpx.post(f"{url}/v1/completions", json=body(2), headers=auth, timeout=30)
@@ -194,11 +196,13 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _in_engine(url: str) -> int:
+def _reached_engine(url: str) -> tuple[int, bool]:
+    """(requests the engine has taken in: running, waiting or finished; whether any is unfinished)."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    values = {
-        line.split(" ")[0].split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))
-    }
-    return int(sum(values.values()))
+    in_flight = finished = 0.0
+    for line in text.splitlines():
+        if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
+            in_flight += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("vllm:request_success_total"):
+            finished += float(line.rsplit(" ", 1)[1])
+    return int(in_flight + finished), in_flight > 0

@@ -145,10 +145,17 @@ def print_profile(
         )
     if profile.graph_steps != "every":
         table.add_row(
-            "steps replayed as CUDA graphs (where the fp8 small-batch scale applies)",
+            "steps replayed as CUDA graphs (the fp8 small-batch scale; others pay eager_layer)",
             profile.graph_steps,
             "derived",
             profile.graph_steps_source,
+        )
+    if profile.graph_max_batch is not None:
+        table.add_row(
+            "largest decode batch replayed as a CUDA graph (larger ones run eagerly)",
+            str(profile.graph_max_batch),
+            "derived",
+            profile.graph_max_batch_source,
         )
     for name, era in profile.source_eras.items():
         ran = [

@@ -30,7 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engine.core.step_shape import StepShape
 from simulator.calibration.fp8_small_batch import Fp8Reference
-from simulator.calibration.host_terms import HOST_FEATURES, NOT_PER_STEP, HostTerm, units_of
+from simulator.calibration.host_terms import (
+    HOST_FEATURES,
+    NOT_PER_STEP,
+    HostTerm,
+    eager_units,
+    units_of,
+)
 from simulator.calibration.profile_errors import ProfileError, held_out
 from simulator.calibration.profiled_cost_model import host_seconds, wall_s
 from simulator.calibration.schema import Calibration, Label
@@ -121,10 +127,19 @@ class EngineProfile(_Strict):
         "every",
         description="the steps the stack replays as CUDA graphs, which skip the fixed cost per "
         "GEMM that aiconfigurator's tables pay and `fp8_linear_scales` takes off: every step, or "
-        "decode_only (TensorRT-LLM's PyTorch executor graphs generation-only iterations; a step "
-        "with a prompt in it runs eagerly and keeps the tables' time below the knee)",
+        "decode_only (TensorRT-LLM's PyTorch executor and SGLang graph generation-only "
+        "iterations; a step with a prompt in it runs eagerly, keeps the tables' time below the "
+        "knee and pays the `eager_layer` term)",
     )
     graph_steps_source: str = "none: every step takes the fp8 small-batch scale"
+    graph_max_batch: int | None = Field(
+        None,
+        gt=0,
+        description="the largest decode batch the stack captures as a CUDA graph: a step of more "
+        "sequences runs eagerly and pays the `eager_layer` term (SGLang 0.4 captures 1-160); None: "
+        "no such limit",
+    )
+    graph_max_batch_source: str = "none: every decode batch replays a graph"
     fp8_linear_reference: dict[str, Fp8Reference] = Field(
         {},
         description="per GPU of `fp8_linear_scales`: the model and TP degree its scale was fitted "
@@ -161,6 +176,13 @@ class EngineProfile(_Strict):
                     "kernel_backend; expected the backend whose kernel tables they are over "
                     "('vllm', 'sglang' or 'trtllm'): without it they never apply"
                 )
+        eager = sum(t.seconds_per_unit for t in self.terms if t.feature == "eager_layer")
+        if eager > 0 and self.graph_steps == "every" and self.graph_max_batch is None:
+            raise ValueError(
+                f"profile {self.name!r} has an eager_layer term ({eager * 1e3:.3g} ms a layer) but "
+                "every step replays a CUDA graph; expected graph_steps 'decode_only' or a "
+                "graph_max_batch for the steps it runs eagerly"
+            )
         unscaled = sorted(set(self.fp8_linear_reference) - set(self.fp8_linear_scales))
         if unscaled:
             raise ValueError(
@@ -217,19 +239,33 @@ class EngineProfile(_Strict):
             return True
         return (calibration_backend or "vllm") != self.kernel_backend
 
-    def host_s(self, shape: StepShape) -> float:
-        """Host seconds of one step (before overlap; the wake-up and per-request terms apart)."""
-        return host_seconds(self.host_terms(), shape)
+    def host_s(self, shape: StepShape, num_layers: int | None = None) -> float:
+        """Host seconds of one step (before overlap; the wake-up and per-request terms apart) of a
+        model of `num_layers` layers (needed where the profile has an `eager_layer` term)."""
+        return host_seconds(self.host_terms(num_layers), shape)
 
-    def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
+    def host_terms(
+        self, num_layers: int | None = None
+    ) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
         """(units function, seconds per unit) of each per-step host term, in order (`wake` and
         `request` apart): what `host_s` adds up, read once by `ProfiledCostModel` so its per-step path
-        does no lookup."""
-        return tuple(
-            (units_of(term.feature), term.seconds_per_unit)
-            for term in self.terms
-            if term.feature not in NOT_PER_STEP
-        )
+        does no lookup. `num_layers`: the model's, for the `eager_layer` term (`eager_units`)."""
+        terms = []
+        for term in self.terms:
+            if term.feature in NOT_PER_STEP:
+                continue
+            if term.feature != "eager_layer":
+                terms.append((units_of(term.feature), term.seconds_per_unit))
+            elif term.seconds_per_unit > 0:
+                if num_layers is None:
+                    raise ValueError(
+                        f"profile {self.name!r} times each layer of an eager step "
+                        f"({term.seconds_per_unit * 1e3:.3g} ms); expected the model's layer count "
+                        "(num_layers) to time a step with it"
+                    )
+                units = eager_units(self.graph_steps, self.graph_max_batch, num_layers)
+                terms.append((units, term.seconds_per_unit))
+        return tuple(terms)
 
     @property
     def wake_s(self) -> float:
@@ -249,10 +285,10 @@ class EngineProfile(_Strict):
             update={"terms": [term for term in self.terms if term.feature != "request"]}
         )
 
-    def step_s(self, gpu_s: float, shape: StepShape) -> float:
+    def step_s(self, gpu_s: float, shape: StepShape, num_layers: int | None = None) -> float:
         """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
         share hidden."""
-        return wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale)
+        return wall_s(gpu_s, self.host_s(shape, num_layers), self.overlap, self.kernel_scale)
 
     def held_out_error(
         self, gpu: str | None = None, tensor_parallel: int | None = None

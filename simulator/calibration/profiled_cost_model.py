@@ -71,15 +71,17 @@ class ProfiledCostModel:
         scale: float = 1.0,
         calibration_backend: str | None = None,
         calibration_table: tuple[str, str | None] | None = None,
+        num_layers: int | None = None,
     ):
-        """`calibration_table`: (GPU, backend version) of the calibration, for the era scale."""
+        """`calibration_table`: (GPU, backend version) of the calibration, for the era scale;
+        `num_layers`: the model's, for a profile timing each layer of an eager step."""
         if not scale > 0:
             raise ValueError(
                 f"step-time scale {scale!r}; expected a positive number (1.04: 4% slower)"
             )
         # what `__reduce__` rebuilds it from (pickling, e.g. to Ray actors; the compiled build's class
         # cannot be pickled otherwise)
-        self._args = (gpu, profile, scale, calibration_backend, calibration_table)
+        self._args = (gpu, profile, scale, calibration_backend, calibration_table, num_layers)
         self.stated_profile = profile  # as named, before the calibration's backend was weighed
         if not profile.scales_kernels_of(calibration_backend):
             # the calibration measured this stack's own kernels: its time as it is
@@ -108,7 +110,7 @@ class ProfiledCostModel:
         # each request's time in the API server before the scheduler sees it (the cluster delays it)
         self.front_end_s = profile.request_s * scale
         # the profile's per-step figures, read once (the profile is not changed after this)
-        self._host_terms = profile.host_terms()
+        self._host_terms = profile.host_terms(num_layers)
         self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
 
     def __reduce__(self):
@@ -132,6 +134,7 @@ class ProfiledCostModel:
             scale,
             calibration_backend=calibration.provenance.backend,
             calibration_table=calibration_table(calibration),
+            num_layers=calibration.model.num_layers,
         )
 
     @property

@@ -39,6 +39,7 @@ FIT_TERMS = (
     "step",
     "sequence",
     "prefill_token",
+    "eager_layer",
     "wake",
     "request",
     *SCALE_KEYS,

@@ -107,6 +107,9 @@ def fit_profile(
         "step": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         "sequence": [0.0] + list(np.geomspace(1e-6, 1e-3, 16)),
         "prefill_token": [0.0] + list(np.geomspace(1e-7, 1e-4, 13)),
+        # each layer of a step run without a CUDA graph (the host launching its kernels): only where
+        # a set names it; 0.1-2 ms a layer, ~12% apart
+        "eager_layer": [0.0] + list(np.geomspace(1e-4, 2e-3, 27)),
         # once per request started from idleness: only where a set names it (single-request latency)
         "wake": [0.0] + list(np.geomspace(1e-4, 2e-2, 16)),
         # each request's time in the API server: only where a set served over HTTP names it

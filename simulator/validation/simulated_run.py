@@ -31,7 +31,7 @@ def simulate_like(
     )
     step_model = CostModel.from_calibration(calibration)
     if profile is not None:
-        step_model = ProfiledCostModel(step_model, profile)
+        step_model = ProfiledCostModel(step_model, profile, num_layers=calibration.model.num_layers)
     config = ClusterConfig(
         scheduler_config=scheduler_config,
         cache_config=cache_config,
