@@ -4,13 +4,14 @@ An engine profile (`engine_profile.EngineProfile.terms`) adds the stack's own wo
 kernels as terms, each a number of seconds per unit, with its label and source. Per step: the step
 itself, each scheduled sequence, each prefill token, each output token, and each model layer of a
 step the stack runs without a CUDA graph (`eager_layer`: the host launching that layer's kernels one
-by one; which steps those are is the profile's, `eager_units`) (`host_s` sums them and the profile's
-overlap hides part of it under the GPU: with all of it overlapped, a floor under the GPU's time). Not per step: `wake`, once on the first step after
-the engine was idle (thread wake-up, cold caches; the replica adds it), and `request`, once per
-request before the scheduler sees it (the stack's API server: HTTP parsing, tokenisation, hand-off
-to the engine process; the cluster hands the request over that late, a latency on that request's
-path only, paid by requests served over HTTP, not by offline runs). Apart from the profile so that
-the list of terms and their units is one short table.
+by one; which steps those are is the profile's, `eager_units`). `host_s` sums them and the profile's
+overlap hides part of it under the GPU (all of it overlapped: a floor under the GPU's time). Not per
+step: `wake`, once on the first step after the engine was idle (thread wake-up, cold caches; the
+replica adds it), and `request`, once per request before the scheduler sees it (the stack's API
+server: HTTP parsing, tokenisation, hand-off to the engine process; the cluster hands the request
+over that late, a latency on that request's path only, paid by requests served over HTTP, not by
+offline runs). Apart from the profile so that the list of terms and their units is one short
+table.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ HOST_FEATURES: dict[str, str] = {
     "sequence": "per scheduled sequence (block tables, sampling, output handling)",
     "prefill_token": "per prefill token (token ids in, position and slot mapping)",
     "output_token": "per output token (sampling, detokenisation, streaming)",
-    "eager_layer": "per model layer of a step run without a CUDA graph (kernels launched one by one)",
+    "eager_layer": "per model layer of a step run without a CUDA graph (kernels launched singly)",
     "wake": "first step after idleness (thread wake-up, cold caches), serial",
     "request": "per request before the scheduler (API server: parsing, tokenisation, hand-off)",
 }
