@@ -91,10 +91,9 @@ def running_lacking_blocks(scheduler: Scheduler) -> int:
     """The blocks the running requests still lack to reach their full lengths. A waiting request
     fits at full length (GUARANTEED_NO_EVICT) when its own blocks beyond its cached prefix plus
     these are free."""
-    size, cap = scheduler.block_size, scheduler.config.max_model_len
     total = 0
     for running in scheduler.running:
-        lacking = blocks_for(min(running.max_num_tokens, cap), size) - len(running.block_table)
+        lacking = full_length_blocks(scheduler, running) - len(running.block_table)
         total += lacking if lacking > 0 else 0
     return total
 

@@ -5,11 +5,11 @@ scenario, trace and seed), so a set's runs can go to several processes and come 
 the same figures as one after another. The workers start as the cluster's shards do
 (`simulator.cluster.shards.worker_context`: forks where the platform forks; a forkserver would import
 the parent's `__main__` again, which Streamlit's AppTest leaves unimportable). `surgeplan validate
---published` replays every set, and
-a `--refit` replays the fit runs once per trial of its coordinate search (hundreds of times), so this
-loop is most of their time (`all`: 3.5 minutes in one process on the 2-core VM, 2026-12-07). Within `replay_workers(n)` every
-`replay_runs` call maps the runs over n processes; outside it (the library's default, and every test
-that does not ask) they run here, one after another.
+--published` replays every set, and a `--refit` replays the fit runs once per trial of its coordinate
+search (hundreds of times), so this loop is most of their time (`all`: 3.5 minutes in one process on
+the 2-core VM, 2026-12-07). Within `replay_workers(n)` every `replay_runs` call maps the runs over n
+processes; outside it (the library's default, and every test that does not ask) they run here, one
+after another.
 
 The profile is resolved before the runs leave (`source_profile`) and sent with each, so a worker never
 reads a profile file that a refit in the same command has since rewritten.
@@ -30,8 +30,8 @@ _pool: tuple[ProcessPoolExecutor, int] | None = None  # the block's processes, a
 
 @contextmanager
 def replay_workers(count: int | None = None) -> Iterator[int]:
-    """Within the block, replay published runs on `count` processes (None: `default_worker_count()`; 1:
-    in this process). Yields the count; the processes end with the block."""
+    """Within the block, replay published runs on `count` processes (None: `default_worker_count()`;
+    1: in this process). Yields the count; the processes end with the block."""
     global _pool
     count = default_worker_count() if count is None else count
     if count < 1:
