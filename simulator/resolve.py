@@ -77,6 +77,13 @@ def resolve_profile(scenario: Scenario, calibration: Calibration) -> EngineProfi
         raise ValueError(f"engine_profile: {error}") from None
 
 
+def graphed_profile(scenario: Scenario, profile: EngineProfile) -> EngineProfile:
+    """`profile` with its CUDA graphs as the scenario's server captures them: the largest graph by
+    its max_num_seqs, and the scenario's graph mode where it names one
+    (`EngineProfile.graphed`)."""
+    return profile.graphed(scenario.scheduler.max_num_seqs, scenario.hardware.graph_steps)
+
+
 def resolve_pool(scenario: Scenario, model: ModelSpec, profile: EngineProfile | None = None) -> int:
     """KV blocks per replica: the engine's memory formula, or the serving stack's own rule where
     its profile (`profile`, else the scenario's named one) has one (`EngineProfile.kv_memory`)."""

@@ -182,6 +182,13 @@ class HardwareChoice(_Strict):
         "map; InferenceMAX's B200 runs: {2: 32, 4: 32, 8: 8}); a degree not in it: every "
         "all-reduce as the calibration times it. The planner keeps the map for this GPU only",
     )
+    graph_steps: Literal["every", "decode_only"] | None = Field(
+        None,
+        description="the serving stack's CUDA-graph mode where its launch settings differ from "
+        "the engine profile's: decode_only, a step with a prompt in it runs eagerly and pays the "
+        "profile's eager_layer term (vLLM's cudagraph_mode FULL_DECODE_ONLY: InferenceMAX's B200 "
+        "runs); empty: the profile's",
+    )
 
 
 class FusedAllReduce(_Strict):

@@ -40,6 +40,7 @@ from simulator.errors import PoolTooSmall
 from simulator.hardware.catalog import get_hardware
 from simulator.kv_tiers import host_tier_blocks, host_tier_costs
 from simulator.resolve import (
+    graphed_profile,
     resolve_calibration_for,
     resolve_pool,
     resolve_profile,
@@ -114,7 +115,7 @@ def build_cluster(
     model = scenario.model.spec()
     gpu = get_hardware(scenario.hardware.gpu)
     calibration = calibration or resolve_calibration_for(scenario, profile)
-    profile = profile or resolve_profile(scenario, calibration)
+    profile = graphed_profile(scenario, profile or resolve_profile(scenario, calibration))
     # linear layers from the fitted fp8 GEMM terms for fp8 weights (refused where none were
     # measured); decode attention from the KV bytes read for an fp8 / int8 cache (derived)
     calibration = scenario_calibration(scenario, calibration)

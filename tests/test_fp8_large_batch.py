@@ -59,6 +59,14 @@ def test_the_large_batch_scale_moves_only_the_tokens_beyond_the_knee():
     assert pickle.loads(pickle.dumps(both)).step_time(prefill) == both.step_time(prefill)
     with pytest.raises(ValueError, match="large-batch scale"):
         SmallBatchFp8(gpu, small, 0.0)
+    # a step above the largest captured graph runs eagerly: no small-batch saving (vLLM's piecewise
+    # graphs up to min(2 x max_num_seqs, 512) tokens), one at or under it keeps it
+    limit = int(rng.integers(1, decode.num_batched_tokens))
+    graphed = SmallBatchFp8(gpu, small, 1.0, graph_max_tokens=limit)
+    assert graphed.step_time(decode) == pytest.approx(gpu.step_time(decode))
+    roomy = SmallBatchFp8(gpu, small, 1.0, graph_max_tokens=decode.num_batched_tokens)
+    assert roomy.step_time(decode) == small_only.step_time(decode)
+    assert pickle.loads(pickle.dumps(graphed)).step_time(decode) == graphed.step_time(decode)
 
 
 def test_a_gpus_large_batch_scale_applies_to_its_own_fp8_tables_only():
@@ -159,7 +167,9 @@ def test_show_lists_the_large_batch_scales_with_their_source():
 
 def test_the_h200s_held_out_first_tokens_at_other_degrees_are_closer_with_it():
     """InferenceMAX's vLLM V1 Llama-3.1-70B fp8 rows on the H200 at TP1 / TP2 (held out; the scales
-    are fitted at TP4 / TP8): without the large-batch scale their first tokens are 12-15% fast."""
+    are fitted at TP4 / TP8): without the large-batch scale their first tokens are 12-15% fast. (Since
+    2026-12-08 the eager prompt steps' floor takes part of what the scale took, x1.18 → x1.12: the
+    scale closes about two fifths of the 1,024-token row's gap, three fifths of the 8,192-token one's.)"""
     from simulator.validation.published_report import replay
 
     data = load_published("aic-silicon-vllm-v1-70b-more-tp")
@@ -175,4 +185,4 @@ def test_the_h200s_held_out_first_tokens_at_other_degrees_are_closer_with_it():
     assert len(fitted) == len(plain) == 2
     for with_it, without_it in zip(fitted, plain, strict=True):
         assert without_it.ratio < 0.9
-        assert abs(math.log(with_it.ratio)) < 0.5 * abs(math.log(without_it.ratio))
+        assert abs(math.log(with_it.ratio)) < 0.7 * abs(math.log(without_it.ratio))

@@ -81,10 +81,11 @@ def test_a_carried_bunched_turns_follows_its_source_and_refuses_what_it_cannot_c
             load_published("bad")
 
 
-def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_on_its_own_rows():
+def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_and_eager_steps_on_its_own_rows():
     data = load_published(HOPPER)
     assert data["fits"] == ["bunched_turns", "profile"]
-    assert data["fit_terms"] == ["fp8_linear", "fp8_large_batch"]
+    # since 2026-12-08 also the eager prompt steps (`tests/test_eager_layer.py`)
+    assert data["fit_terms"] == ["eager_layer", "fp8_linear", "fp8_large_batch"]
     together = fitted_together(data)
     assert [each["name"] for each in together] == [HOPPER]  # held-out-only checks never fit it
     fit_sets = [{**data, "runs": [run for run in data["runs"] if run["split"] == "fit"]}]
@@ -101,7 +102,10 @@ def test_the_hopper_fit_half_fits_only_vllm_v1s_fp8_scales_on_its_own_rows():
         assert profile.fp8_linear_scale(gpu) == (scale, gpu)
     assert HOPPER in profile.fp8_linear_source
     assert profile.fp8_linear_scale("B200-180GB") == (1.0, None)  # another kernel build target
-    assert [term.label for term in profile.terms] == ["derived"] * len(profile.terms)
+    # the host terms stay derived; only the eager launches are fitted on these rows
+    assert {term.feature: term.label for term in profile.terms if term.label == "fitted"} == {
+        "eager_layer": "fitted"
+    }
 
 
 def test_an_fp8_trial_replays_its_gpus_runs_alone_because_no_other_gpus_row_moves():
@@ -217,7 +221,10 @@ def test_the_fit_finds_planted_fp8_scales_and_keeps_a_gpu_fitted_at_one(tmp_path
         measured = {key: means[key] for key in ("ttft_mean_s", "tpot_mean_s")}
         runs.append(stored | {"split": "fit", "measured": measured})
     path = tmp_path / "small.json"
-    path.write_text(json.dumps(raw | {"runs": runs}))
+    # the fp8 scales alone (four rows fix four scales; the set's eager term stays as planted)
+    path.write_text(
+        json.dumps(raw | {"runs": runs, "fit_terms": ["fp8_linear", "fp8_large_batch"]})
+    )
     fitted, _rows = fit_profile(path, steps=2, write=False)
     assert fitted.fp8_linear_scales == {
         "H100-80GB": pytest.approx(planted),

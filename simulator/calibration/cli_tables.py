@@ -150,12 +150,14 @@ def print_profile(
             "derived",
             profile.graph_steps_source,
         )
-    if profile.graph_max_batch is not None:
+    if profile.graph_max_tokens is not None:
+        per_seq = profile.graph_tokens_per_max_seq
         table.add_row(
-            "largest decode batch replayed as a CUDA graph (larger ones run eagerly)",
-            str(profile.graph_max_batch),
+            "largest step in tokens replayed as a CUDA graph (larger ones run eagerly)",
+            str(profile.graph_max_tokens)
+            + (f", at most {per_seq} x max_num_seqs" if per_seq is not None else ""),
             "derived",
-            profile.graph_max_batch_source,
+            profile.graph_max_tokens_source,
         )
     for name, era in profile.source_eras.items():
         ran = [

@@ -132,14 +132,22 @@ class EngineProfile(_Strict):
         "knee and pays the `eager_layer` term)",
     )
     graph_steps_source: str = "none: every step takes the fp8 small-batch scale"
-    graph_max_batch: int | None = Field(
+    graph_max_tokens: int | None = Field(
         None,
         gt=0,
-        description="the largest decode batch the stack captures as a CUDA graph: a step of more "
-        "sequences runs eagerly and pays the `eager_layer` term (SGLang 0.4 captures 1-160); None: "
-        "no such limit",
+        description="the largest step, in scheduled tokens, the stack captures as a CUDA graph (a "
+        "decode batch's tokens are its sequences): a larger step runs eagerly and pays the "
+        "`eager_layer` term (SGLang 0.4 captures decode batches of 1-160; vLLM's capture list stops "
+        "at 512 tokens); None: no such limit",
     )
-    graph_max_batch_source: str = "none: every decode batch replays a graph"
+    graph_max_tokens_source: str = "none: every step of any size replays a graph"
+    graph_tokens_per_max_seq: int | None = Field(
+        None,
+        gt=0,
+        description="where the stack sizes its capture list by the scheduler's max_num_seqs: the "
+        "largest graph is min(this x max_num_seqs, graph_max_tokens) (vLLM 0.9-0.11: 2); None: "
+        "graph_max_tokens whatever max_num_seqs",
+    )
     fp8_linear_reference: dict[str, Fp8Reference] = Field(
         {},
         description="per GPU of `fp8_linear_scales`: the model and TP degree its scale was fitted "
@@ -177,11 +185,11 @@ class EngineProfile(_Strict):
                     "('vllm', 'sglang' or 'trtllm'): without it they never apply"
                 )
         eager = sum(t.seconds_per_unit for t in self.terms if t.feature == "eager_layer")
-        if eager > 0 and self.graph_steps == "every" and self.graph_max_batch is None:
+        if eager > 0 and self.graph_steps == "every" and self.graph_max_tokens is None:
             raise ValueError(
                 f"profile {self.name!r} has an eager_layer term ({eager * 1e3:.3g} ms a layer) but "
                 "every step replays a CUDA graph; expected graph_steps 'decode_only' or a "
-                "graph_max_batch for the steps it runs eagerly"
+                "graph_max_tokens for the steps it runs eagerly"
             )
         unscaled = sorted(set(self.fp8_linear_reference) - set(self.fp8_linear_scales))
         if unscaled:
@@ -191,6 +199,20 @@ class EngineProfile(_Strict):
                 f"{sorted(self.fp8_linear_scales)}"
             )
         return self
+
+    def graphed(self, max_num_seqs: int, graph_steps: str | None = None) -> EngineProfile:
+        """The profile with its CUDA graphs as a server of `max_num_seqs` captures them (the largest
+        graph by `graph_tokens_per_max_seq`) and, where the server's launch settings say,
+        `graph_steps` in place of the profile's (vLLM's `cudagraph_mode FULL_DECODE_ONLY`)."""
+        update: dict[str, object] = {}
+        if self.graph_tokens_per_max_seq is not None:
+            largest = self.graph_tokens_per_max_seq * max_num_seqs
+            if self.graph_max_tokens is not None:
+                largest = min(largest, self.graph_max_tokens)
+            update["graph_max_tokens"], update["graph_tokens_per_max_seq"] = largest, None
+        if graph_steps is not None and graph_steps != self.graph_steps:
+            update["graph_steps"] = graph_steps
+        return self.model_validate(self.model_dump() | update) if update else self
 
     def for_source(self, name: str, like: str | None = None) -> EngineProfile:
         """The profile as one published source's stack ran it: its `source_eras` entry applied, or,
@@ -239,32 +261,40 @@ class EngineProfile(_Strict):
             return True
         return (calibration_backend or "vllm") != self.kernel_backend
 
-    def host_s(self, shape: StepShape, num_layers: int | None = None) -> float:
-        """Host seconds of one step (before overlap; the wake-up and per-request terms apart) of a
-        model of `num_layers` layers (needed where the profile has an `eager_layer` term)."""
-        return host_seconds(self.host_terms(num_layers), shape)
+    def host_s(self, shape: StepShape) -> float:
+        """Host seconds of one step before overlap (the wake-up, per-request and eager-launch terms
+        apart)."""
+        return host_seconds(self.host_terms(), shape)
 
-    def host_terms(
+    def host_terms(self) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
+        """(units function, seconds per unit) of each per-step host term, in order (`wake`,
+        `request` and `eager_layer` apart): what `host_s` adds up, read once by `ProfiledCostModel`
+        so its per-step path does no lookup."""
+        return tuple(
+            (units_of(term.feature), term.seconds_per_unit)
+            for term in self.terms
+            if term.feature not in NOT_PER_STEP and term.feature != "eager_layer"
+        )
+
+    def launch_terms(
         self, num_layers: int | None = None
     ) -> tuple[tuple[Callable[[StepShape], float], float], ...]:
-        """(units function, seconds per unit) of each per-step host term, in order (`wake` and
-        `request` apart): what `host_s` adds up, read once by `ProfiledCostModel` so its per-step path
-        does no lookup. `num_layers`: the model's, for the `eager_layer` term (`eager_units`)."""
+        """(units function, seconds per unit) of the `eager_layer` term, if any: the host launching
+        each of the model's `num_layers` layers' kernels in a step run without a CUDA graph
+        (`eager_units`). Not added to the host's time: the GPU runs each kernel as it is launched,
+        so a step takes at least its launches (`wall_s`' floor), whatever the profile's overlap."""
         terms = []
         for term in self.terms:
-            if term.feature in NOT_PER_STEP:
+            if term.feature != "eager_layer" or term.seconds_per_unit <= 0:
                 continue
-            if term.feature != "eager_layer":
-                terms.append((units_of(term.feature), term.seconds_per_unit))
-            elif term.seconds_per_unit > 0:
-                if num_layers is None:
-                    raise ValueError(
-                        f"profile {self.name!r} times each layer of an eager step "
-                        f"({term.seconds_per_unit * 1e3:.3g} ms); expected the model's layer count "
-                        "(num_layers) to time a step with it"
-                    )
-                units = eager_units(self.graph_steps, self.graph_max_batch, num_layers)
-                terms.append((units, term.seconds_per_unit))
+            if num_layers is None:
+                raise ValueError(
+                    f"profile {self.name!r} times each layer of an eager step "
+                    f"({term.seconds_per_unit * 1e3:.3g} ms); expected the model's layer count "
+                    "(num_layers) to time a step with it"
+                )
+            units = eager_units(self.graph_steps, self.graph_max_tokens, num_layers)
+            terms.append((units, term.seconds_per_unit))
         return tuple(terms)
 
     @property
@@ -286,9 +316,11 @@ class EngineProfile(_Strict):
         )
 
     def step_s(self, gpu_s: float, shape: StepShape, num_layers: int | None = None) -> float:
-        """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the overlapped
-        share hidden."""
-        return wall_s(gpu_s, self.host_s(shape, num_layers), self.overlap, self.kernel_scale)
+        """The step's wall time: the GPU's time (times `kernel_scale`) and the host's, with the
+        overlapped share hidden, and at least its eager launches (`launch_terms`) of a model of
+        `num_layers` layers."""
+        launch_s = host_seconds(self.launch_terms(num_layers), shape)
+        return wall_s(gpu_s, self.host_s(shape), self.overlap, self.kernel_scale, launch_s)
 
     def held_out_error(
         self, gpu: str | None = None, tensor_parallel: int | None = None

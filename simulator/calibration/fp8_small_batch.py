@@ -80,15 +80,24 @@ def has_fp8_linear(fit) -> bool:
 
 class SmallBatchFp8:
     """`gpu` (a `CostModel` with fp8 linear-layer terms) with those terms' time up to the knee
-    `scale` times as long, and beyond it `large` times as long; `decode_only`: the first only on
-    steps without a prefill chunk (the stack graphs only those, `EngineProfile.graph_steps`)."""
+    `scale` times as long, and beyond it `large` times as long; the first only on the steps the
+    stack replays as CUDA graphs: not, with `decode_only`, a step with a prefill chunk, nor one of
+    more than `graph_max_tokens` tokens (`EngineProfile.graph_steps`, `graph_max_tokens`)."""
 
-    def __init__(self, gpu, scale: float, large: float = 1.0, decode_only: bool = False):
+    def __init__(
+        self,
+        gpu,
+        scale: float,
+        large: float = 1.0,
+        decode_only: bool = False,
+        graph_max_tokens: int | None = None,
+    ):
         for name, value in (("small-batch", scale), ("large-batch", large)):
             if not value > 0:
                 raise ValueError(f"fp8 {name} scale {value!r}; expected a positive number")
         self.gpu, self.scale, self.large, self.fit = gpu, scale, large, gpu.fit
-        self.decode_only = decode_only
+        self.decode_only, self.graph_max_tokens = decode_only, graph_max_tokens
+        self._largest = graph_max_tokens if graph_max_tokens is not None else -1
         # (units, seconds per unit) of each fp8 linear-layer term, the knee they share
         self._terms = tuple(
             (FEATURE_UNITS[term.feature], term.seconds_per_unit)
@@ -103,7 +112,10 @@ class SmallBatchFp8:
         self._knee = int(gpu.fit.knee_tokens)
 
     def __reduce__(self):
-        return (SmallBatchFp8, (self.gpu, self.scale, self.large, self.decode_only))
+        return (
+            SmallBatchFp8,
+            (self.gpu, self.scale, self.large, self.decode_only, self.graph_max_tokens),
+        )
 
     @property
     def knee_tokens(self) -> float:
@@ -111,13 +123,13 @@ class SmallBatchFp8:
 
     def saved_s(self, shape: StepShape) -> float:
         """Seconds the scales take off this step: (1 - scale) x its fp8 linear layers' time at
-        min(tokens, knee) (not on a step with a prefill chunk when `decode_only`: the stack runs
-        it eagerly), less (large - 1) x their time for the tokens beyond the knee."""
+        min(tokens, knee) (not on a step the stack runs eagerly: with a prefill chunk when
+        `decode_only`, or of more than `graph_max_tokens` tokens), less (large - 1) x their time for the tokens beyond the knee."""
         tokens = shape.num_batched_tokens
         below = min(tokens, self._knee)
         if below <= 0:
             return 0.0
-        eager = self.decode_only and bool(shape.prefill_chunks)
+        eager = (self.decode_only and bool(shape.prefill_chunks)) or 0 <= self._largest < tokens
         beyond_knee = tokens > below and self.large != 1.0
         if eager and not beyond_knee:
             return 0.0

@@ -2,10 +2,11 @@
 
 An engine profile (`engine_profile.EngineProfile.terms`) adds the stack's own work around the GPU's
 kernels as terms, each a number of seconds per unit, with its label and source. Per step: the step
-itself, each scheduled sequence, each prefill token, each output token, and each model layer of a
-step the stack runs without a CUDA graph (`eager_layer`: the host launching that layer's kernels one
-by one; which steps those are is the profile's, `eager_units`). `host_s` sums them and the profile's
-overlap hides part of it under the GPU (all of it overlapped: a floor under the GPU's time). Not per
+itself, each scheduled sequence, each prefill token and each output token; `host_s` sums them and
+the profile's overlap hides part of it under the GPU (all of it overlapped: a floor under the GPU's
+time). Each model layer of a step the stack runs without a CUDA graph (`eager_layer`: the host
+launching that layer's kernels one by one; which steps those are is the profile's, `eager_units`)
+is a floor under the step whatever the overlap: the GPU runs each kernel as it is launched. Not per
 step: `wake`, once on the first step after the engine was idle (thread wake-up, cold caches; the
 replica adds it), and `request`, once per request before the scheduler sees it (the stack's API
 server: HTTP parsing, tokenisation, hand-off to the engine process; the cluster hands the request
@@ -77,21 +78,24 @@ def units_of(feature: str) -> Callable[[StepShape], float]:
 
 
 def eager_units(
-    graph_steps: str, graph_max_batch: int | None, num_layers: int
+    graph_steps: str, graph_max_tokens: int | None, num_layers: int
 ) -> Callable[[StepShape], float]:
     """Units of `eager_layer` in a step: the model's `num_layers` where the stack runs the step
     without a CUDA graph, else 0. Eager are a step with a prompt in it where the stack graphs
-    decode-only steps (`graph_steps` "decode_only": SGLang's and TensorRT-LLM's graph runners capture
-    decode batches only) and a step of more sequences than its largest captured graph
-    (`graph_max_batch`; None: no such limit)."""
+    decode-only steps (`graph_steps` "decode_only": SGLang's and TensorRT-LLM's graph runners, vLLM's
+    `cudagraph_mode FULL_DECODE_ONLY`) and a step of more scheduled tokens than its largest captured
+    graph (`graph_max_tokens`, a decode batch's tokens being its sequences: SGLang 0.4's 160, vLLM's
+    capture list; None: no such limit)."""
     if num_layers <= 0:
         raise ValueError(f"num_layers={num_layers}; expected the model's layer count (≥ 1)")
     prompts_eager = graph_steps == "decode_only"
-    largest = graph_max_batch if graph_max_batch is not None else -1
+    largest = graph_max_tokens if graph_max_tokens is not None else -1
     layers = float(num_layers)
 
     def units(shape: StepShape) -> float:
-        if (prompts_eager and shape.num_prefill_seqs > 0) or (0 <= largest < shape.num_seqs):
+        if (prompts_eager and shape.num_prefill_seqs > 0) or (
+            0 <= largest < shape.num_batched_tokens
+        ):
             return layers
         return 0.0
 

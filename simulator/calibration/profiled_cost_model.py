@@ -20,11 +20,14 @@ if TYPE_CHECKING:
     from simulator.calibration.engine_profile import EngineProfile
 
 
-def wall_s(gpu_s: float, host_s: float, overlap: float, kernel_scale: float) -> float:
-    """A step's wall time: the GPU's time (times `kernel_scale`) and the host's, the overlapped share
-    of the host's hidden."""
+def wall_s(
+    gpu_s: float, host_s: float, overlap: float, kernel_scale: float, launch_s: float = 0.0
+) -> float:
+    """A step's wall time: the GPU's time (times `kernel_scale`) and the host's, the overlapped
+    share of the host's hidden; at least `launch_s`, the host launching an eager step's kernels one
+    by one (the GPU runs each as it comes, so the launches are a floor, not an addition)."""
     hidden = overlap * host_s
-    return max(gpu_s * kernel_scale, hidden) + (host_s - hidden)
+    return max(gpu_s * kernel_scale, hidden, launch_s) + (host_s - hidden)
 
 
 def host_seconds(
@@ -99,7 +102,13 @@ class ProfiledCostModel:
                 and has_fp8_linear(gpu.fit)
             ):
                 # last: over the era-scaled model
-                gpu = SmallBatchFp8(gpu, fp8, large, profile.graph_steps == "decode_only")
+                gpu = SmallBatchFp8(
+                    gpu,
+                    fp8,
+                    large,
+                    profile.graph_steps == "decode_only",
+                    profile.graph_max_tokens,
+                )
         elif profile.kernel_scale_by_bound and hasattr(gpu, "fit"):
             gpu = type(gpu)(_scaled_by_bound(gpu.fit, profile.kernel_scale_by_bound))
         self.gpu = gpu
@@ -110,7 +119,8 @@ class ProfiledCostModel:
         # each request's time in the API server before the scheduler sees it (the cluster delays it)
         self.front_end_s = profile.request_s * scale
         # the profile's per-step figures, read once (the profile is not changed after this)
-        self._host_terms = profile.host_terms(num_layers)
+        self._host_terms = profile.host_terms()
+        self._launch_terms = profile.launch_terms(num_layers)
         self._overlap, self._kernel_scale = profile.overlap, profile.kernel_scale
 
     def __reduce__(self):
@@ -146,14 +156,16 @@ class ProfiledCostModel:
         if shape.is_empty:
             return 0.0
         host = host_seconds(self._host_terms, shape)
+        launch = host_seconds(self._launch_terms, shape)
         gpu_s = self.gpu.step_time(shape)
-        return wall_s(gpu_s, host, self._overlap, self._kernel_scale) * self.scale
+        return wall_s(gpu_s, host, self._overlap, self._kernel_scale, launch) * self.scale
 
     def decode_stretch_times(self, shape: StepShape, num_steps: int) -> list[float]:
         host = host_seconds(self._host_terms, shape)
+        launch = host_seconds(self._launch_terms, shape)  # a stretch keeps its batch: every step
         overlap, scale, kernel = self._overlap, self.scale, self._kernel_scale
         return [
-            wall_s(gpu_s, host, overlap, kernel) * scale
+            wall_s(gpu_s, host, overlap, kernel, launch) * scale
             for gpu_s in self.gpu.decode_stretch_times(shape, num_steps)
         ]
 

@@ -27,6 +27,7 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
     steps `step_scale` times as long."""
     from simulator.calibration.profiled_cost_model import ProfiledCostModel
     from simulator.resolve import (
+        graphed_profile,
         resolve_calibration_for,
         resolve_pool,
         resolve_profile,
@@ -35,7 +36,7 @@ def replica_ceiling_rps(scenario: Scenario, trace, step_scale: float = 1.0) -> f
 
     settings = scenario.scheduler
     calibration = resolve_calibration_for(scenario)
-    profile = resolve_profile(scenario, calibration)
+    profile = graphed_profile(scenario, resolve_profile(scenario, calibration))
     cost = ProfiledCostModel.of_calibration(
         scenario_calibration(scenario, calibration), profile, step_scale
     )

@@ -180,6 +180,8 @@ def fleet_scenario(
         "fused_all_reduce_mb": base.hardware.fused_all_reduce_mb
         if base.hardware.gpu == gpu
         else {},
+        # the server's CUDA-graph launch setting, whatever GPU it runs on
+        "graph_steps": base.hardware.graph_steps,
     }
     if autoscaler is None:
         data["cluster"]["autoscaler"]["enabled"] = False

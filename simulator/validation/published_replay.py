@@ -69,6 +69,7 @@ def replay_inputs(
                 "gpu": run["gpu"],
                 "tensor_parallel": run.get("tensor_parallel", 1),
                 "fused_all_reduce_mb": run.get("fused_all_reduce_mb", {}),
+                "graph_steps": run.get("graph_steps"),
             },
             "engine_profile": profile if isinstance(profile, str) else None,
             "scheduler": settings,
