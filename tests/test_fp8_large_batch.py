@@ -167,9 +167,10 @@ def test_show_lists_the_large_batch_scales_with_their_source():
 
 def test_the_h200s_held_out_first_tokens_at_other_degrees_are_closer_with_it():
     """InferenceMAX's vLLM V1 Llama-3.1-70B fp8 rows on the H200 at TP1 / TP2 (held out; the scales
-    are fitted at TP4 / TP8): without the large-batch scale their first tokens are 12-15% fast. (Since
-    2026-12-08 the eager prompt steps' floor takes part of what the scale took, x1.18 → x1.12: the
-    scale closes about two fifths of the 1,024-token row's gap, three fifths of the 8,192-token one's.)"""
+    are fitted at TP4 / TP8): without the large-batch scale their first tokens are 12-15% fast.
+    (Since 2026-12-08 the eager prompt steps' floor takes part of what the scale took, x1.18 →
+    x1.12: the scale closes about two fifths of the 1,024-token row's gap, three fifths of the
+    8,192-token one's.)"""
     from simulator.validation.published_report import replay
 
     data = load_published("aic-silicon-vllm-v1-70b-more-tp")

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from engine.core.step_shape import StepShape
 from engine.model.presets import preset_names
 from simulator.calibration.cost_model import FEATURE_UNITS, CostModel
+from simulator.calibration.host_terms import eager_units
 from simulator.calibration.kernel_era import FP8_LINEAR_PREFIX, linear_s
 from simulator.calibration.schema import Calibration
 from simulator.calibration.weight_dtype import supports_weight_dtype, weight_dtype_calibration
@@ -97,7 +98,8 @@ class SmallBatchFp8:
                 raise ValueError(f"fp8 {name} scale {value!r}; expected a positive number")
         self.gpu, self.scale, self.large, self.fit = gpu, scale, large, gpu.fit
         self.decode_only, self.graph_max_tokens = decode_only, graph_max_tokens
-        self._largest = graph_max_tokens if graph_max_tokens is not None else -1
+        # which steps run eagerly: the eager-launch term's rule (one "layer": 1 where eager)
+        self._eager = eager_units("decode_only" if decode_only else "every", graph_max_tokens, 1)
         # (units, seconds per unit) of each fp8 linear-layer term, the knee they share
         self._terms = tuple(
             (FEATURE_UNITS[term.feature], term.seconds_per_unit)
@@ -124,12 +126,13 @@ class SmallBatchFp8:
     def saved_s(self, shape: StepShape) -> float:
         """Seconds the scales take off this step: (1 - scale) x its fp8 linear layers' time at
         min(tokens, knee) (not on a step the stack runs eagerly: with a prefill chunk when
-        `decode_only`, or of more than `graph_max_tokens` tokens), less (large - 1) x their time for the tokens beyond the knee."""
+        `decode_only`, or of more than `graph_max_tokens` tokens), less (large - 1) x their time
+        for the tokens beyond the knee."""
         tokens = shape.num_batched_tokens
         below = min(tokens, self._knee)
         if below <= 0:
             return 0.0
-        eager = (self.decode_only and bool(shape.prefill_chunks)) or 0 <= self._largest < tokens
+        eager = self._eager(shape) > 0
         beyond_knee = tokens > below and self.large != 1.0
         if eager and not beyond_knee:
             return 0.0
