@@ -89,12 +89,13 @@ def test_the_scenario_refuses_a_cap_below_one():
 
 def test_the_silicon_set_loads_as_closed_loop_runs_split_by_rule():
     data = load_published(NAME)
-    # its fit runs fit the loop's bunched turns and, of the profile, only the fp8 linear layers per
-    # GPU (below the knee and beyond it): the host terms refit with them needed a per-sequence cost that makes small models
-    # host-bound at large batches (see the set), so they are never fitted on it
+    # its fit runs fit the loop's bunched turns and, of the profile, only the eager prompt steps'
+    # launches (since 2026-12-08) and the fp8 linear layers per GPU (below the knee and beyond it):
+    # the host terms refit with them needed a per-sequence cost that makes small models host-bound
+    # at large batches (see the set), so they are never fitted on it
     assert data["engine_profile"] == "vllm-v1"
     assert data["fits"] == ["bunched_turns", "profile"]
-    assert data["fit_terms"] == ["fp8_linear", "fp8_large_batch"]
+    assert data["fit_terms"] == ["eager_layer", "fp8_linear", "fp8_large_batch"]
     assert not data.get("held_out_only") and data["bunched_turns_label"] == "fitted"
     runs = data["runs"]
     assert len(runs) == 60 and {run["gpu"] for run in runs} == {"H100-80GB", "H200-141GB"}
